@@ -1,0 +1,60 @@
+# qonnect.core — set-up, tests, demo. Every target sets up what it needs on a fresh Debian
+# machine with only Python 3 and the package registries.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+PY := $(BIN)/python
+STAMP := $(VENV)/.setup-stamp
+COLLECTIONS := $(CURDIR)/$(VENV)/collections
+COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/qonnect/core
+SANITY_ROOT := $(CURDIR)/build/sanity/ansible_collections/qonnect/core
+DIST := $(CURDIR)/build/dist
+DEMO_DIR ?= $(CURDIR)/demo-state
+export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+export PATH := $(BIN):$(PATH)
+
+.PHONY: setup test unit integration sanity lint build check-build demo demo-down clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt test-requirements.txt controller/pyproject.toml
+	@bash scripts/setup-venv.sh "$(PYTHON)" "$(VENV)"
+	@touch $(STAMP)
+
+## test: everything CI runs — lint, unit and integration tests, collection build, ansible-test sanity
+test: setup lint
+	$(PY) -m pytest tests -q
+	$(MAKE) --no-print-directory check-build
+	$(MAKE) --no-print-directory sanity
+
+unit: setup
+	$(PY) -m pytest tests/unit -q
+
+integration: setup
+	$(PY) -m pytest tests/integration -q
+
+lint: setup
+	$(BIN)/ruff check .
+
+## sanity: ansible-test sanity on a copy of the collection at an ansible_collections/ path
+sanity: setup
+	@bash scripts/sanity.sh "$(SANITY_ROOT)"
+
+build: setup
+	@mkdir -p $(DIST)
+	$(BIN)/ansible-galaxy collection build --force --output-path $(DIST) .
+
+## check-build: the tarball installs into a fresh path and ansible-doc renders every plugin
+check-build: build
+	@bash scripts/check-build.sh "$(DIST)"
+
+## demo: the main job on the embedded default
+demo: setup
+	$(BIN)/qonnect plan --spec examples/bookinfo/energy-first.yml --inventory examples/inventories/paper.json
+
+demo-down: setup
+	@if [ -d "$(DEMO_DIR)" ]; then $(BIN)/qonnect testbed down --dir "$(DEMO_DIR)" || true; fi
+
+clean:
+	rm -rf build $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Create the project venv with everything the collection, the qonnect package and the tests
+# need, and link the checkout as the qonnect.core collection inside it.
+set -euo pipefail
+python=${1:-python3}
+venv=${2:-.venv}
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+if ! "$python" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  echo "setup: $python has no venv/ensurepip; installing python3-venv" >&2
+  if command -v apt-get >/dev/null; then
+    sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq python3-venv
+  else
+    echo "setup: please install the venv module for $python" >&2; exit 1
+  fi
+fi
+
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/test-requirements.txt"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root/controller"
+
+# The checkout doubles as the installed collection: ansible finds it through
+# ANSIBLE_COLLECTIONS_PATH and plain Python through a .pth file.
+mkdir -p "$venv/collections/ansible_collections/qonnect"
+ln -sfn "$root" "$venv/collections/ansible_collections/qonnect/core"
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$root/$venv/collections" > "$site/qonnect-collections.pth"
+
+# ansible-test bootstraps pip from a host that is unreachable here; seed its cache with a
+# stand-in that uses ensurepip + the package index instead.
+cache="$HOME/.ansible/test/cache"
+mkdir -p "$cache"
+for name in get_pip_24_2.py get_pip_25_2.py get_pip_25_0_1.py get_pip_24_0.py; do
+  [ -s "$cache/$name" ] || cat > "$cache/$name" <<'PYEOF'
+import subprocess, sys
+subprocess.check_call([sys.executable, '-m', 'ensurepip', '--default-pip'])
+args = [a for a in sys.argv[1:] if a not in ('--no-setuptools', '--no-wheel')]
+subprocess.check_call([sys.executable, '-m', 'pip', 'install'] + args)
+PYEOF
+done
+echo "setup: $venv ready"
