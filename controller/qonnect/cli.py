@@ -63,4 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the imported module so components raise the same UserError class main() catches.
+    from qonnect.cli import main as _entry
+
+    sys.exit(_entry())

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""KB heartbeat benchmark: sustained agent reports per second and their latency.
+
+Starts a real `qonnect kb serve` per backend (a fresh SQLite file; a throw-away PostgreSQL
+database), registers N clusters with one agent token each, then N simulated agents, each on its
+own keep-alive connection, send reports (heartbeat + one node + a latency) at a fixed aggregate
+rate (open loop, random phases). Latency is measured from sending a request to reading its
+whole answer, which the KB gives only after the report is durably committed.
+
+The load generator is one uvloop process writing pre-built HTTP/1.1 requests on raw sockets, so
+it costs little of the CPU that the KB shares with it.
+
+    python benchmarks/kb.py --json                      # both backends, 1000 agents, 2000/s
+    python benchmarks/kb.py --backends sqlite --rate 3000 --duration 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - plain asyncio works, just slower
+    uvloop = None
+
+TARGET_RATE = 2000.0
+TARGET_P99_MS = 50.0
+
+# `python -m qonnect.cli` would load cli.py twice (as __main__ too); run main() instead
+MAIN = "import sys; from qonnect.cli import main; sys.exit(main())"
+
+
+# -- set-up ---------------------------------------------------------------------------------
+def prepare(db_url: str, agents: int) -> tuple[str, list[tuple[str, str]]]:
+    """Migrate, register the clusters and make one agent token each, straight in the DB."""
+    from qonnect.kb import auth, migrations, ops
+    from qonnect.kb.storage import Database
+
+    db = Database(db_url)
+    migrations.migrate(db)
+    conn = db.connect()
+    now = time.time()
+    pairs = []
+    conn.begin()
+    admin = auth.insert_token(conn, "admin", None, "bench-admin", now)["token"]
+    for i in range(agents):
+        name = f"bench-{i:04d}"
+        ops.create_cluster(conn, {"name": name, "tier": ("cloud", "fog", "edge")[i % 3],
+                                  "location": name, "labels": {}}, now)
+        pairs.append((name, auth.insert_token(conn, "agent", name, None, now)["token"]))
+    conn.commit()
+    db.close()
+    return admin, pairs
+
+
+class Server:
+    """`qonnect kb serve` on a free port, stopped (and killed if need be) on exit."""
+
+    def __init__(self, db_url: str, workdir: str) -> None:
+        self.db_url = db_url
+        self.port_file = Path(workdir) / f"port-{uuid.uuid4().hex[:6]}"
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> Server:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", MAIN, "kb", "serve", "--db", self.db_url,
+             "--port", "0", "--port-file", str(self.port_file)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while not self.port_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                self.__exit__()
+                raise RuntimeError(f"the KB did not start: {err[-2000:]}")
+            time.sleep(0.05)
+        self.port = int(self.port_file.read_text())
+        return self
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the KB process has used so far (Linux /proc)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# -- load generator -------------------------------------------------------------------------
+class Agent(asyncio.Protocol):
+    """One simulated agent: a keep-alive connection with at most one request in flight."""
+
+    def __init__(self, cluster: str, token: str) -> None:
+        self.head = (f"POST /api/v1/clusters/{cluster}/reports HTTP/1.1\r\nHost: kb\r\n"
+                     f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+                     "Content-Length: ")
+        self.node = cluster + "-w"
+        self.seq = 0
+        self.buf = b""
+        self.waiter: asyncio.Future | None = None
+        self.transport: asyncio.Transport | None = None
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if self.waiter and not self.waiter.done():
+            self.waiter.set_result(0)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = self.buf[:end].decode("latin-1")
+        length = 0
+        for line in head.split("\r\n")[1:]:
+            key, _, value = line.partition(":")
+            if key.lower() == "content-length":
+                length = int(value)
+        if len(self.buf) < end + 4 + length:
+            return
+        self.buf = self.buf[end + 4 + length:]
+        if self.waiter and not self.waiter.done():
+            self.waiter.set_result(int(head.split(" ", 2)[1]))
+
+    async def send(self) -> int:
+        self.seq += 1
+        requested = 268435456 + self.seq % 7  # pods come and go: the node data changes
+        body = (f'{{"seq":{self.seq},"ts":{time.time():.3f},"reachable":true,'
+                f'"latencies":{{"kb":0.5}},"nodes":[{{"name":"{self.node}","ready":true,'
+                '"schedulable":true,"allocatable":{"cpu":6.0,"memory":7160000000,'
+                f'"ephemeral_storage":0}},"requested":{{"cpu":0.5,"memory":{requested},'
+                '"ephemeral_storage":0},"bandwidth_gbps":52.5,"energy_kwh":0.0024042,'
+                '"price_eur_h":16.3884}]}').encode()
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(f"{self.head}{len(body)}\r\n\r\n".encode() + body)
+        return await self.waiter
+
+
+async def run_load(port: int, pairs: list[tuple[str, str]], rate: float, warmup: float,
+                   duration: float) -> dict:
+    loop = asyncio.get_running_loop()
+    agents = []
+    for cluster, token in pairs:
+        _, proto = await loop.create_connection(lambda c=cluster, t=token: Agent(c, t),
+                                                "127.0.0.1", port)
+        agents.append(proto)
+    interval = len(agents) / rate
+    start = loop.time() + 0.5
+    measure_from, measure_to = start + warmup, start + warmup + duration
+    latencies: list[float] = []
+    errors = 0
+    late = 0
+    sent_total = 0
+
+    async def drive(agent: Agent) -> None:
+        nonlocal errors, late, sent_total
+        due = start + random.random() * interval
+        while due < measure_to:
+            delay = due - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            elif delay < -interval:
+                late += 1
+            sent = loop.time()
+            sent_total += 1
+            status = await agent.send() if not agent.lost else 0
+            done = loop.time()
+            if measure_from <= sent < measure_to:
+                if status == 200:
+                    latencies.append(done - sent)
+                else:
+                    errors += 1
+            if agent.lost:
+                return
+            due += interval
+
+    await asyncio.gather(*(drive(a) for a in agents))
+    for agent in agents:
+        if agent.transport:
+            agent.transport.close()
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return round(latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000, 2)
+
+    return {
+        "agents": len(agents), "target_rate": rate, "duration_s": duration, "sent": sent_total,
+        "requests": len(latencies), "errors": errors, "late_sends": late,
+        "rate": round(len(latencies) / duration, 1),
+        "p50_ms": pct(0.50) if latencies else None, "p99_ms": pct(0.99) if latencies else None,
+        "max_ms": round(latencies[-1] * 1000, 2) if latencies else None,
+    }
+
+
+# -- backends -------------------------------------------------------------------------------
+@contextlib.contextmanager
+def database(backend: str, workdir: str, pg_url: str):
+    if backend == "sqlite":
+        yield f"sqlite://{Path(workdir) / 'kb.sqlite'}"
+        return
+    import psycopg
+
+    name = f"qkb_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield f"{pg_url.rsplit('/', 1)[0]}/{name}"
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def bench(backend: str, args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory(prefix="qkb-bench-") as workdir, \
+            database(backend, workdir, args.pg_url) as db_url:
+        _, pairs = prepare(db_url, args.agents)
+        with Server(db_url, workdir) as server:
+            runner = uvloop.run if uvloop else asyncio.run
+            server_cpu, own_cpu = server.cpu_seconds(), time.process_time()
+            result = runner(run_load(server.port, pairs, args.rate, args.warmup, args.duration))
+            # CPU per request shows the KB's capacity apart from what else runs on the machine
+            per_request = 1000 / max(1, result["sent"])
+            result["server_cpu_ms_per_request"] = round(
+                (server.cpu_seconds() - server_cpu) * per_request, 3)
+            result["loadgen_cpu_ms_per_request"] = round(
+                (time.process_time() - own_cpu) * per_request, 3)
+            return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=TARGET_RATE, help="reports per second")
+    parser.add_argument("--duration", type=float, default=10.0, help="measured seconds")
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--pg-url", default=os.environ.get(
+        "QONNECT_BENCH_PG", "postgresql://127.0.0.1:5432/test"))
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()
+    results = {}
+    for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
+        results[backend] = bench(backend, args)
+        if not args.json:
+            print(backend, json.dumps(results[backend]), flush=True)
+    sqlite = results.get("sqlite")
+    report = {
+        "benchmark": "kb-heartbeats",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    # other work on the machine competes with the KB and the load generator
+                    "loadavg_before": [round(x, 2) for x in load_before],
+                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
+        "targets": {"sqlite_rate_min": TARGET_RATE, "sqlite_p99_ms_max": TARGET_P99_MS},
+        "results": results,
+        "target_met": None if sqlite is None else bool(
+            sqlite["rate"] >= 0.98 * TARGET_RATE and sqlite["errors"] == 0
+            and sqlite["p99_ms"] is not None and sqlite["p99_ms"] < TARGET_P99_MS),
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

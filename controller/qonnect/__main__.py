@@ -1,0 +1,7 @@
+"""``python -m qonnect``: the same entry point as the ``qonnect`` command."""
+
+import sys
+
+from qonnect.cli import main
+
+sys.exit(main())

@@ -1,0 +1,90 @@
+"""Bearer tokens: generated once, stored only as a SHA-256 hash, bound to a role.
+
+Tokens carry 256 random bits, so a plain SHA-256 (no salt, no slow KDF) is enough to make a
+stolen database useless for logging in, and lets a request be checked with one indexed lookup.
+All tokens are kept in memory (reloaded every few seconds), so heartbeats skip the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+from qonnect.kb.storage import Conn
+
+PREFIX = "qkb_"
+RELOAD_SECONDS = 5.0
+ROLES = ("admin", "controller", "agent", "reader")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the token's name, role and (for agents) its cluster."""
+
+    name: str
+    role: str
+    cluster: str | None = None
+
+    @property
+    def sees_credentials(self) -> bool:
+        return self.role in ("admin", "controller")
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+
+
+def new_token() -> str:
+    return PREFIX + secrets.token_urlsafe(32)
+
+
+def insert_token(conn: Conn, role: str, cluster: str | None, name: str | None, now: float) -> dict:
+    """Create a token; the clear text is returned here and never stored."""
+    if role not in ROLES:
+        raise ValueError(f"role: {role!r} is not one of {', '.join(ROLES)}")
+    if (role == "agent") != bool(cluster):
+        raise ValueError("cluster: is required for role agent and only allowed for it")
+    token = new_token()
+    label = name or f"{role}-{secrets.token_hex(3)}"
+    conn.execute(
+        "INSERT INTO tokens (hash, name, role, cluster, created) VALUES (?, ?, ?, ?, ?)",
+        (hash_token(token), label, role, cluster, now),
+    )
+    return {"token": token, "name": label, "role": role, "cluster": cluster, "created": now}
+
+
+def list_tokens(conn: Conn) -> list[dict]:
+    rows = conn.all("SELECT name, role, cluster, created FROM tokens ORDER BY created")
+    return [{"name": r[0], "role": r[1], "cluster": r[2], "created": r[3]} for r in rows]
+
+
+def revoke_token(conn: Conn, name: str) -> int:
+    return conn.execute("DELETE FROM tokens WHERE name = ?", (name,)).rowcount
+
+
+class TokenCache:
+    """All tokens' hashes -> principals, reloaded from the database every RELOAD_SECONDS.
+
+    Heartbeats then never wait for the database to authenticate. A token created since the
+    last reload is found by a direct lookup on a miss; a revoked one stops working at the next
+    reload.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Principal] = {}
+
+    def get(self, digest: str) -> Principal | None:
+        return self._entries.get(digest)
+
+    def put(self, digest: str, principal: Principal) -> None:
+        self._entries[digest] = principal
+
+    def reload(self, conn: Conn) -> None:
+        rows = conn.all("SELECT hash, name, role, cluster FROM tokens")
+        self._entries = {r[0]: Principal(r[1], r[2], r[3]) for r in rows}
+
+
+def lookup(conn: Conn, digest: str) -> Principal | None:
+    row = conn.one("SELECT name, role, cluster FROM tokens WHERE hash = ?", (digest,))
+    return Principal(row[0], row[1], row[2]) if row else None

@@ -1,0 +1,138 @@
+"""Error answers: every failure is JSON ``{"detail": ...}`` naming the field, never a 500 for
+bad input; plus the request-body size limit (413)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from qonnect.kb.specs import SpecError
+from qonnect.kb.storage import is_unavailable
+
+log = logging.getLogger(__name__)
+
+
+def _field(loc: tuple | list) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        where, rest = parts[0], parts[1:]
+        return ".".join(rest) if where == "body" and rest else ".".join(parts)
+    return ".".join(parts) or "body"
+
+
+def _message(err: dict[str, Any]) -> str:
+    msg = str(err.get("msg", "invalid"))
+    if err.get("type") == "json_invalid":
+        ctx = err.get("ctx") or {}
+        return f"malformed JSON ({ctx.get('error', 'cannot be parsed')})"
+    return msg.removeprefix("Value error, ")
+
+
+def validation_body(errors: list[dict[str, Any]]) -> dict[str, Any]:
+    items = [{"field": _field(e.get("loc", ())), "message": _message(e)} for e in errors]
+    detail = "; ".join(f"{i['field']}: {i['message']}" for i in items) or "invalid request"
+    return {"detail": detail, "errors": items}
+
+
+async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    return JSONResponse(validation_body(list(exc.errors())), status_code=422)
+
+
+async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    if exc.status_code == 400 and detail == "There was an error parsing the body":
+        detail = "body: cannot be parsed (not UTF-8 JSON, or nested too deeply)"
+    return JSONResponse({"detail": detail}, status_code=exc.status_code,
+                        headers=getattr(exc, "headers", None))
+
+
+async def _spec(_request: Request, exc: SpecError) -> JSONResponse:
+    items = []
+    for text in exc.errors:
+        field, _, message = text.partition(": ")
+        items.append({"field": field if message else "spec", "message": message or text})
+    return JSONResponse({"detail": "invalid application spec: " + "; ".join(exc.errors),
+                         "errors": items}, status_code=422)
+
+
+async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+    if is_unavailable(exc):
+        log.error("database unavailable: %s", exc)
+        return JSONResponse({"detail": "the KB database is unavailable, retry later"},
+                            status_code=503, headers={"Retry-After": "1"})
+    log.exception("unexpected error")
+    return JSONResponse({"detail": "internal error"}, status_code=500)
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(SpecError, _spec)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+class BodyLimit:
+    """ASGI middleware: refuse bodies over ``limit`` bytes with 413 before the app parses them."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
+            await self.app(scope, receive, send)
+            return
+        for key, value in scope["headers"]:
+            if key == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    await self._reply(send, 400, "Content-Length: not an integer")
+                    return
+                if declared > self.limit:
+                    await self._reply(send, 413, self._too_big())
+                    return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, receive, send)  # disconnect: let the app see it
+                return
+            body = message.get("body", b"")
+            size += len(body)
+            if size > self.limit:
+                await self._reply(send, 413, self._too_big())
+                return
+            chunks.append(body)
+            more = message.get("more_body", False)
+        data = b"".join(chunks)
+        sent = False
+
+        async def replay() -> dict:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": data, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    def _too_big(self) -> str:
+        return f"body: larger than the limit of {self.limit} bytes (--max-body)"
+
+    @staticmethod
+    async def _reply(send: Any, status: int, detail: str) -> None:
+        body = json.dumps({"detail": detail}).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})

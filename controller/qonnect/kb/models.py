@@ -1,0 +1,377 @@
+"""Request and response bodies of the KB API.
+
+Every request model forbids unknown fields and NaN/Infinity and bounds every number and string,
+so bad input is a 422 naming the field and never reaches the database (where an out-of-range
+integer or a NUL character would otherwise become a 500).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+MAX_INT = 2**63 - 1
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+Tier = Literal["cloud", "fog", "edge"]
+Role = Literal["admin", "controller", "agent", "reader"]
+WorkloadStatus = Literal["Healthy", "Progressing", "Failed"]
+
+
+def storable(value: str | None) -> str | None:
+    """Reject characters that PostgreSQL TEXT or UTF-8 cannot hold."""
+    if value is None:
+        return None
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must not contain unpaired surrogate characters") from None
+    return value
+
+
+def Text(max_length: int, min_length: int = 0) -> Any:
+    """A bounded string that both databases can store."""
+    return Annotated[
+        str, Field(min_length=min_length, max_length=max_length), AfterValidator(storable)
+    ]
+
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
+Labels = Annotated[dict[Text(317, 1), Text(1024)], Field(max_length=256)]
+Count = Annotated[int, Field(ge=0, le=MAX_INT)]
+NonNegative = Annotated[float, Field(ge=0, le=1e300)]
+
+
+class Strict(BaseModel):
+    """Base of request models: unknown fields and non-finite numbers are errors."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Out(BaseModel):
+    """Base of response models (documentation only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorField(Out):
+    field: str
+    message: str
+
+
+class ErrorBody(Out):
+    """Every error answer: ``detail`` says what is wrong and names the field."""
+
+    detail: str
+    errors: list[ErrorField] | None = None
+
+
+# -- clusters -----------------------------------------------------------------------------
+class ClusterIn(Strict):
+    """A cluster record as registered by an admin."""
+
+    name: Name
+    tier: Tier
+    location: Text(253, 1) | None = Field(None, description="defaults to the cluster name")
+    server: Text(2048, 1) | None = Field(None, description="Kubernetes API URL")
+    kubeconfig: Text(4096, 1) | None = Field(None, description="credentials: kubeconfig path")
+    context: Text(253, 1) | None = Field(None, description="credentials: kubeconfig context")
+    labels: Labels = Field(default_factory=dict)
+
+
+class ClusterPut(Strict):
+    """PUT body: like ClusterIn, the name comes from the path (if given it must match)."""
+
+    name: Name | None = None
+    tier: Tier
+    location: Text(253, 1) | None = None
+    server: Text(2048, 1) | None = None
+    kubeconfig: Text(4096, 1) | None = None
+    context: Text(253, 1) | None = None
+    labels: Labels = Field(default_factory=dict)
+
+
+class ClusterPatch(Strict):
+    """PATCH body: only the fields given change; ``server``/``kubeconfig``/``context`` may be null."""
+
+    tier: Tier = None
+    location: Text(253, 1) = None
+    server: Text(2048, 1) | None = None
+    kubeconfig: Text(4096, 1) | None = None
+    context: Text(253, 1) | None = None
+    labels: Labels = None
+
+
+class ClusterStatus(Out):
+    seq: int | None = Field(None, description="seq of the newest agent report")
+    heartbeat_age: float | None = Field(None, description="seconds since that report arrived")
+    healthy: bool
+    reachable: bool | None = None
+    error: str | None = None
+
+
+class ClusterOut(Out):
+    name: str
+    tier: Tier
+    location: str
+    server: str | None = None
+    kubeconfig: str | None = Field(None, description="absent for reader and agent tokens")
+    context: str | None = Field(None, description="absent for reader and agent tokens")
+    labels: dict[str, str]
+    created: float
+    updated: float
+    status: ClusterStatus
+
+
+class ClusterList(Out):
+    clusters: list[ClusterOut]
+
+
+# -- agent reports ------------------------------------------------------------------------
+class Pressure(Strict):
+    memory: bool = False
+    disk: bool = False
+    pid: bool = False
+
+
+class Resources(Strict):
+    cpu: NonNegative = 0.0
+    memory: Count = 0
+    ephemeral_storage: Count = 0
+
+
+class NodeReport(Strict):
+    name: Text(253, 1)
+    ready: bool
+    schedulable: bool = True
+    pressure: Pressure = Field(default_factory=Pressure)
+    allocatable: Resources = Field(default_factory=Resources)
+    requested: Resources = Field(default_factory=Resources)
+    labels: Labels = Field(default_factory=dict)
+    bandwidth_gbps: NonNegative | None = None
+    energy_kwh: NonNegative | None = None
+    price_eur_h: NonNegative | None = None
+
+
+class WorkloadReport(Strict):
+    namespace: Text(253, 1)
+    kind: Text(63, 1)
+    name: Text(253, 1)
+    application: Text(253) | None = None
+    service: Text(253) | None = None
+    status: WorkloadStatus
+    reason: Text(16384) = ""
+    replicas: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    ready_replicas: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    since: NonNegative | None = None
+
+
+class Report(Strict):
+    """One agent report: heartbeat, nodes, workloads and latencies (merge rule in the docs)."""
+
+    seq: Count
+    ts: NonNegative
+    reachable: bool = True
+    error: Text(16384) | None = None
+    nodes: Annotated[list[NodeReport], Field(max_length=5000)] | None = Field(
+        None, description="null: not observed this time, the stored nodes stay"
+    )
+    workloads: Annotated[list[WorkloadReport], Field(max_length=20000)] | None = Field(
+        None, description="null: not observed this time, the stored workloads stay"
+    )
+    latencies: Annotated[dict[Text(253, 1), NonNegative], Field(max_length=5000)] = Field(
+        default_factory=dict, description="round-trip ms to each peer (cluster name or 'kb')"
+    )
+
+    @model_validator(mode="after")
+    def _unique(self) -> Report:
+        if len(self.nodes or ()) < 2 and len(self.workloads or ()) < 2:
+            return self  # the common heartbeat: nothing can repeat
+        names = [n.name for n in self.nodes or []]
+        if len(names) != len(set(names)):
+            raise ValueError("nodes: node names must be unique within a report")
+        keys = [(w.namespace, w.kind, w.name) for w in self.workloads or []]
+        if len(keys) != len(set(keys)):
+            raise ValueError("workloads: (namespace, kind, name) must be unique within a report")
+        return self
+
+
+class ReportAck(Out):
+    seq: int
+    applied: bool = Field(description="false if a newer report was already stored")
+
+
+class NodeOut(Out):
+    name: str
+    ready: bool
+    schedulable: bool
+    pressure: Pressure
+    allocatable: Resources
+    requested: Resources
+    labels: dict[str, str]
+    bandwidth_gbps: float | None = None
+    energy_kwh: float | None = None
+    price_eur_h: float | None = None
+    heartbeat_age: float | None = Field(None, description="seconds since it was last reported")
+
+
+class NodeList(Out):
+    nodes: list[NodeOut]
+
+
+class WorkloadOut(Out):
+    cluster: str
+    namespace: str
+    kind: str
+    name: str
+    application: str | None = None
+    service: str | None = None
+    status: WorkloadStatus
+    reason: str
+    replicas: int
+    ready_replicas: int
+    since: float | None = None
+
+
+class WorkloadList(Out):
+    workloads: list[WorkloadOut]
+
+
+class LatencyMatrix(Out):
+    latency_ms: dict[str, dict[str, float]]
+
+
+# -- applications -------------------------------------------------------------------------
+class ApplicationOut(Out):
+    name: str
+    version: int
+    spec: dict[str, Any] = Field(description="the spec as last submitted")
+    application: dict[str, Any] = Field(description="the normalised Application (to_dict)")
+    created: float
+    updated: float
+    changed: bool | None = Field(None, description="PUT only: whether a new version was made")
+
+
+class ApplicationList(Out):
+    applications: list[ApplicationOut]
+
+
+class VersionOut(Out):
+    version: int
+    created: float
+    spec: dict[str, Any]
+    application: dict[str, Any]
+
+
+class VersionList(Out):
+    versions: list[VersionOut]
+
+
+# -- placements ---------------------------------------------------------------------------
+class Assignment(Strict):
+    cluster: Name
+    replicas: Annotated[int, Field(ge=0, le=1_000_000)] = 1
+    nodes: Annotated[list[Text(253, 1)], Field(max_length=1000)] | None = None
+
+
+Placement = Annotated[
+    dict[Text(253, 1), Annotated[list[Assignment], Field(max_length=1000)]],
+    Field(max_length=1000, description="service -> the clusters it runs on"),
+]
+
+
+class Fencing(Strict):
+    """The controller's fencing token: its Raft term and a sequence number within the term."""
+
+    term: Count
+    seq: Count
+
+
+class PlacementIn(Strict):
+    desired: Placement | None = None
+    current: Placement | None = None
+    fencing: Fencing | None = Field(None, description="required for controller tokens")
+
+
+class PlacementOut(Out):
+    application: str
+    desired: dict[str, list[dict[str, Any]]] | None = None
+    current: dict[str, list[dict[str, Any]]] | None = None
+    fencing: dict[str, int] | None = None
+    updated: float
+
+
+class PlacementList(Out):
+    placements: list[PlacementOut]
+
+
+# -- events -------------------------------------------------------------------------------
+class EventIn(Strict):
+    type: Text(64, 1) = Field(description="e.g. deploy, failure, migration")
+    reason: Text(256) = ""
+    message: Text(8192) = ""
+    application: Text(253, 1) | None = None
+    cluster: Text(253, 1) | None = None
+    ts: NonNegative | None = Field(None, description="when it happened; default: receive time")
+
+
+class EventOut(Out):
+    id: int
+    ts: float
+    type: str
+    reason: str
+    message: str
+    application: str | None = None
+    cluster: str | None = None
+
+
+class EventList(Out):
+    events: list[EventOut]
+
+
+# -- tokens, health -----------------------------------------------------------------------
+class TokenIn(Strict):
+    role: Role
+    cluster: Name | None = Field(None, description="required for (and only for) role agent")
+    name: Text(128, 1) | None = None
+
+    @model_validator(mode="after")
+    def _cluster_for_agents(self) -> TokenIn:
+        if self.role == "agent" and not self.cluster:
+            raise ValueError("cluster: is required for role agent")
+        if self.role != "agent" and self.cluster:
+            raise ValueError("cluster: only an agent token is bound to a cluster")
+        return self
+
+
+class TokenOut(Out):
+    token: str = Field(description="shown only once; the KB stores only its hash")
+    name: str
+    role: Role
+    cluster: str | None = None
+    created: float
+
+
+class Health(Out):
+    status: Literal["ok"]
+    schema_version: int
+    database: str
+
+
+# -- inventory ----------------------------------------------------------------------------
+class InventoryCluster(Out):
+    name: str
+    tier: Tier
+    location: str
+    labels: dict[str, str]
+    healthy: bool
+    heartbeat_age: float | None = None
+    nodes: list[NodeOut]
+
+
+class Inventory(Out):
+    clusters: list[InventoryCluster]
+    latency_ms: dict[str, dict[str, float]]
+    placements: dict[str, dict[str, list[dict[str, Any]]]]

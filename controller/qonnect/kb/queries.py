@@ -1,0 +1,212 @@
+"""The KB's reads: rows to the JSON shapes of the API and of the inventory contract.
+
+Ages and health are computed here, at read time, from the KB's own receive timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from qonnect.kb.ops import not_found
+from qonnect.kb.storage import Conn
+
+_CLUSTER_COLS = (
+    "name, tier, location, server, kubeconfig, context, labels, created, updated,"
+    " report_seq, heartbeat, reachable, error"
+)
+
+
+def age(now: float, then: float | None) -> float | None:
+    return None if then is None else round(max(0.0, now - then), 3)
+
+
+def healthy(now: float, heartbeat: float | None, reachable: int | None, timeout: float) -> bool:
+    return heartbeat is not None and now - heartbeat <= timeout and reachable != 0
+
+
+def _cluster(row: tuple, now: float, timeout: float, credentials: bool) -> dict[str, Any]:
+    (name, tier, location, server, kubeconfig, context, labels, created, updated,
+     seq, heartbeat, reachable, error) = row
+    out: dict[str, Any] = {
+        "name": name, "tier": tier, "location": location, "server": server,
+        "labels": json.loads(labels), "created": created, "updated": updated,
+        "status": {
+            "seq": seq, "heartbeat_age": age(now, heartbeat),
+            "healthy": healthy(now, heartbeat, reachable, timeout),
+            "reachable": None if reachable is None else bool(reachable), "error": error,
+        },
+    }
+    if credentials:
+        out["kubeconfig"] = kubeconfig
+        out["context"] = context
+    return out
+
+
+def list_clusters(conn: Conn, now: float, timeout: float, credentials: bool) -> list[dict]:
+    rows = conn.all(f"SELECT {_CLUSTER_COLS} FROM clusters ORDER BY name")
+    return [_cluster(r, now, timeout, credentials) for r in rows]
+
+
+def get_cluster(conn: Conn, name: str, now: float, timeout: float, credentials: bool) -> dict:
+    row = conn.one(f"SELECT {_CLUSTER_COLS} FROM clusters WHERE name = ?", (name,))
+    if row is None:
+        raise not_found("cluster", name)
+    return _cluster(row, now, timeout, credentials)
+
+
+def _nodes_by_cluster(conn: Conn, now: float, cluster: str | None = None) -> dict[str, list]:
+    sql = ("SELECT n.cluster, n.data, c.nodes_received FROM nodes n"
+           " JOIN clusters c ON c.name = n.cluster")
+    args: tuple = ()
+    if cluster is not None:
+        sql += " WHERE n.cluster = ?"
+        args = (cluster,)
+    out: dict[str, list] = {}
+    for name, data, received in conn.all(sql + " ORDER BY n.cluster, n.name", args):
+        node = json.loads(data)
+        node["heartbeat_age"] = age(now, received)
+        out.setdefault(name, []).append(node)
+    return out
+
+
+def list_nodes(conn: Conn, cluster: str, now: float) -> list[dict]:
+    if conn.one("SELECT 1 FROM clusters WHERE name = ?", (cluster,)) is None:
+        raise not_found("cluster", cluster)
+    return _nodes_by_cluster(conn, now, cluster).get(cluster, [])
+
+
+def list_workloads(conn: Conn, application: str | None, cluster: str | None) -> list[dict]:
+    sql = "SELECT cluster, data FROM workloads"
+    where, args = [], []
+    if application is not None:
+        where.append("application = ?")
+        args.append(application)
+    if cluster is not None:
+        where.append("cluster = ?")
+        args.append(cluster)
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    rows = conn.all(sql + " ORDER BY cluster, namespace, kind, name", args)
+    return [{"cluster": c, **json.loads(d)} for c, d in rows]
+
+
+def latency_matrix(conn: Conn) -> dict[str, dict[str, float]]:
+    """latency_ms[a][b]: location a to location b; peers named by cluster map to its location."""
+    locations = dict(conn.all("SELECT name, location FROM clusters"))
+    out: dict[str, dict[str, float]] = {}
+    for cluster, peer, ms in conn.all("SELECT cluster, peer, ms FROM latencies ORDER BY cluster, peer"):
+        src = locations.get(cluster, cluster)
+        out.setdefault(src, {})[locations.get(peer, peer)] = ms
+    return out
+
+
+# -- applications -------------------------------------------------------------------------
+_APP_SQL = (
+    "SELECT a.name, a.version, v.spec, v.normalized, a.created, a.updated FROM applications a"
+    " JOIN application_versions v ON v.name = a.name AND v.version = a.version"
+)
+
+
+def _application(row: tuple) -> dict[str, Any]:
+    name, version, spec, normalized, created, updated = row
+    return {"name": name, "version": version, "spec": json.loads(spec),
+            "application": json.loads(normalized), "created": created, "updated": updated}
+
+
+def list_applications(conn: Conn) -> list[dict]:
+    return [_application(r) for r in conn.all(_APP_SQL + " ORDER BY a.name")]
+
+
+def get_application(conn: Conn, name: str) -> dict:
+    row = conn.one(_APP_SQL + " WHERE a.name = ?", (name,))
+    if row is None:
+        raise not_found("application", name)
+    return _application(row)
+
+
+def list_versions(conn: Conn, name: str, version: int | None = None) -> list[dict]:
+    sql = "SELECT version, created, spec, normalized FROM application_versions WHERE name = ?"
+    args: list[Any] = [name]
+    if version is not None:
+        sql += " AND version = ?"
+        args.append(version)
+    rows = conn.all(sql + " ORDER BY version", args)
+    if not rows and conn.one("SELECT 1 FROM applications WHERE name = ?", (name,)) is None:
+        raise not_found("application", name)
+    if not rows:
+        raise not_found("version", f"{name}@{version}")
+    return [{"version": v, "created": c, "spec": json.loads(s), "application": json.loads(n)}
+            for v, c, s, n in rows]
+
+
+# -- placements ---------------------------------------------------------------------------
+_PLACEMENT_SQL = "SELECT application, desired, current, term, seq, updated FROM placements"
+
+
+def _placement(row: tuple) -> dict[str, Any]:
+    app, desired, current, term, seq, updated = row
+    return {
+        "application": app,
+        "desired": None if desired is None else json.loads(desired),
+        "current": None if current is None else json.loads(current),
+        "fencing": None if term is None else {"term": term, "seq": seq},
+        "updated": updated,
+    }
+
+
+def list_placements(conn: Conn) -> list[dict]:
+    return [_placement(r) for r in conn.all(_PLACEMENT_SQL + " ORDER BY application")]
+
+
+def get_placement(conn: Conn, app: str) -> dict:
+    row = conn.one(_PLACEMENT_SQL + " WHERE application = ?", (app,))
+    if row is None:
+        if conn.one("SELECT 1 FROM applications WHERE name = ?", (app,)) is None:
+            raise not_found("application", app)
+        raise not_found("placement of application", app)
+    return _placement(row)
+
+
+# -- events -------------------------------------------------------------------------------
+def list_events(conn: Conn, since: float | None, after_id: int | None, application: str | None,
+                cluster: str | None, limit: int) -> list[dict]:
+    """Ascending by id; without since/after_id, the newest ``limit`` events."""
+    where, args = [], []
+    for clause, value in (("ts > ?", since), ("id > ?", after_id),
+                          ("application = ?", application), ("cluster = ?", cluster)):
+        if value is not None:
+            where.append(clause)
+            args.append(value)
+    sql = "SELECT id, ts, type, reason, message, application, cluster FROM events"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    newest = since is None and after_id is None
+    sql += f" ORDER BY id {'DESC' if newest else 'ASC'} LIMIT ?"
+    rows = conn.all(sql, (*args, limit))
+    if newest:
+        rows.reverse()
+    keys = ("id", "ts", "type", "reason", "message", "application", "cluster")
+    return [dict(zip(keys, r, strict=True)) for r in rows]
+
+
+# -- the inventory ------------------------------------------------------------------------
+def inventory(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
+    """Everything the placement engine needs, in the contract's format, from one snapshot."""
+    nodes = _nodes_by_cluster(conn, now)
+    clusters = []
+    for name, tier, location, labels, heartbeat, reachable in conn.all(
+        "SELECT name, tier, location, labels, heartbeat, reachable FROM clusters ORDER BY name"
+    ):
+        clusters.append({
+            "name": name, "tier": tier, "location": location, "labels": json.loads(labels),
+            "healthy": healthy(now, heartbeat, reachable, timeout),
+            "heartbeat_age": age(now, heartbeat), "nodes": nodes.get(name, []),
+        })
+    placements = {
+        app: json.loads(current)
+        for app, current in conn.all(
+            "SELECT application, current FROM placements WHERE current IS NOT NULL"
+            " ORDER BY application")
+    }
+    return {"clusters": clusters, "latency_ms": latency_matrix(conn), "placements": placements}

@@ -1,0 +1,112 @@
+"""Applications (validated QoS specs, versioned) and their placements (fenced writes)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, HTTPException, Path, Response
+from fastapi.concurrency import run_in_threadpool
+
+from qonnect.kb import ops, queries, specs
+from qonnect.kb.auth import Principal
+from qonnect.kb.deps import KBState, principal, require, state
+from qonnect.kb.models import (
+    MAX_INT,
+    ApplicationList,
+    ApplicationOut,
+    PlacementIn,
+    PlacementList,
+    PlacementOut,
+    VersionList,
+    VersionOut,
+)
+from qonnect.kb.routes import Name, errors
+
+router = APIRouter(tags=["applications"])
+Who = Annotated[Principal, Depends(principal)]
+KB = Annotated[KBState, Depends(state)]
+Version = Annotated[int, Path(ge=1, le=MAX_INT)]
+
+
+@router.get("/applications", response_model=ApplicationList, response_model_exclude_none=True,
+            responses=errors())
+def list_applications(who: Who, kb: KB) -> dict:
+    with kb.db.reader() as conn:
+        return {"applications": queries.list_applications(conn)}
+
+
+@router.get("/applications/{name}", response_model=ApplicationOut,
+            response_model_exclude_none=True, responses=errors(404))
+def get_application(name: Name, who: Who, kb: KB) -> dict:
+    with kb.db.reader() as conn:
+        return queries.get_application(conn, name)
+
+
+@router.put("/applications/{name}", response_model=ApplicationOut,
+            response_model_exclude_none=True, responses=errors(413))
+async def put_application(
+    name: Name,
+    who: Who,
+    kb: KB,
+    spec: Annotated[dict[str, Any], Body(description="a QoS spec (qonnect.io/v1 or QONNECT's "
+                                                     "format) with its manifests inline")],
+) -> dict:
+    """Store a spec after validating it; a changed spec becomes a new version, an identical one
+    changes nothing. Invalid specs get 422 listing every problem."""
+    require(who, "admin", action="write applications")
+    normalized = await run_in_threadpool(specs.validate, name, spec)
+    result = await kb.writer.submit(
+        lambda conn: ops.put_application(conn, name, spec, normalized, time.time()))
+    with kb.db.reader() as conn:
+        record = queries.get_application(conn, name)
+    record["changed"] = result["changed"]
+    return record
+
+
+@router.delete("/applications/{name}", status_code=204, response_class=Response,
+               responses=errors(404))
+async def delete_application(name: Name, who: Who, kb: KB) -> Response:
+    """Forget an application, its versions and its placement."""
+    require(who, "admin", action="delete applications")
+    await kb.writer.submit(lambda conn: ops.delete_application(conn, name))
+    return Response(status_code=204)
+
+
+@router.get("/applications/{name}/versions", response_model=VersionList, responses=errors(404))
+def list_versions(name: Name, who: Who, kb: KB) -> dict:
+    with kb.db.reader() as conn:
+        return {"versions": queries.list_versions(conn, name)}
+
+
+@router.get("/applications/{name}/versions/{version}", response_model=VersionOut,
+            responses=errors(404))
+def get_version(name: Name, version: Version, who: Who, kb: KB) -> dict:
+    with kb.db.reader() as conn:
+        return queries.list_versions(conn, name, version)[0]
+
+
+@router.get("/placements", response_model=PlacementList, responses=errors(), tags=["placements"])
+def list_placements(who: Who, kb: KB) -> dict:
+    with kb.db.reader() as conn:
+        return {"placements": queries.list_placements(conn)}
+
+
+@router.get("/placements/{app}", response_model=PlacementOut, responses=errors(404),
+            tags=["placements"])
+def get_placement(app: Name, who: Who, kb: KB) -> dict:
+    with kb.db.reader() as conn:
+        return queries.get_placement(conn, app)
+
+
+@router.put("/placements/{app}", response_model=PlacementOut, responses=errors(404, 409, 413),
+            tags=["placements"])
+async def put_placement(app: Name, body: PlacementIn, who: Who, kb: KB) -> dict:
+    """Write the desired and/or current placement. Controllers must send their fencing token
+    (Raft term, seq); a token older than the stored one is refused with 409."""
+    require(who, "admin", "controller", action="write placements")
+    if body.fencing is None and who.role != "admin":
+        raise HTTPException(403, "fencing: is required for controller tokens ({term, seq})")
+    await kb.writer.submit(lambda conn: ops.put_placement(conn, app, body, time.time()))
+    with kb.db.reader() as conn:
+        return queries.get_placement(conn, app)

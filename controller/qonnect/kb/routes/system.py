@@ -1,0 +1,89 @@
+"""Events, the whole inventory in one read, token creation, identity and health."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+
+from qonnect.kb import auth, migrations, ops, queries
+from qonnect.kb.auth import Principal
+from qonnect.kb.deps import KBState, principal, require, state
+from qonnect.kb.models import (
+    MAX_INT,
+    EventIn,
+    EventList,
+    EventOut,
+    Health,
+    Inventory,
+    TokenIn,
+    TokenOut,
+)
+from qonnect.kb.routes import QueryText, errors
+
+router = APIRouter()
+health_router = APIRouter()
+Who = Annotated[Principal, Depends(principal)]
+KB = Annotated[KBState, Depends(state)]
+
+
+@router.get("/events", response_model=EventList, responses=errors(), tags=["events"])
+def list_events(
+    who: Who,
+    kb: KB,
+    since: Annotated[float | None, Query(ge=0, le=1e300, description="unix time: events after it")] = None,
+    after_id: Annotated[int | None, Query(ge=0, le=MAX_INT, description="events with a larger id")] = None,
+    application: QueryText = None,
+    cluster: QueryText = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict:
+    """Events in ascending id order; without since/after_id the newest ``limit``."""
+    with kb.db.reader() as conn:
+        return {"events": queries.list_events(conn, since, after_id, application, cluster, limit)}
+
+
+@router.post("/events", status_code=201, response_model=EventOut, responses=errors(413),
+             tags=["events"])
+async def post_event(event: EventIn, who: Who, kb: KB) -> dict:
+    """Record an event (deploy, failure, migration, ...). Agents may only post about their own
+    cluster (it is filled in when left out)."""
+    require(who, "admin", "controller", "agent", action="post events")
+    if who.role == "agent":
+        if event.cluster is None:
+            event = event.model_copy(update={"cluster": who.cluster})
+        elif event.cluster != who.cluster:
+            raise HTTPException(403, f"cluster: this agent token is bound to {who.cluster!r}")
+    now = time.time()
+    return await kb.writer.submit(lambda conn: ops.insert_event(conn, event, now))
+
+
+@router.get("/inventory", response_model=Inventory, responses=errors(), tags=["inventory"])
+def inventory(who: Who, kb: KB) -> dict:
+    """Clusters with nodes and health, the latency matrix and current placements: everything
+    the placement engine needs, from one consistent snapshot."""
+    with kb.db.reader() as conn:
+        return queries.inventory(conn, time.time(), kb.settings.heartbeat_timeout)
+
+
+@router.post("/tokens", status_code=201, response_model=TokenOut, responses=errors(413),
+             tags=["tokens"])
+async def create_token(body: TokenIn, who: Who, kb: KB) -> dict:
+    """Create a token; its clear text is in this answer only."""
+    require(who, "admin", action="create tokens")
+    return await kb.writer.submit(
+        lambda conn: auth.insert_token(conn, body.role, body.cluster, body.name, time.time()))
+
+
+@router.get("/whoami", response_model=dict[str, str | None], responses=errors(), tags=["tokens"])
+def whoami(who: Who) -> dict:
+    """The calling token's name, role and cluster (lets clients check a token)."""
+    return {"name": who.name, "role": who.role, "cluster": who.cluster}
+
+
+@health_router.get("/healthz", response_model=Health, responses={503: errors()[503]},
+                   tags=["health"])
+def healthz(kb: KB) -> dict:
+    """Liveness and database reachability; needs no token."""
+    return {"status": "ok", "schema_version": migrations.current_version(kb.db),
+            "database": kb.db.dialect}

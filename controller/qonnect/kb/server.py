@@ -1,0 +1,50 @@
+"""Run the KB under uvicorn (uvloop + httptools), on a socket bound before start-up so that
+port 0 works and the chosen port can be handed to whoever started us."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from qonnect.kb.app import asgi_app
+from qonnect.kb.deps import Settings
+
+log = logging.getLogger(__name__)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(4096)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(settings: Settings, host: str, port: int, tls_cert: str | None = None,
+          tls_key: str | None = None, port_file: str | None = None, access_log: bool = False) -> None:
+    # The writer thread gives up the GIL inside every SQLite call; with the default 5 ms switch
+    # interval it then waits that long for the busy event loop to hand it back, per statement.
+    sys.setswitchinterval(0.0005)
+    sock = bind(host, port)
+    actual = sock.getsockname()[1]
+    scheme = "https" if tls_cert else "http"
+    config = uvicorn.Config(
+        asgi_app(settings), loop="uvloop", http="httptools", lifespan="on",
+        access_log=access_log, log_level="warning", ssl_certfile=tls_cert, ssl_keyfile=tls_key,
+        timeout_keep_alive=75, backlog=4096, server_header=False, proxy_headers=False,
+    )
+    server = uvicorn.Server(config)
+    if port_file:
+        tmp = Path(port_file).with_suffix(".tmp")
+        tmp.write_text(f"{actual}\n")
+        os.replace(tmp, port_file)
+    print(f"qonnect kb: serving {scheme}://{host}:{actual} (pid {os.getpid()})", file=sys.stderr,
+          flush=True)
+    server.run(sockets=[sock])

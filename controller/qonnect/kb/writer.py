@@ -1,0 +1,188 @@
+"""Group commit: one thread applies every write, many per transaction, and acknowledges each
+request only after the transaction holding it has committed.
+
+With SQLite's ``synchronous=FULL`` (and PostgreSQL's default ``synchronous_commit``) every commit
+is an fsync; batching all writes that queued up while the previous commit was flushing turns
+thousands of heartbeats per second into a few dozen fsyncs without acknowledging anything that
+is not yet durable.
+
+A write is a function ``fn(conn) -> result``. A function should raise its domain errors (404,
+409, ...) before it writes; if it raises a database error instead, the batch is rolled back and
+its writes are retried one per transaction, so one bad write never fails the others.
+
+A bulk write (``submit_bulk``) is a payload for a handler registered by kind, which gets all
+consecutive payloads of its kind in a batch at once and returns one result (or HTTPException)
+per payload: agent reports are merged this way with a few set-based statements per batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fastapi import HTTPException
+
+from qonnect.kb.storage import Conn, Database, is_unavailable
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_STOP = object()
+
+
+def _settle(items: list[tuple[Any, bool, Any]]) -> None:
+    for fut, ok, value in items:
+        if fut.done():
+            continue
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+
+
+class _Bulk:
+    __slots__ = ("kind", "payload")
+
+    def __init__(self, kind: str, payload: Any) -> None:
+        self.kind = kind
+        self.payload = payload
+
+
+class GroupWriter:
+    """The single writer thread of a KB process."""
+
+    def __init__(self, db: Database, max_batch: int = 1000,
+                 bulk: dict[str, Callable[[Conn, list], list]] | None = None) -> None:
+        self.db = db
+        self.max_batch = max_batch
+        self.bulk = bulk or {}
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="kb-writer", daemon=True)
+        self._conn: Conn | None = None
+
+    def start(self) -> None:
+        self._conn = self.db.connect(writer=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join(timeout=30)
+        if self._conn is not None:
+            self._conn.close()
+
+    async def submit(self, fn: Callable[[Conn], T]) -> T:
+        """Queue a write and wait until it is committed (or failed)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._queue.put((fn, loop, fut))
+        return await fut
+
+    async def submit_bulk(self, kind: str, payload: Any) -> Any:
+        """Queue a payload for the bulk handler ``kind``; wait until it is committed."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._queue.put((_Bulk(kind, payload), loop, fut))
+        return await fut
+
+    # -- the writer thread -----------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            batch = [item]
+            stop = False
+            while len(batch) < self.max_batch:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is _STOP:
+                    stop = True
+                    break
+                batch.append(nxt)
+            self._apply(batch)
+            if stop:
+                return
+
+    def _conn_ok(self) -> Conn:
+        if self._conn is None:
+            self._conn = self.db.connect(writer=True)
+        return self._conn
+
+    def _apply(self, batch: list[tuple]) -> None:
+        try:
+            results = self._transaction(batch)
+        except Exception as exc:
+            results = [(False, exc)] * len(batch)
+            if not is_unavailable(exc):  # one bad write: find it, let the others through
+                log.warning("group commit of %d writes failed (%s); retrying one by one",
+                            len(batch), exc)
+                results = [self._alone(entry) for entry in batch]
+        by_loop: dict[Any, list] = {}
+        for (_fn, loop, fut), (ok, value) in zip(batch, results, strict=True):
+            by_loop.setdefault(loop, []).append((fut, ok, value))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle, items)
+            except RuntimeError:  # the event loop is gone (shutdown): nobody waits any more
+                pass
+
+    def _alone(self, entry: tuple) -> tuple[bool, Any]:
+        try:
+            return self._transaction([entry])[0]
+        except Exception as exc:
+            return (False, exc)
+
+    def _transaction(self, batch: list[tuple]) -> list[tuple[bool, Any]]:
+        try:
+            conn = self._conn_ok()
+            conn.begin()
+        except Exception:
+            self._reset()
+            raise
+        results: list[tuple[bool, Any]] = []
+        started = time.perf_counter()
+        try:
+            i = 0
+            while i < len(batch):
+                fn = batch[i][0]
+                if isinstance(fn, _Bulk):
+                    j = i
+                    while j < len(batch) and isinstance(batch[j][0], _Bulk) \
+                            and batch[j][0].kind == fn.kind:
+                        j += 1
+                    out = self.bulk[fn.kind](conn, [entry[0].payload for entry in batch[i:j]])
+                    results.extend((not isinstance(r, HTTPException), r) for r in out)
+                    i = j
+                    continue
+                try:
+                    results.append((True, fn(conn)))
+                except HTTPException as exc:
+                    results.append((False, exc))
+                i += 1
+            applied = time.perf_counter()
+            conn.commit()
+        except Exception:
+            conn.rollback()
+            self._reset_if_broken()
+            raise
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("committed %d writes: %.1f ms to apply, %.1f ms to commit", len(batch),
+                      (applied - started) * 1000, (time.perf_counter() - applied) * 1000)
+        return results
+
+    def _reset(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+
+    def _reset_if_broken(self) -> None:
+        conn = self._conn
+        if conn is not None and conn.dialect == "postgresql" and (conn.raw.closed or conn.raw.broken):
+            self._reset()

@@ -1,0 +1,229 @@
+# Copyright: qonnect.core contributors
+# Apache License 2.0 (see LICENSE)
+"""Client of the qonnect Knowledge Base HTTP API, using only the standard library.
+
+Modules, the inventory plugin, the Resource Agent, the controller and the CLI all talk to the KB
+through this one class, so errors read the same everywhere. The bearer token is never logged,
+never put in an exception message and never shown by ``repr``.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+API = "/api/v1"
+
+
+class KBError(Exception):
+    """A failed KB call: ``status`` is the HTTP status, 0 when the KB could not be reached."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"KB error {status}: {message}" if status else f"KB unreachable: {message}")
+        self.status = status
+        self.message = message
+
+
+def _quote(segment: str) -> str:
+    if not isinstance(segment, str) or not segment:
+        raise KBError(400, f"expected a non-empty name, got {segment!r}")
+    return urllib.parse.quote(segment, safe="")
+
+
+def _detail(raw: bytes) -> str:
+    """The KB's error message (its JSON ``detail``), or the raw text if the body is not JSON."""
+    text = raw.decode("utf-8", "replace").strip()
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text[:500] or "no error message"
+    if isinstance(body, dict) and "detail" in body:
+        detail = body["detail"]
+        if isinstance(detail, str):
+            return detail
+        if isinstance(detail, list):  # FastAPI-style validation errors
+            parts = []
+            for item in detail:
+                if isinstance(item, dict):
+                    loc = ".".join(str(p) for p in item.get("loc", []))
+                    parts.append(f"{loc}: {item.get('msg', item)}" if loc else str(item.get("msg", item)))
+                else:
+                    parts.append(str(item))
+            return "; ".join(parts)
+        return json.dumps(detail)
+    return text[:500]
+
+
+class KBClient:
+    """Synchronous KB client; one instance may be reused for many calls."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        ca_path: str | None = None,
+        validate_certs: bool = True,
+        timeout: float = 10.0,
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise KBError(0, f"kb_url must start with http:// or https://, got {url!r}")
+        self.url = url.rstrip("/")
+        self._token = token
+        self.timeout = float(timeout)
+        self._ssl: ssl.SSLContext | None = None
+        if self.url.startswith("https://"):
+            if validate_certs:
+                try:
+                    self._ssl = ssl.create_default_context(cafile=ca_path)
+                except (OSError, ssl.SSLError) as exc:
+                    raise KBError(0, f"cannot load CA bundle kb_ca_path={ca_path!r}: {exc}") from None
+            else:
+                self._ssl = ssl.create_default_context()
+                self._ssl.check_hostname = False
+                self._ssl.verify_mode = ssl.CERT_NONE
+        handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
+        if self._ssl is not None:
+            handlers.append(urllib.request.HTTPSHandler(context=self._ssl))
+        self._opener = urllib.request.build_opener(*handlers)
+
+    def __repr__(self) -> str:
+        return f"KBClient(url={self.url!r}, token={'***' if self._token else None})"
+
+    # -- transport -------------------------------------------------------------------------
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        """Send one request; return the decoded JSON body (None for 204) or raise KBError."""
+        url = self.url + (path if path.startswith("/") else "/" + path)
+        if params:
+            query = {k: v for k, v in params.items() if v is not None}
+            if query:
+                url += "?" + urllib.parse.urlencode(query)
+        headers = {"Accept": "application/json"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        data = None
+        if body is not None:
+            try:
+                data = json.dumps(body).encode()
+            except (TypeError, ValueError) as exc:
+                raise KBError(400, f"request body is not JSON-serialisable: {exc}") from None
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(url, data=data, headers=headers, method=method.upper())
+        try:
+            with self._opener.open(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            try:
+                raw = exc.read()
+            except OSError:
+                raw = b""
+            raise KBError(exc.code, _detail(raw)) from None
+        except urllib.error.URLError as exc:
+            raise KBError(0, f"{self.url}: {exc.reason}") from None
+        except TimeoutError:
+            raise KBError(0, f"{self.url}: timed out after {self.timeout:g} s") from None
+        except (OSError, ValueError) as exc:  # connection reset, bad status line, ...
+            raise KBError(0, f"{self.url}: {exc}") from None
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise KBError(502, f"KB answered {method} {path} with a body that is not JSON") from None
+
+    # -- clusters --------------------------------------------------------------------------
+    def list_clusters(self) -> list[dict[str, Any]]:
+        return self.request("GET", f"{API}/clusters")["clusters"]
+
+    def get_cluster(self, name: str) -> dict[str, Any]:
+        return self.request("GET", f"{API}/clusters/{_quote(name)}")
+
+    def register_cluster(self, cluster: dict[str, Any]) -> dict[str, Any]:
+        return self.request("POST", f"{API}/clusters", cluster)
+
+    def update_cluster(self, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+        return self.request("PATCH", f"{API}/clusters/{_quote(name)}", changes)
+
+    def delete_cluster(self, name: str) -> None:
+        self.request("DELETE", f"{API}/clusters/{_quote(name)}")
+
+    def list_nodes(self, cluster: str) -> list[dict[str, Any]]:
+        return self.request("GET", f"{API}/clusters/{_quote(cluster)}/nodes")["nodes"]
+
+    def report(self, cluster: str, report: dict[str, Any]) -> dict[str, Any]:
+        return self.request("POST", f"{API}/clusters/{_quote(cluster)}/reports", report)
+
+    def list_workloads(
+        self, application: str | None = None, cluster: str | None = None
+    ) -> list[dict[str, Any]]:
+        params = {"application": application, "cluster": cluster}
+        return self.request("GET", f"{API}/workloads", params=params)["workloads"]
+
+    def latency(self) -> dict[str, dict[str, float]]:
+        return self.request("GET", f"{API}/latency")["latency_ms"]
+
+    # -- applications ----------------------------------------------------------------------
+    def list_applications(self) -> list[dict[str, Any]]:
+        return self.request("GET", f"{API}/applications")["applications"]
+
+    def get_application(self, name: str) -> dict[str, Any]:
+        return self.request("GET", f"{API}/applications/{_quote(name)}")
+
+    def put_application(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return self.request("PUT", f"{API}/applications/{_quote(name)}", spec)
+
+    def delete_application(self, name: str) -> None:
+        self.request("DELETE", f"{API}/applications/{_quote(name)}")
+
+    def application_versions(self, name: str) -> list[dict[str, Any]]:
+        return self.request("GET", f"{API}/applications/{_quote(name)}/versions")["versions"]
+
+    # -- placements ------------------------------------------------------------------------
+    def get_placement(self, app: str) -> dict[str, Any]:
+        return self.request("GET", f"{API}/placements/{_quote(app)}")
+
+    def put_placement(
+        self, app: str, placement: dict[str, Any], fencing: dict[str, int] | None = None
+    ) -> dict[str, Any]:
+        """Write ``{"desired": ..., "current": ...}`` (either may be left out) for ``app``."""
+        body = dict(placement)
+        if fencing is not None:
+            body["fencing"] = fencing
+        return self.request("PUT", f"{API}/placements/{_quote(app)}", body)
+
+    # -- events ----------------------------------------------------------------------------
+    def list_events(
+        self,
+        since: float | None = None,
+        application: str | None = None,
+        cluster: str | None = None,
+        limit: int = 100,
+        after_id: int | None = None,
+    ) -> list[dict[str, Any]]:
+        params = {
+            "since": since,
+            "application": application,
+            "cluster": cluster,
+            "limit": limit,
+            "after_id": after_id,
+        }
+        return self.request("GET", f"{API}/events", params=params)["events"]
+
+    def post_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        return self.request("POST", f"{API}/events", event)
+
+    # -- whole inventory -------------------------------------------------------------------
+    def inventory(self) -> dict[str, Any]:
+        return self.request("GET", f"{API}/inventory")
+
+    def healthz(self) -> dict[str, Any]:
+        return self.request("GET", "/healthz")

@@ -1,0 +1,25 @@
+"""The placement engine: inventory model, hard-constraint filters, scorers, assignment.
+
+``place(app, inventory, scorer="weighted")`` returns a :class:`Plan`; scorers are ``weighted``
+(default), ``borda`` (QONNECT's baseline) and ``optimal`` (HiGHS MILP). See
+docs/architecture.md ("Plan") for the output format.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.qonnect.core.plugins.module_utils.placement.engine import (
+    capacity_violations,
+    objective,
+    place,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import (
+    InventoryError,
+    PlacementError,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import Inventory
+from ansible_collections.qonnect.core.plugins.module_utils.placement.plan import Plan
+
+SCORERS = ("weighted", "borda", "optimal")
+
+__all__ = ["SCORERS", "Inventory", "InventoryError", "PlacementError", "Plan",
+           "capacity_violations", "objective", "place"]

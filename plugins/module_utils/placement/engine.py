@@ -1,0 +1,190 @@
+"""Entry point of the placement engine: ``place(app, inventory, scorer=...) -> Plan``."""
+
+from __future__ import annotations
+
+import heapq
+
+from ansible_collections.qonnect.core.plugins.module_utils.placement.criteria import evaluate
+from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet import (
+    Fleet,
+    np,
+    request_vector,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import Inventory
+from ansible_collections.qonnect.core.plugins.module_utils.placement.plan import (
+    Plan,
+    entries_from_assignment,
+)
+
+
+class Problem:
+    """One placement request as the scorers see it."""
+
+    def __init__(self, app, fleet: Fleet, exclude, current: dict, hysteresis: float,
+                 explain: bool):
+        self.app = app
+        self.fleet = fleet
+        self.exclude = frozenset(exclude or ())
+        self.current = current
+        self.hysteresis = hysteresis
+        self.explain = explain
+        self.order = dependency_order(app)
+
+    def current_clusters(self, service: str):
+        """Boolean mask of the clusters the service runs on now (for hysteresis)."""
+        mask = np.zeros(self.fleet.num_clusters, dtype=bool)
+        entries = self.current.get(service)
+        for entry in entries if isinstance(entries, list) else []:
+            c = self.fleet.cluster_index.get(entry.get("cluster")) if isinstance(entry, dict) else None
+            if c is not None:
+                mask[c] = True
+        return mask
+
+
+def dependency_order(app) -> list:
+    """Services with their dependencies first (ties and cycles broken by name)."""
+    by_name = {s.name: s for s in app.services}
+    waiting = {s.name: {d for d in s.depends_on if d in by_name} for s in app.services}
+    users: dict[str, list[str]] = {}
+    for name, deps in waiting.items():
+        for d in deps:
+            users.setdefault(d, []).append(name)
+    ready = [n for n, deps in waiting.items() if not deps]
+    heapq.heapify(ready)
+    order: list[str] = []
+    done: set[str] = set()
+    while len(order) < len(by_name):
+        if not ready:  # a cycle: take the smallest remaining name
+            heapq.heappush(ready, min(n for n in by_name if n not in done))
+        name = heapq.heappop(ready)
+        if name in done:
+            continue
+        done.add(name)
+        order.append(name)
+        for user in users.get(name, []):
+            waiting[user].discard(name)
+            if not waiting[user] and user not in done:
+                heapq.heappush(ready, user)
+    return [by_name[n] for n in order]
+
+
+def release_current(fleet: Fleet, app, current: dict) -> None:
+    """Give back the capacity the current replicas hold, so keeping them is not double-counted.
+
+    The inventory's ``requested`` already includes running replicas. Entries that list
+    ``nodes`` (one per replica, as plans do) release on those nodes; otherwise on the cluster's
+    nodes in name order, round-robin.
+    """
+    by_name = {s.name: s for s in app.services}
+    for svc_name, entries in sorted(current.items()):
+        svc = by_name.get(svc_name)
+        if svc is None or not isinstance(entries, list):
+            continue
+        req = request_vector(svc)
+        for entry in entries:
+            c = fleet.cluster_index.get(entry.get("cluster")) if isinstance(entry, dict) else None
+            if c is None or not fleet.node_count[c]:
+                continue
+            first, count = int(fleet.node_start[c]), int(fleet.node_count[c])
+            local = {fleet.node_names[i]: i for i in range(first, first + count)}
+            named = [local[n] for n in entry.get("nodes") or [] if n in local]
+            replicas = int(entry.get("replicas", len(named) or 1))
+            targets = named or [first + (i % count) for i in range(replicas)]
+            for v in targets:
+                fleet.free[v] = np.minimum(fleet.free[v] + req, fleet.alloc[v])
+
+
+def _scorer(name: str):
+    from ansible_collections.qonnect.core.plugins.module_utils.placement import (
+        borda,
+        optimal,
+        weighted,
+    )
+    scorers = {"weighted": weighted.assign, "borda": borda.assign, "optimal": optimal.assign}
+    if name not in scorers:
+        raise ValueError(f"scorer: {name!r} is not one of {', '.join(sorted(scorers))}")
+    return scorers[name]
+
+
+def place(app, inventory, scorer: str = "weighted", exclude=(), current=None,
+          hysteresis: float = 0.1, explain: bool = True) -> Plan:
+    """Place every service of ``app`` on the inventory's clusters.
+
+    ``current`` is the application's current placement ({service: [{cluster, replicas}]},
+    the inventory's ``placements`` format); when omitted the inventory's own entry for the
+    application is used. Raises PlacementError naming the service and the unmet constraint.
+    """
+    assign = _scorer(scorer)
+    if not isinstance(hysteresis, (int, float)) or isinstance(hysteresis, bool) or hysteresis < 0:
+        raise ValueError(f"hysteresis: {hysteresis!r} is not a number >= 0")
+    inv = inventory if isinstance(inventory, Inventory) else Inventory.from_dict(inventory)
+    if current is None:
+        current = inv.placements.get(app.name) or {}
+    if not isinstance(current, dict):
+        raise ValueError("current: expected the current placement as {service: [{cluster, replicas}]}")
+    fleet = Fleet(inv)
+    release_current(fleet, app, current)
+    problem = Problem(app, fleet, exclude, current, float(hysteresis), explain)
+    assignment, explanation = assign(problem)
+    return Plan(
+        application=app.name, scorer=scorer, objective=evaluate(fleet, app, assignment),
+        services={s.name: entries_from_assignment(fleet, assignment[s.name])
+                  for s in app.services},
+        explanation={s.name: explanation[s.name] for s in app.services} if explain else {},
+    )
+
+
+def objective(app, inventory, plan) -> float:
+    """The default objective of any plan (a Plan or its dict) on this inventory."""
+    inv = inventory if isinstance(inventory, Inventory) else Inventory.from_dict(inventory)
+    fleet = Fleet(inv)
+    services = plan.services if isinstance(plan, Plan) else plan["services"]
+    return evaluate(fleet, app, plan_assignment(fleet, services))
+
+
+def plan_assignment(fleet: Fleet, services: dict) -> dict:
+    """{service: [node index per replica]} from a plan's services section."""
+    out: dict[str, list[int]] = {}
+    for svc, entries in services.items():
+        nodes: list[int] = []
+        for entry in entries:
+            c = fleet.cluster_index.get(entry["cluster"])
+            if c is None:
+                raise ValueError(f"plan: cluster {entry['cluster']!r} of service {svc!r} is not "
+                                 "in the inventory")
+            first, count = int(fleet.node_start[c]), int(fleet.node_count[c])
+            local = {fleet.node_names[i]: i for i in range(first, first + count)}
+            named = entry.get("nodes") or []
+            for name in named:
+                if name not in local:
+                    raise ValueError(f"plan: node {name!r} is not in cluster {entry['cluster']!r}")
+                nodes.append(local[name])
+            if not named and count:
+                # a placement without node names (e.g. the KB's current one): its replicas
+                # count on the cluster's eligible nodes in name order, round-robin
+                ok = [i for i in range(first, first + count) if fleet.node_ok[i]]
+                pool = ok or list(range(first, first + count))
+                nodes.extend(pool[i % len(pool)] for i in range(int(entry.get("replicas", 1))))
+        out[svc] = nodes
+    return out
+
+
+def capacity_violations(app, inventory, plan) -> int:
+    """Nodes whose requested + planned resources exceed allocatable under ``plan``.
+
+    Replicas the plan keeps where they run now are counted once (their requests are released
+    first, as :func:`place` does).
+    """
+    inv = inventory if isinstance(inventory, Inventory) else Inventory.from_dict(inventory)
+    fleet = Fleet(inv)
+    release_current(fleet, app, inv.placements.get(app.name) or {})
+    services = plan.services if isinstance(plan, Plan) else plan["services"]
+    assignment = plan_assignment(fleet, services)
+    used = np.zeros_like(fleet.free)
+    for svc in app.services:
+        req = request_vector(svc)
+        for v in assignment.get(svc.name, []):
+            used[v] += req
+    # a node that was already overcommitted and gets nothing is not the plan's doing
+    over = np.any(used > fleet.free + 1e-6, axis=1) & np.any(used > 0, axis=1)
+    return int(over.sum())

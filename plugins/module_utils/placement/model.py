@@ -1,0 +1,199 @@
+"""The inventory the engine places into: clusters, their nodes, latencies, current placements.
+
+Built from the KB's inventory dict (docs/architecture.md, "Inventory"); every field is checked
+so a malformed inventory gives one error listing each bad path instead of a traceback later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
+
+RESOURCES = ("cpu", "memory", "ephemeral_storage")
+PRESSURES = ("memory", "disk", "pid")
+
+
+@dataclass(frozen=True)
+class Node:
+    """One worker node with the facts the filters and scorers read."""
+
+    name: str
+    ready: bool
+    schedulable: bool
+    pressure: dict
+    allocatable: dict
+    requested: dict
+    bandwidth_gbps: float
+    energy_kwh: float
+    price_eur_h: float
+    heartbeat_age: float | None
+    labels: dict
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "ready": self.ready, "schedulable": self.schedulable,
+            "pressure": dict(self.pressure), "allocatable": dict(self.allocatable),
+            "requested": dict(self.requested), "bandwidth_gbps": self.bandwidth_gbps,
+            "energy_kwh": self.energy_kwh, "price_eur_h": self.price_eur_h,
+            "heartbeat_age": self.heartbeat_age, "labels": dict(self.labels),
+        }
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A member cluster; ``location`` keys the latency matrix (defaults to the name)."""
+
+    name: str
+    tier: str
+    location: str
+    labels: dict
+    healthy: bool
+    heartbeat_age: float | None
+    nodes: tuple[Node, ...]
+
+    def facts(self) -> dict:
+        """The document a spec's JMESPath filter is evaluated against."""
+        free = {r: sum(n.allocatable[r] - n.requested[r] for n in self.nodes) for r in RESOURCES}
+        alloc = {r: sum(n.allocatable[r] for n in self.nodes) for r in RESOURCES}
+        return {
+            "name": self.name, "tier": self.tier, "location": self.location,
+            "labels": dict(self.labels), "healthy": self.healthy,
+            "heartbeat_age": self.heartbeat_age, "node_count": len(self.nodes),
+            "allocatable": alloc, "free": free, "nodes": [n.to_dict() for n in self.nodes],
+        }
+
+
+@dataclass
+class Inventory:
+    """Clusters sorted by name (so every tie breaks the same way), latencies, placements."""
+
+    clusters: list[Cluster]
+    latency_ms: dict = field(default_factory=dict)
+    placements: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Inventory:
+        return _Reader().inventory(data)
+
+
+class _Reader:
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def err(self, path: str, msg: str) -> None:
+        self.errors.append(f"{path}: {msg}")
+
+    def number(self, obj: dict, key: str, path: str, default: float | None = None,
+               minimum: float = 0.0) -> float:
+        value = obj.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
+            self.err(f"{path}.{key}", f"{value!r} is not a number >= {minimum:g}")
+            return 0.0
+        return value
+
+    def flag(self, obj: dict, key: str, path: str, default: bool) -> bool:
+        value = obj.get(key, default)
+        if not isinstance(value, bool):
+            self.err(f"{path}.{key}", f"{value!r} is not true or false")
+            return default
+        return value
+
+    def mapping(self, value: Any, path: str) -> dict:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.err(path, "expected a mapping")
+            return {}
+        return value
+
+    def labels(self, value: Any, path: str) -> dict:
+        return {str(k): str(v) for k, v in self.mapping(value, path).items()}
+
+    def resources(self, value: Any, path: str) -> dict:
+        value = self.mapping(value, path)
+        out = {}
+        for r in RESOURCES:
+            out[r] = self.number(value, r, path, default=0)
+        return out
+
+    def node(self, raw: Any, path: str) -> Node | None:
+        if not isinstance(raw, dict):
+            self.err(path, "expected a mapping (a node)")
+            return None
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            self.err(f"{path}.name", "is required (a non-empty string)")
+        pressure = self.mapping(raw.get("pressure"), f"{path}.pressure")
+        hb = raw.get("heartbeat_age")
+        if hb is not None:
+            hb = self.number(raw, "heartbeat_age", path)
+        return Node(
+            name=str(name),
+            ready=self.flag(raw, "ready", path, True),
+            schedulable=self.flag(raw, "schedulable", path, True),
+            pressure={p: bool(pressure.get(p, False)) for p in PRESSURES},
+            allocatable=self.resources(raw.get("allocatable"), f"{path}.allocatable"),
+            requested=self.resources(raw.get("requested"), f"{path}.requested"),
+            bandwidth_gbps=float(self.number(raw, "bandwidth_gbps", path, default=0)),
+            energy_kwh=float(self.number(raw, "energy_kwh", path, default=0)),
+            price_eur_h=float(self.number(raw, "price_eur_h", path, default=0)),
+            heartbeat_age=hb,
+            labels=self.labels(raw.get("labels"), f"{path}.labels"),
+        )
+
+    def cluster(self, raw: Any, path: str) -> Cluster | None:
+        if not isinstance(raw, dict):
+            self.err(path, "expected a mapping (a cluster)")
+            return None
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            self.err(f"{path}.name", "is required (a non-empty string)")
+            name = ""
+        tier = raw.get("tier")
+        if tier not in ("cloud", "fog", "edge"):
+            self.err(f"{path}.tier", f"{tier!r} is not one of cloud, fog, edge")
+        nodes_raw = raw.get("nodes") or []
+        if not isinstance(nodes_raw, list):
+            self.err(f"{path}.nodes", "expected a list of nodes")
+            nodes_raw = []
+        nodes = [self.node(n, f"{path}.nodes[{i}]") for i, n in enumerate(nodes_raw)]
+        hb = raw.get("heartbeat_age")
+        if hb is not None:
+            hb = self.number(raw, "heartbeat_age", path)
+        location = raw.get("location") or name
+        return Cluster(
+            name=name, tier=str(tier), location=str(location),
+            labels=self.labels(raw.get("labels"), f"{path}.labels"),
+            healthy=self.flag(raw, "healthy", path, True), heartbeat_age=hb,
+            nodes=tuple(sorted((n for n in nodes if n is not None), key=lambda n: n.name)),
+        )
+
+    def inventory(self, data: Any) -> Inventory:
+        if not isinstance(data, dict):
+            raise InventoryError(["inventory: expected a mapping with 'clusters'"])
+        raw = data.get("clusters")
+        if not isinstance(raw, list):
+            self.err("clusters", "expected a list of clusters")
+            raw = []
+        clusters = [self.cluster(c, f"clusters[{i}]") for i, c in enumerate(raw)]
+        seen: set[str] = set()
+        for i, c in enumerate(clusters):
+            if c is not None and c.name in seen:
+                self.err(f"clusters[{i}].name", f"{c.name!r} appears twice")
+            if c is not None:
+                seen.add(c.name)
+        latency = self.mapping(data.get("latency_ms"), "latency_ms")
+        for src, row in latency.items():
+            row = self.mapping(row, f"latency_ms.{src}")
+            for dst, value in row.items():
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                    self.err(f"latency_ms.{src}.{dst}", f"{value!r} is not a number >= 0")
+        placements = self.mapping(data.get("placements"), "placements")
+        if self.errors:
+            raise InventoryError(self.errors)
+        return Inventory(
+            clusters=sorted((c for c in clusters if c is not None), key=lambda c: c.name),
+            latency_ms=latency, placements=placements,
+        )

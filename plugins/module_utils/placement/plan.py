@@ -1,0 +1,40 @@
+"""The engine's output: where each service's replicas go, and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Plan:
+    """A placement plan; ``assignment`` keeps node indices for scoring and checks."""
+
+    application: str
+    scorer: str
+    objective: float
+    services: dict
+    explanation: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "application": self.application,
+            "scorer": self.scorer,
+            "objective": round(self.objective, 6),
+            "services": {s: [dict(e, nodes=list(e["nodes"])) for e in entries]
+                         for s, entries in self.services.items()},
+            "explanation": self.explanation,
+        }
+
+    def clusters(self, service: str) -> list[str]:
+        return [e["cluster"] for e in self.services.get(service, [])]
+
+
+def entries_from_assignment(fleet, nodes: list[int]) -> list[dict]:
+    """[{cluster, replicas, nodes}] per cluster (sorted by name); ``nodes`` has one name per
+    replica, so a deployer can pin each replica and a checker can recount capacity."""
+    by_cluster: dict[int, list[int]] = {}
+    for v in nodes:
+        by_cluster.setdefault(int(fleet.node_cluster[v]), []).append(int(v))
+    return [{"cluster": fleet.cluster_names[c], "replicas": len(vs),
+             "nodes": sorted(fleet.node_names[v] for v in vs)}
+            for c, vs in sorted(by_cluster.items())]

@@ -1,0 +1,47 @@
+"""Storage and migrations on SQLite (PostgreSQL runs the same code in tests/integration/kb)."""
+
+from __future__ import annotations
+
+import pytest
+from qonnect.kb import auth, migrations
+from qonnect.kb.storage import Database, StorageError
+
+
+def test_migrations_apply_once_and_report_the_version(tmp_path):
+    db = Database(f"sqlite://{tmp_path / 'kb.sqlite'}")
+    assert migrations.current_version(db) == 0
+    assert migrations.migrate(db) == [m[0] for m in migrations.MIGRATIONS]
+    assert migrations.migrate(db) == []
+    assert migrations.current_version(db) == migrations.LATEST
+    with db.reader() as conn:
+        assert conn.one("PRAGMA journal_mode")[0] == "wal"
+    db.close()
+
+
+def test_writes_use_full_sync(tmp_path):
+    db = Database(f"sqlite://{tmp_path / 'kb.sqlite'}")
+    conn = db.connect()
+    assert conn.one("PRAGMA synchronous")[0] == 2  # FULL
+    db.close()
+
+
+def test_a_missing_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(StorageError) as err:
+        Database(f"sqlite://{tmp_path / 'nope' / 'kb.sqlite'}")
+    assert "does not exist" in str(err.value)
+
+
+def test_tokens_are_stored_only_as_hashes(tmp_path):
+    db = Database(f"sqlite://{tmp_path / 'kb.sqlite'}")
+    migrations.migrate(db)
+    conn = db.connect()
+    conn.begin()
+    made = auth.insert_token(conn, "agent", "edge-1", None, 1.0)
+    conn.commit()
+    rows = conn.all("SELECT * FROM tokens")
+    assert made["token"] not in repr(rows)
+    assert made["token"][len(auth.PREFIX):][:6] not in made["name"]
+    assert auth.lookup(conn, auth.hash_token(made["token"])) == auth.Principal(
+        made["name"], "agent", "edge-1")
+    assert auth.lookup(conn, auth.hash_token(made["token"] + "x")) is None
+    db.close()
