@@ -1,0 +1,100 @@
+"""One emulated cluster's control loop: the cache, the controllers and their tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from qonnect.testbed.fleet import ClusterSpec
+from qonnect.testbed.sim.base import Cache
+from qonnect.testbed.sim.deployments import Deployments
+from qonnect.testbed.sim.kubelet import Kubelets
+from qonnect.testbed.sim.nodes import NodeController
+from qonnect.testbed.sim.objects import is_true, key_of, owner_uid
+from qonnect.testbed.sim.scheduler import Scheduler
+from qonnect.testbed.store import Store
+
+DEFAULT_HEARTBEAT_SECONDS = 10.0
+
+
+class ClusterSim:
+    """Runs the simulated kubelets and controllers of one cluster against its Store."""
+
+    def __init__(self, store: Store, spec: ClusterSpec, *, start_delay: float = 1.0,
+                 heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS) -> None:
+        self.store = store
+        self.spec = spec
+        self.cache = Cache()
+        self.nodes = NodeController(store, spec, heartbeat_seconds)
+        self.scheduler = Scheduler(store, self.cache)
+        self.kubelets = Kubelets(store, self.cache, start_delay)
+        self.deployments = Deployments(store, self.cache)
+        self._tasks: list[asyncio.Task] = []
+        self._unsubscribe = None
+
+    async def start(self) -> None:
+        """Subscribe to the Store, register the nodes and start the controller tasks."""
+        self._unsubscribe = self.store.subscribe(self._on_event, copy=False)
+        for resource in ("nodes", "deployments", "pods"):
+            for obj in self.store.list_refs(resource)[0]:
+                self._on_event("ADDED", resource, obj)
+        self.nodes.register()
+        for controller in (self.scheduler, self.kubelets, self.deployments):
+            self._tasks.append(asyncio.create_task(controller.run(), name=f"{self.spec.name}-{controller.name}"))
+        self._tasks.append(asyncio.create_task(self.nodes.heartbeat(), name=f"{self.spec.name}-heartbeat"))
+
+    async def stop(self) -> None:
+        if self._unsubscribe:
+            self._unsubscribe()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    def _on_event(self, event: str, resource: str, obj: dict) -> None:
+        """Route one Store change to the controllers that care (runs inside the write)."""
+        old = self.cache.apply(event, resource, obj)
+        current = None if event == "DELETED" else obj
+        if resource == "pods":
+            key = key_of(obj)
+            self.scheduler.pod_changed(key, current)
+            self.kubelets.pod_changed(key, current)
+            owner = owner_uid(obj, "Deployment")
+            if owner in self.cache.deployment_by_uid:
+                self.deployments.enqueue(self.cache.deployment_by_uid[owner])
+            if event == "DELETED" and (obj.get("spec") or {}).get("nodeName"):
+                self.scheduler.retry_pending()  # capacity was freed
+        elif resource == "deployments":
+            if current is not None:
+                self.deployments.enqueue(key_of(obj))
+        elif resource == "nodes":
+            name = obj["metadata"]["name"]
+            was_ready = old is not None and is_true(old, "Ready")
+            if current is not None and not is_true(current, "Ready") and (was_ready or old is None):
+                asyncio.get_running_loop().call_soon(self.kubelets.evict, name)
+            if old is None or _scheduling_view(old) != _scheduling_view(current):
+                self.scheduler.retry_pending()
+
+    def summary(self) -> dict:
+        """Counts for ``qonnect testbed status``."""
+        pods = self.cache.pods.values()
+        return {
+            "nodes": len(self.cache.nodes),
+            "nodes_ready": sum(1 for n in self.cache.nodes.values() if is_true(n, "Ready")),
+            "nodes_down": sorted(self.nodes.down),
+            "pods": len(self.cache.pods),
+            "pods_running": sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"),
+            "pods_pending": sum(1 for p in pods if (p.get("status") or {}).get("phase", "Pending") == "Pending"),
+            "deployments": len(self.cache.deployments),
+        }
+
+
+def _scheduling_view(node: dict | None) -> tuple:
+    """What of a node the scheduler looks at (heartbeat-only changes do not matter)."""
+    if node is None:
+        return ()
+    return (is_true(node, "Ready"), repr((node.get("spec") or {}).get("taints")),
+            (node.get("spec") or {}).get("unschedulable"), repr(node["metadata"].get("labels")),
+            repr((node.get("status") or {}).get("allocatable")))

@@ -1,0 +1,172 @@
+"""Nodes: created from the fleet profile, kept alive by heartbeats, taken down and up on demand.
+
+A node that is up renews its Lease in kube-node-lease and the lastHeartbeatTime of its
+conditions, as a kubelet does. ``down`` does what the node lifecycle controller does when a
+kubelet stops posting: all conditions Unknown (so Ready is not True), unreachable taints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import random
+
+from qonnect.testbed.fleet import ClusterSpec, NodeSpec, label_number
+from qonnect.testbed.sim.events import record
+from qonnect.testbed.sim.objects import format_cpu, now, now_micro, set_condition
+from qonnect.testbed.store import ApiError, Store
+
+log = logging.getLogger(__name__)
+KUBELET_VERSION = "v1.30.0"
+LEASE_SECONDS = 40
+PRESSURE = (("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+            ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"))
+UNREACHABLE = [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+               {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]
+
+
+def node_labels(cluster: ClusterSpec, node: NodeSpec) -> dict[str, str]:
+    """Well-known labels plus the qonnect.io labels the Resource Agent reads."""
+    return {
+        "kubernetes.io/hostname": node.name, "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": node.profile,
+        "topology.kubernetes.io/zone": cluster.location,
+        "qonnect.io/tier": cluster.tier, "qonnect.io/location": cluster.location,
+        "qonnect.io/node-profile": node.profile,
+        "qonnect.io/energy-kwh": label_number(node.energy_kwh),
+        "qonnect.io/price-eur-h": label_number(node.price_eur_h),
+        "qonnect.io/bandwidth-gbps": label_number(node.bandwidth_gbps),
+        **node.labels,
+    }
+
+
+def _ready_conditions(stamp: str) -> list[dict]:
+    conds: list[dict] = []
+    for kind, reason, message in PRESSURE:
+        conds = set_condition(conds, kind, "False", reason, message, stamp, heartbeat=True)
+    return set_condition(conds, "Ready", "True", "KubeletReady", "kubelet is posting ready status",
+                         stamp, heartbeat=True)
+
+
+def node_object(cluster: ClusterSpec, node: NodeSpec, index: int) -> dict:
+    """The Node as a kubelet registers it."""
+    resources = {"cpu": format_cpu(node.cpu), "memory": str(node.memory),
+                 "ephemeral-storage": str(node.ephemeral_storage), "pods": str(node.pods)}
+    stamp = now()
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": node.name, "labels": node_labels(cluster, node),
+                     "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+        "spec": {"podCIDR": f"10.244.{index % 256}.0/24", "podCIDRs": [f"10.244.{index % 256}.0/24"]},
+        "status": {
+            "capacity": dict(resources), "allocatable": dict(resources),
+            "conditions": _ready_conditions(stamp),
+            "addresses": [{"type": "InternalIP", "address": str(ipaddress.IPv4Address("10.0.0.10") + index)},
+                          {"type": "Hostname", "address": node.name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": KUBELET_VERSION,
+                         "containerRuntimeVersion": "emulated://1.0", "operatingSystem": "linux",
+                         "architecture": "amd64", "osImage": "qonnect testbed (emulated node)",
+                         "kernelVersion": "emulated", "machineID": "", "systemUUID": "", "bootID": ""},
+            "phase": "Running",
+        },
+    }
+
+
+class NodeController:
+    """Registers the nodes of one cluster and keeps their heartbeats going while they are up."""
+
+    def __init__(self, store: Store, cluster: ClusterSpec, heartbeat_seconds: float) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.heartbeat_seconds = heartbeat_seconds
+        self.down: set[str] = set()
+
+    def register(self) -> None:
+        for index, spec in enumerate(self.cluster.nodes):
+            node = self.store.create("nodes", None, node_object(self.cluster, spec, index))
+            self.store.create("leases", "kube-node-lease", {
+                "metadata": {"name": spec.name, "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Node", "name": spec.name,
+                     "uid": node["metadata"]["uid"]}]},
+                "spec": {"holderIdentity": spec.name, "leaseDurationSeconds": LEASE_SECONDS,
+                         "renewTime": now_micro()}})
+
+    async def heartbeat(self) -> None:
+        """Renew leases and condition heartbeats; the first beat is spread over the interval."""
+        await asyncio.sleep(random.uniform(0, self.heartbeat_seconds))
+        while True:
+            for spec in self.cluster.nodes:
+                if spec.name not in self.down:
+                    try:
+                        self._beat(spec.name)
+                    except ApiError as exc:  # e.g. someone deleted the node: leave it gone
+                        log.debug("heartbeat of %s: %s", spec.name, exc.message)
+            await asyncio.sleep(self.heartbeat_seconds)
+
+    def _beat(self, name: str) -> None:
+        lease = self.store.get("leases", "kube-node-lease", name)
+        lease["spec"]["renewTime"] = now_micro()
+        self.store.update("leases", "kube-node-lease", lease)
+        node = self.store.get("nodes", None, name)
+        stamp = now()
+        for cond in node["status"].get("conditions") or []:
+            cond["lastHeartbeatTime"] = stamp
+        self.store.update("nodes", None, node, subresource="status")
+
+    def node(self, name: str) -> dict:
+        if name not in {n.name for n in self.cluster.nodes}:
+            known = ", ".join(n.name for n in self.cluster.nodes)
+            raise ApiError(404, "NotFound", f"cluster {self.cluster.name} has no node {name!r} (nodes: {known})")
+        return self.store.get("nodes", None, name)
+
+    def set_down(self, name: str) -> None:
+        """The kubelet stops posting: conditions Unknown, unreachable taints, no heartbeat."""
+        node = self.node(name)
+        self.down.add(name)
+        stamp = now()
+        conds = node["status"].get("conditions") or []
+        for kind in ("Ready", *(p[0] for p in PRESSURE)):
+            conds = set_condition(conds, kind, "Unknown", "NodeStatusUnknown",
+                                  "Kubelet stopped posting node status.", stamp)
+        node["status"]["conditions"] = conds
+        self.store.update("nodes", None, node, subresource="status")
+        node = self.store.get("nodes", None, name)
+        taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != UNREACHABLE[0]["key"]]
+        node["spec"]["taints"] = taints + [dict(t, timeAdded=stamp) for t in UNREACHABLE]
+        node = self.store.update("nodes", None, node)
+        record(self.store, node, "NodeNotReady", f"Node {name} status is now: NodeNotReady",
+               component="node-controller")
+
+    def set_up(self, name: str) -> None:
+        """The kubelet posts again: Ready, no pressure, taints gone, heartbeats resume."""
+        node = self.node(name)
+        self.down.discard(name)
+        node["status"]["conditions"] = _ready_conditions(now())
+        self.store.update("nodes", None, node, subresource="status")
+        node = self.store.get("nodes", None, name)
+        taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != UNREACHABLE[0]["key"]]
+        if taints:
+            node["spec"]["taints"] = taints
+        else:
+            node["spec"].pop("taints", None)
+        node = self.store.update("nodes", None, node)
+        record(self.store, node, "NodeReady", f"Node {name} status is now: NodeReady", component="kubelet",
+               host=name)
+
+    def set_labels(self, labels: dict[str, str | None], node_name: str | None = None) -> list[str]:
+        """Change labels on one or all nodes (None removes a label); returns the nodes changed."""
+        names = [node_name] if node_name else [n.name for n in self.cluster.nodes]
+        for name in names:
+            node = self.node(name)
+            current = node["metadata"].setdefault("labels", {})
+            for key, value in labels.items():
+                if value is None:
+                    current.pop(key, None)
+                else:
+                    current[key] = value
+            self.store.update("nodes", None, node)
+        return names
