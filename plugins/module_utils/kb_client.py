@@ -1,5 +1,5 @@
 # Copyright: qonnect.core contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Client of the qonnect Knowledge Base HTTP API, using only the standard library.
 
 Modules, the inventory plugin, the Resource Agent, the controller and the CLI all talk to the KB

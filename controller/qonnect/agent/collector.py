@@ -1,0 +1,406 @@
+"""Read one cluster's nodes and managed workloads through its kubeconfig.
+
+The agent talks to its cluster only through the official ``kubernetes`` client and the
+kubeconfig it is given, so it works the same against K3s, kind or the emulated testbed. Objects
+are read as plain JSON (``_preload_content=False``): the summaries below are pure functions of
+those dicts, which keeps them cheap and testable without a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+try:
+    import urllib3
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+    from kubernetes.utils import parse_quantity
+except ImportError:  # pragma: no cover - the kubernetes client is a declared dependency
+    k8s_client = k8s_config = parse_quantity = urllib3 = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+MANAGED_SELECTOR = "app.kubernetes.io/managed-by=qonnect"
+LABEL_APPLICATION = "qonnect.io/application"
+LABEL_SERVICE = "qonnect.io/service"
+# node label -> report field, all floats
+NODE_NUMBER_LABELS = {
+    "qonnect.io/bandwidth-gbps": "bandwidth_gbps",
+    "qonnect.io/energy-kwh": "energy_kwh",
+    "qonnect.io/price-eur-h": "price_eur_h",
+}
+RESOURCES = {"cpu": "cpu", "memory": "memory", "ephemeral-storage": "ephemeral_storage"}
+# container waiting reasons that will not fix themselves
+FAILED_WAITING = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
+HEALTHY, PROGRESSING, FAILED = "Healthy", "Progressing", "Failed"
+MAX_TEXT = 1024  # reasons and errors are cut here: the KB takes at most 4096 characters
+
+
+class CollectError(Exception):
+    """The cluster could not be read; the message is safe to report (no credentials)."""
+
+
+# ---------------------------------------------------------------- quantities and nodes
+
+
+def _quantity(value: Any) -> Decimal:
+    try:
+        return Decimal(parse_quantity(value)) if value is not None else Decimal(0)
+    except (ValueError, InvalidOperation, TypeError):
+        log.warning("ignoring malformed resource quantity %r", value)
+        return Decimal(0)
+
+
+def _resources(quantities: Mapping[str, Any] | None) -> dict[str, Decimal]:
+    quantities = quantities or {}
+    return {field: _quantity(quantities.get(name)) for name, field in RESOURCES.items()}
+
+
+def _as_report(resources: Mapping[str, Decimal]) -> dict[str, float | int]:
+    """CPU in cores (float), memory and storage in bytes (int)."""
+    return {
+        "cpu": float(resources["cpu"]),
+        "memory": int(resources["memory"]),
+        "ephemeral_storage": int(resources["ephemeral_storage"]),
+    }
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
+    """Effective requests of a pod as the scheduler counts them.
+
+    max(sum of containers, largest init container) plus the pod overhead.
+    """
+    spec = pod.get("spec") or {}
+    total = {field: Decimal(0) for field in RESOURCES.values()}
+    for container in spec.get("containers") or []:
+        for field, amount in _resources((container.get("resources") or {}).get("requests")).items():
+            total[field] += amount
+    for container in spec.get("initContainers") or []:
+        for field, amount in _resources((container.get("resources") or {}).get("requests")).items():
+            total[field] = max(total[field], amount)
+    for field, amount in _resources(spec.get("overhead")).items():
+        total[field] += amount
+    return total
+
+
+def _pod_active(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def requested_by_node(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Decimal]]:
+    """Sum of non-terminated pods' requests per node they are bound to."""
+    per_node: dict[str, dict[str, Decimal]] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or not _pod_active(pod):
+            continue
+        acc = per_node.setdefault(node, {field: Decimal(0) for field in RESOURCES.values()})
+        for field, amount in pod_requests(pod).items():
+            acc[field] += amount
+    return per_node
+
+
+def _label_number(labels: Mapping[str, str], key: str, node: str) -> float | None:
+    raw = labels.get(key)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        log.warning("node %s: label %s=%r is not a number; ignored", node, key, raw)
+        return None
+    if value != value or value < 0 or value == float("inf"):
+        log.warning("node %s: label %s=%r must be a finite number >= 0; ignored", node, key, raw)
+        return None
+    return value
+
+
+def summarize_node(node: Mapping[str, Any], requested: Mapping[str, Decimal] | None) -> dict:
+    """One entry of the report's ``nodes`` list (see docs/architecture.md)."""
+    meta = node.get("metadata") or {}
+    name = meta.get("name", "")
+    labels = dict(meta.get("labels") or {})
+    conditions = {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
+    summary: dict[str, Any] = {
+        "name": name,
+        "ready": conditions.get("Ready") == "True",
+        "schedulable": not (node.get("spec") or {}).get("unschedulable", False),
+        "pressure": {
+            "memory": conditions.get("MemoryPressure") == "True",
+            "disk": conditions.get("DiskPressure") == "True",
+            "pid": conditions.get("PIDPressure") == "True",
+        },
+        "allocatable": _as_report(_resources((node.get("status") or {}).get("allocatable"))),
+        "requested": _as_report(requested or _resources(None)),
+        "labels": labels,
+    }
+    for label, field in NODE_NUMBER_LABELS.items():
+        summary[field] = _label_number(labels, label, name)
+    return summary
+
+
+# ---------------------------------------------------------------- workloads
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """Kubernetes label-selector semantics (matchLabels and matchExpressions)."""
+    if not selector:
+        return False  # an empty selector on a workload selects nothing useful
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        present = key in labels
+        if op == "In" and not (present and labels[key] in values):
+            return False
+        if op == "NotIn" and present and labels[key] in values:
+            return False
+        if op == "Exists" and not present:
+            return False
+        if op == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def _pod_problem(pod: Mapping[str, Any]) -> str | None:
+    """Why this pod will not become ready on its own, or None."""
+    status = pod.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if (
+            cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            return f"Unschedulable: {cond.get('message') or 'no node fits the pod'}"
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in FAILED_WAITING:
+            detail = waiting.get("message") or f"container {cs.get('name')}"
+            return f"{waiting['reason']}: {detail}"
+    return None
+
+
+def workload_status(kind: str, obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> dict:
+    """Status, reason and replica counts of one managed workload, without timing."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    meta = obj.get("metadata") or {}
+    if kind == "DaemonSet":
+        desired = int(status.get("desiredNumberScheduled") or 0)
+        ready = int(status.get("numberReady") or 0)
+        updated = int(status.get("updatedNumberScheduled") or 0)
+    else:
+        desired = int(spec["replicas"]) if spec.get("replicas") is not None else 1
+        ready = int(status.get("readyReplicas") or 0)
+        updated = int(status.get("updatedReplicas") or 0)
+    observed = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
+    result = {"status": PROGRESSING, "reason": "", "replicas": desired, "ready_replicas": ready}
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
+            result.update(status=FAILED, reason=f"ProgressDeadlineExceeded: {cond.get('message', '')}")
+            return result
+        if cond.get("type") == "ReplicaFailure" and cond.get("status") == "True":
+            result.update(status=FAILED, reason=f"ReplicaFailure: {cond.get('message', '')}")
+            return result
+    if observed and ready >= desired and updated >= desired:
+        result["status"] = HEALTHY
+        return result
+    namespace = meta.get("namespace")
+    selector = spec.get("selector")
+    for pod in pods:
+        pmeta = pod.get("metadata") or {}
+        if pmeta.get("namespace") != namespace or not _pod_active(pod):
+            continue
+        if selector_matches(selector, pmeta.get("labels") or {}):
+            problem = _pod_problem(pod)
+            if problem:
+                result.update(status=FAILED, reason=problem)
+                return result
+    result["reason"] = f"{ready}/{desired} replicas ready"
+    return result
+
+
+class StatusClock:
+    """Remembers since when each workload has had its status, and fails slow starters.
+
+    A workload that stays Progressing longer than ``not_ready_timeout`` seconds is reported
+    Failed: some failures (a hung readiness probe, a missing node label) show no reason.
+    """
+
+    def __init__(self, not_ready_timeout: float, now: Callable[[], float] = time.time) -> None:
+        self.not_ready_timeout = not_ready_timeout
+        self._now = now
+        self._since: dict[tuple[str, str, str], tuple[str, float]] = {}
+
+    def stamp(self, key: tuple[str, str, str], result: dict) -> dict:
+        now = self._now()
+        previous = self._since.get(key)
+        # a Progressing workload that times out keeps the "since" of its Progressing start
+        if previous is None or previous[0] != result["status"]:
+            previous = (result["status"], now)
+        self._since[key] = previous
+        since = previous[1]
+        if result["status"] == PROGRESSING and now - since > self.not_ready_timeout:
+            result = dict(
+                result,
+                status=FAILED,
+                reason=f"NotReady: {result['reason']} for more than {self.not_ready_timeout:g}s",
+            )
+        return dict(result, reason=result["reason"][:MAX_TEXT], since=since)
+
+    def forget_except(self, keys: set[tuple[str, str, str]]) -> None:
+        for key in set(self._since) - keys:
+            del self._since[key]
+
+
+# ---------------------------------------------------------------- talking to the cluster
+
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet")  # all apps/v1, plural = kind + "s"
+
+
+def load_api_client(kubeconfig: str) -> Any:
+    """An ApiClient for the kubeconfig's current context; fails fast instead of retrying."""
+    if k8s_client is None:
+        raise CollectError("the 'kubernetes' Python package is required: pip install kubernetes")
+    configuration = k8s_client.Configuration()
+    try:
+        k8s_config.load_kube_config(
+            config_file=kubeconfig, client_configuration=configuration, persist_config=False
+        )
+    except Exception as exc:  # the loader raises many types (IO, YAML, ConfigException)
+        raise CollectError(f"cannot load kubeconfig {kubeconfig}: {type(exc).__name__}: {exc}")
+    configuration.retries = 0  # the agent's own loop is the retry
+    return k8s_client.ApiClient(configuration)
+
+
+def _raw_get(api: Any, path: str, query: Mapping[str, str], timeout: float) -> bytes:
+    """GET ``path`` through the official client's transport (auth, TLS) without its models.
+
+    The typed APIs (CoreV1Api...) import hundreds of generated model classes, which costs
+    seconds of CPU per process; the agent needs raw JSON only. Recent generated clients split a
+    call into ``param_serialize`` + ``call_api``; older ones take everything in ``call_api``.
+    """
+    headers = {"Accept": "application/json"}
+    if hasattr(api, "param_serialize"):
+        request = api.param_serialize(
+            "GET",
+            path,
+            query_params=list(query.items()),
+            header_params=headers,
+            auth_settings=["BearerToken"],
+        )
+        resp = api.call_api(*request, _request_timeout=timeout)
+        body = resp.read()
+        if not 200 <= resp.status <= 299:
+            raise k8s_client.exceptions.ApiException(status=resp.status, reason=resp.reason)
+        return body
+    resp = api.call_api(
+        path,
+        "GET",
+        query_params=list(query.items()),
+        header_params=headers,
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+        _request_timeout=timeout,
+    )
+    return resp.data
+
+
+class Collector:
+    """Reads nodes, pods and managed workloads; one ``collect()`` per agent tick.
+
+    The API client is (re)built from the kubeconfig on demand, and dropped after a failed read,
+    so a cluster that comes back (perhaps with a rewritten kubeconfig) is picked up again.
+    """
+
+    def __init__(self, kubeconfig: str, not_ready_timeout: float = 120.0, timeout: float = 5.0):
+        self.kubeconfig = kubeconfig
+        self.timeout = timeout
+        self.clock = StatusClock(not_ready_timeout)
+        self._api: Any = None
+
+    def _get(self, what: str, path: str, **query: str) -> list[dict]:
+        """The ``items`` of one list call, read as raw JSON."""
+        try:
+            return json.loads(_raw_get(self._api, path, query, self.timeout)).get("items") or []
+        except k8s_client.exceptions.ApiException as exc:
+            raise CollectError(f"listing {what}: HTTP {exc.status} {exc.reason}") from None
+        except ValueError as exc:
+            raise CollectError(f"listing {what}: response is not JSON: {exc}") from None
+        except (OSError, urllib3.exceptions.HTTPError) as exc:  # the cluster is unreachable
+            exc = getattr(exc, "reason", None) or exc  # MaxRetryError wraps the real cause
+            raise CollectError(f"listing {what}: {type(exc).__name__}: {_first_line(exc)}") from None
+
+    def _list_workloads(self, kind: str) -> list[dict]:
+        try:
+            return self._get(f"{kind}s", f"/apis/apps/v1/{kind.lower()}s", labelSelector=MANAGED_SELECTOR)
+        except CollectError as exc:
+            if "HTTP 404" in str(exc):  # a minimal API server without this kind
+                return []
+            raise
+
+    def collect(self) -> dict:
+        """``{"nodes": [...], "workloads": [...]}``; raises CollectError when unreachable."""
+        try:
+            return self._collect()
+        except CollectError:
+            self.close()
+            raise
+
+    def _collect(self) -> dict:
+        if self._api is None:
+            self._api = load_api_client(self.kubeconfig)
+        nodes = self._get("nodes", "/api/v1/nodes")
+        pods = self._get("pods", "/api/v1/pods")
+        requested = requested_by_node(pods)
+        node_reports = [summarize_node(n, requested.get(n["metadata"]["name"])) for n in nodes]
+        workloads: list[dict] = []
+        seen: set[tuple[str, str, str]] = set()
+        for kind in WORKLOAD_KINDS:
+            for obj in self._list_workloads(kind):
+                meta = obj.get("metadata") or {}
+                labels = meta.get("labels") or {}
+                key = (kind, meta.get("namespace", ""), meta.get("name", ""))
+                seen.add(key)
+                stamped = self.clock.stamp(key, workload_status(kind, obj, pods))
+                workloads.append(
+                    {
+                        "namespace": key[1],
+                        "kind": kind,
+                        "name": key[2],
+                        "application": labels.get(LABEL_APPLICATION, ""),
+                        "service": labels.get(LABEL_SERVICE, ""),
+                        **stamped,
+                    }
+                )
+        self.clock.forget_except(seen)
+        return {"nodes": node_reports, "workloads": workloads}
+
+    def close(self) -> None:
+        if self._api is not None:
+            try:
+                self._api.close()
+            except Exception:  # closing a pool on a dead connection may raise; nothing to do
+                pass
+            self._api = None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else ""

@@ -1,0 +1,209 @@
+# Copyright: qonnect.core contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Inventory of the federation's clusters, read from the qonnect Knowledge Base."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: kb
+short_description: Clusters of a qonnect federation from its Knowledge Base
+version_added: 0.1.0
+description:
+  - Makes each cluster registered in the qonnect Knowledge Base a host, with its tier, location, labels,
+    API server, kubeconfig, capacity, free resources, energy, price, health, heartbeat age and the
+    applications placed on it as host variables.
+  - Groups clusters by tier (V(cloud), V(fog), V(edge)), by health (V(healthy), V(unhealthy)), by label
+    (C(label_<key>_<value>)) and by application (C(app_<name>)); more with O(keyed_groups) and O(groups).
+  - Hosts get C(ansible_connection=local), because a play acts on a cluster through its API, not by logging in.
+  - The inventory file name must end in C(qonnect.yml) or C(qonnect.yaml).
+author:
+  - qonnect.core developers (@qonnect)
+extends_documentation_fragment:
+  - constructed
+  - inventory_cache
+options:
+  plugin:
+    description: Marks this file as an inventory of this plugin.
+    required: true
+    choices: [qonnect.core.kb]
+    type: str
+  url:
+    description:
+      - Base URL of the Knowledge Base. May be a template, for example C({{ lookup('env', 'MY_KB') }}).
+    type: str
+    env:
+      - name: QONNECT_KB_URL
+  token:
+    description:
+      - Bearer token for the Knowledge Base (a reader token is enough; with a reader token the
+        C(kubeconfig) host variable is not available). May be a template. Never shown.
+    type: str
+    env:
+      - name: QONNECT_KB_TOKEN
+  ca_path:
+    description: PEM CA bundle to verify the Knowledge Base's TLS certificate.
+    type: path
+  validate_certs:
+    description: Whether to verify the Knowledge Base's TLS certificate.
+    type: bool
+    default: true
+  timeout:
+    description: Timeout in seconds of each request to the Knowledge Base.
+    type: float
+    default: 10.0
+  include_unhealthy:
+    description: Also list clusters whose agent has not reported within the KB's heartbeat timeout.
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+# federation.qonnect.yml
+plugin: qonnect.core.kb
+url: http://127.0.0.1:8080
+# token from QONNECT_KB_TOKEN
+keyed_groups:
+  - key: labels.region | default('none')
+    prefix: region
+compose:
+  cheap: price_eur_h < 1
+groups:
+  green: energy_kwh is not none and energy_kwh < 0.0025
+
+# ansible-inventory -i federation.qonnect.yml --graph
+"""
+
+from typing import Any
+
+from ansible.errors import AnsibleParserError
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
+
+RESOURCES = ("cpu", "memory", "ephemeral_storage")
+
+
+def _sum(nodes: list[dict], field: str) -> dict[str, float]:
+    return {r: sum((n.get(field) or {}).get(r, 0) or 0 for n in nodes) for r in RESOURCES}
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def cluster_vars(cluster: dict, record: dict, applications: list[str]) -> dict[str, Any]:
+    """Host variables of one cluster from its inventory entry and its cluster record."""
+    nodes = cluster.get("nodes") or []
+    usable = [n for n in nodes if n.get("ready") and n.get("schedulable", True)]
+    capacity = _sum(nodes, "allocatable")
+    requested = _sum(usable, "requested")
+    usable_capacity = _sum(usable, "allocatable")
+    prices = [n["price_eur_h"] for n in nodes if n.get("price_eur_h") is not None]
+    return {
+        "ansible_connection": "local",
+        "qonnect_cluster": cluster["name"],
+        "tier": cluster.get("tier"),
+        "location": cluster.get("location"),
+        "labels": dict(cluster.get("labels") or {}),
+        "server": record.get("server"),
+        "kubeconfig": record.get("kubeconfig"),
+        "capacity": capacity,
+        "free": {r: max(0, usable_capacity[r] - requested[r]) for r in RESOURCES},
+        "nodes": [n.get("name") for n in nodes],
+        "ready_nodes": len(usable),
+        "energy_kwh": _mean([n["energy_kwh"] for n in nodes if n.get("energy_kwh") is not None]),
+        "price_eur_h": sum(prices) if prices else None,
+        "bandwidth_gbps": _mean([n["bandwidth_gbps"] for n in nodes if n.get("bandwidth_gbps") is not None]),
+        "healthy": bool(cluster.get("healthy")),
+        "heartbeat_age": cluster.get("heartbeat_age"),
+        "applications": applications,
+    }
+
+
+def applications_by_cluster(placements: dict) -> dict[str, list[str]]:
+    out: dict[str, set[str]] = {}
+    for app, services in (placements or {}).items():
+        for entries in (services or {}).values():
+            for entry in entries or []:
+                out.setdefault(entry.get("cluster"), set()).add(app)
+    return {cluster: sorted(apps) for cluster, apps in out.items()}
+
+
+class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+    """qonnect.core.kb: one host per cluster of the Knowledge Base."""
+
+    NAME = "qonnect.core.kb"
+
+    def verify_file(self, path: str) -> bool:
+        return super().verify_file(path) and path.endswith(("qonnect.yml", "qonnect.yaml"))
+
+    def _option(self, name: str) -> Any:
+        value = self.get_option(name)
+        if isinstance(value, str) and "{{" in value:
+            value = self.templar.template(value)
+        return value
+
+    def fetch(self) -> dict[str, Any]:
+        url = self._option("url")
+        if not url:
+            raise AnsibleParserError("qonnect.core.kb: option 'url' (or QONNECT_KB_URL) is required")
+        try:
+            client = KBClient(
+                url,
+                self._option("token"),
+                ca_path=self.get_option("ca_path"),
+                validate_certs=self.get_option("validate_certs"),
+                timeout=self.get_option("timeout"),
+            )
+            inventory = client.inventory()
+            records = client.list_clusters()
+        except KBError as exc:
+            raise AnsibleParserError(f"qonnect.core.kb: {exc}") from None
+        return {"inventory": inventory, "records": {r["name"]: r for r in records}}
+
+    def parse(self, inventory: Any, loader: Any, path: str, cache: bool = True) -> None:
+        super().parse(inventory, loader, path, cache)
+        self._read_config_data(path)
+        key = self.get_cache_key(path)
+        use_cache = self.get_option("cache") and cache
+        data = None
+        if use_cache:
+            try:
+                data = self._cache[key]
+            except KeyError:
+                data = None
+        if data is None:
+            data = self.fetch()
+            if self.get_option("cache"):
+                self._cache[key] = data
+        self.populate(data)
+
+    def _group(self, name: str) -> str:
+        group = self._sanitize_group_name(name)
+        self.inventory.add_group(group)
+        return group
+
+    def populate(self, data: dict[str, Any]) -> None:
+        inventory = data["inventory"]
+        apps = applications_by_cluster(inventory.get("placements") or {})
+        strict = self.get_option("strict")
+        for group in ("cloud", "fog", "edge", "healthy", "unhealthy"):
+            self._group(group)
+        for cluster in inventory.get("clusters") or []:
+            if not cluster.get("healthy") and not self.get_option("include_unhealthy"):
+                continue
+            name = cluster["name"]
+            hostvars = cluster_vars(cluster, data["records"].get(name, {}), apps.get(name, []))
+            self.inventory.add_host(name)
+            for var, value in hostvars.items():
+                self.inventory.set_variable(name, var, value)
+            if hostvars["tier"]:
+                self.inventory.add_child(self._group(hostvars["tier"]), name)
+            self.inventory.add_child("healthy" if hostvars["healthy"] else "unhealthy", name)
+            for label, value in sorted(hostvars["labels"].items()):
+                self.inventory.add_child(self._group(f"label_{label}_{value}"), name)
+            for app in hostvars["applications"]:
+                self.inventory.add_child(self._group(f"app_{app}"), name)
+            self._set_composite_vars(self.get_option("compose"), hostvars, name, strict=strict)
+            self._add_host_to_composed_groups(self.get_option("groups"), hostvars, name, strict=strict)
+            self._add_host_to_keyed_groups(self.get_option("keyed_groups"), hostvars, name, strict=strict)

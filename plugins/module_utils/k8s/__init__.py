@@ -1,0 +1,1 @@
+"""Kubernetes access for qonnect.core: clients, apply, waiting, pruning, deploy, node facts."""

@@ -1,0 +1,205 @@
+# Copyright: qonnect.core contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prepare manifests for a cluster and apply them idempotently with server-side apply.
+
+Every object gets the managed labels, the application namespace and (for workloads) the
+planned replica count and node pinning. A hash of the desired object is stored in an
+annotation: when it matches and the live object still contains every desired field, nothing is
+sent, so a second run makes no writes and reports ``changed=false``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+APP_LABEL = "qonnect.io/application"
+SERVICE_LABEL = "qonnect.io/service"
+ROLE_LABEL = "qonnect.io/role"
+HASH_ANNOTATION = "qonnect.io/applied-hash"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
+SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
+CLUSTER_SCOPED_KINDS = (
+    "Namespace", "Node", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+    "PersistentVolume", "StorageClass", "PriorityClass",
+)
+# Fields a server adds or changes by itself; never part of a comparison or a diff.
+_VOLATILE_META = (
+    "managedFields", "resourceVersion", "generation", "uid", "creationTimestamp", "selfLink",
+)
+
+
+def managed_labels(application: str, service: str | None = None) -> dict[str, str]:
+    labels = {MANAGED_BY: "qonnect", APP_LABEL: application}
+    if service:
+        labels[SERVICE_LABEL] = service
+    return labels
+
+
+def object_key(obj: dict) -> str:
+    """A stable identity of an object within one cluster: apiVersion/kind/namespace/name."""
+    meta = obj.get("metadata") or {}
+    return "{}/{}/{}/{}".format(
+        obj.get("apiVersion"), obj.get("kind"), meta.get("namespace") or "", meta.get("name")
+    )
+
+
+def desired_hash(obj: dict) -> str:
+    body = copy.deepcopy(obj)
+    (body.get("metadata") or {}).get("annotations", {}).pop(HASH_ANNOTATION, None)
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _pin_to_nodes(pod_spec: dict, nodes: list[str]) -> None:
+    """Add a required node affinity on kubernetes.io/hostname In nodes (ANDed with any term)."""
+    expression = {"key": HOSTNAME_KEY, "operator": "In", "values": sorted(nodes)}
+    node_affinity = pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        exprs = [e for e in term.get("matchExpressions") or [] if e.get("key") != HOSTNAME_KEY]
+        term["matchExpressions"] = [*exprs, expression]
+    required["nodeSelectorTerms"] = terms
+
+
+def prepare(
+    manifest: dict,
+    application: str,
+    service: str,
+    namespace: str,
+    replicas: int | None = None,
+    nodes: list[str] | None = None,
+) -> dict:
+    """A copy of one manifest made ready for one cluster, with the hash annotation set."""
+    if not isinstance(manifest, dict) or not manifest.get("apiVersion") or not manifest.get("kind"):
+        raise ValueError(f"service {service}: a manifest lacks apiVersion or kind")
+    obj = copy.deepcopy(manifest)
+    obj.pop("status", None)
+    meta = obj.setdefault("metadata", {})
+    if not meta.get("name"):
+        raise ValueError(f"service {service}: a {obj['kind']} manifest lacks metadata.name")
+    for key in _VOLATILE_META:
+        meta.pop(key, None)
+    if obj["kind"] not in CLUSTER_SCOPED_KINDS:
+        meta["namespace"] = namespace
+    meta.setdefault("labels", {}).update(managed_labels(application, service))
+    if obj["kind"] in WORKLOAD_KINDS:
+        spec = obj.setdefault("spec", {})
+        template = spec.setdefault("template", {})
+        template.setdefault("metadata", {}).setdefault("labels", {}).update(
+            managed_labels(application, service)
+        )
+        if replicas is not None and obj["kind"] in SCALABLE_KINDS:
+            spec["replicas"] = int(replicas)
+        if nodes:
+            _pin_to_nodes(template.setdefault("spec", {}), list(nodes))
+    meta.setdefault("annotations", {})[HASH_ANNOTATION] = desired_hash(obj)
+    return obj
+
+
+def namespace_object(namespace: str, application: str) -> dict:
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": namespace, "labels": managed_labels(application)},
+    }
+    obj["metadata"]["annotations"] = {HASH_ANNOTATION: desired_hash(obj)}
+    return obj
+
+
+def address_stub(name: str, namespace: str, application: str, service: str, target: str) -> dict:
+    """An ExternalName Service making `name` resolve to the cluster that runs the service."""
+    labels = managed_labels(application, service)
+    labels[ROLE_LABEL] = "address"
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"type": "ExternalName", "externalName": target},
+    }
+    obj["metadata"]["annotations"] = {HASH_ANNOTATION: desired_hash(obj)}
+    return obj
+
+
+def is_stub(obj: dict | None) -> bool:
+    return bool(obj) and ((obj.get("spec") or {}).get("type") == "ExternalName")
+
+
+def contains(live: Any, desired: Any) -> bool:
+    """True when every field of `desired` has the same value in `live` (server defaults ignored)."""
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(contains(live.get(k), v) for k, v in desired.items())
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(live) == len(desired)
+            and all(contains(a, b) for a, b in zip(live, desired, strict=True))
+        )
+    if isinstance(desired, (int, float)) and isinstance(live, (int, float)) and not isinstance(desired, bool):
+        return float(live) == float(desired)
+    return live == desired
+
+
+def up_to_date(live: dict | None, desired: dict) -> bool:
+    """Nothing to send: the live object carries our hash and every desired field."""
+    if not live:
+        return False
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(HASH_ANNOTATION) != desired["metadata"]["annotations"][HASH_ANNOTATION]:
+        return False
+    return contains(live, desired)
+
+
+def comparable(obj: dict | None) -> dict | None:
+    """The object without status and server-maintained metadata, for diffs and comparisons.
+
+    Secret values are masked so they never reach a diff or a log; a change to them still shows
+    because the hash annotation changes with them.
+    """
+    if obj is None:
+        return None
+    out = copy.deepcopy(obj)
+    out.pop("status", None)
+    meta = out.get("metadata") or {}
+    for key in _VOLATILE_META:
+        meta.pop(key, None)
+    if out.get("kind") == "Secret":
+        for field in ("data", "stringData"):
+            if isinstance(out.get(field), dict):
+                out[field] = {k: "<hidden>" for k in out[field]}
+        (meta.get("annotations") or {}).pop("kubectl.kubernetes.io/last-applied-configuration", None)
+    return out
+
+
+def apply_one(client: Any, desired: dict, live: dict | None, check_mode: bool) -> dict:
+    """Apply one object; returns {key, action, changed, before, after}.
+
+    `live` is the current object (None when absent). Check mode uses a server dry-run when the
+    object exists, and reports the desired object as-is when it would be created.
+    """
+    key = object_key(desired)
+    if up_to_date(live, desired):
+        return {"key": key, "action": "unchanged", "changed": False}
+    if check_mode and live is None:
+        return {"key": key, "action": "create", "changed": True, "before": None, "after": comparable(desired)}
+    if is_stub(live) != is_stub(desired) and live is not None and desired["kind"] == "Service":
+        # A Service switching between ExternalName and a real one cannot be merged cleanly.
+        if check_mode:
+            return {"key": key, "action": "replace", "changed": True,
+                    "before": comparable(live), "after": comparable(desired)}
+        meta = desired["metadata"]
+        client.delete("v1", "Service", meta["name"], meta.get("namespace"))
+        live = None
+    result = client.apply(desired, dry_run=check_mode)
+    before, after = comparable(live), comparable(result)
+    changed = before != after
+    action = "create" if live is None else ("update" if changed else "unchanged")
+    out = {"key": key, "action": action, "changed": changed}
+    if changed:
+        out.update(before=before, after=after)
+    return out

@@ -1,0 +1,208 @@
+# Copyright: qonnect.core contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One cached Kubernetes client per kubeconfig, so discovery and TLS set-up happen once.
+
+The deploy orchestration talks to many clusters from threads; each cluster gets one
+``ClusterClient`` wrapping an ``ApiClient`` and a lazily created ``DynamicClient`` (whose
+discovery is cached on disk and resolved once per kind).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from typing import Any
+
+try:
+    from kubernetes import config as k8s_config
+    from kubernetes.client.rest import ApiException
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = ""
+except ImportError as exc:  # the feature fails with a clear message only when used
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = str(exc)
+
+FIELD_MANAGER = "qonnect"
+REQUEST_TIMEOUT = 15.0
+
+
+class K8sError(Exception):
+    """A failed Kubernetes call, with the cluster it concerns and the HTTP status (0: no answer)."""
+
+    def __init__(self, cluster: str, message: str, status: int = 0):
+        super().__init__(f"{cluster}: {message}")
+        self.cluster = cluster
+        self.message = message
+        self.status = status
+
+
+def require_kubernetes() -> None:
+    """Fail clearly when the kubernetes client is missing."""
+    if not HAS_KUBERNETES:
+        raise K8sError(
+            "-",
+            "the 'kubernetes' Python package is required (pip install kubernetes): "
+            + KUBERNETES_IMPORT_ERROR,
+        )
+
+
+def _error_message(exc: BaseException) -> tuple[str, int]:
+    """Turn a client exception into a short message without headers or credentials."""
+    status = int(getattr(exc, "status", 0) or 0)
+    if HAS_KUBERNETES and isinstance(exc, DynamicApiError):
+        summary = exc.summary()
+        if isinstance(summary, bytes):
+            summary = summary.decode("utf-8", "replace")
+        return f"HTTP {status}: {summary}", status
+    if HAS_KUBERNETES and isinstance(exc, ApiException):
+        return f"HTTP {status}: {exc.reason}", status
+    text = str(exc).split("\n", 1)[0]
+    if "Connection refused" in str(exc) or "NewConnectionError" in str(exc):
+        text = "connection refused"
+    elif "timed out" in str(exc).lower():
+        text = "timed out"
+    return f"unreachable ({type(exc).__name__}: {text})", 0
+
+
+class ClusterClient:
+    """Kubernetes API access to one cluster through one kubeconfig."""
+
+    def __init__(self, name: str, kubeconfig: str, context: str | None = None):
+        require_kubernetes()
+        self.name = name
+        self.kubeconfig = kubeconfig
+        try:
+            self.api = k8s_config.new_client_from_config(
+                config_file=kubeconfig, context=context, persist_config=False
+            )
+        except Exception as exc:  # bad file, missing context, unreadable CA...
+            raise K8sError(name, f"cannot load kubeconfig {kubeconfig}: {type(exc).__name__}: {exc}")
+        self._dynamic: Any = None
+        self._resources: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def _dyn(self) -> Any:
+        with self._lock:
+            if self._dynamic is None:
+                host = self.api.configuration.host.encode()
+                cache = os.path.join(
+                    tempfile.gettempdir(),
+                    f"qonnect-discovery-{hashlib.sha256(host).hexdigest()[:16]}.json",
+                )
+                self._dynamic = self._call(DynamicClient, self.api, cache_file=cache)
+            return self._dynamic
+
+    def _call(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except K8sError:
+            raise
+        except Exception as exc:
+            message, status = _error_message(exc)
+            raise K8sError(self.name, message, status) from None
+
+    def resource(self, api_version: str, kind: str) -> Any:
+        """The discovered API resource for apiVersion/kind (cached per client)."""
+        key = (api_version, kind)
+        found = self._resources.get(key)
+        if found is None:
+            dyn = self._dyn()
+            try:
+                found = dyn.resources.get(api_version=api_version, kind=kind)
+            except ResourceNotFoundError:
+                raise K8sError(self.name, f"the cluster does not serve {api_version} {kind}", 404) from None
+            except Exception as exc:
+                message, status = _error_message(exc)
+                raise K8sError(self.name, message, status) from None
+            self._resources[key] = found
+        return found
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        """The object, or None when it (or its kind) does not exist."""
+        try:
+            res = self.resource(api_version, kind)
+            obj = self._call(
+                self._dyn().get, res, name=name, namespace=namespace, _request_timeout=REQUEST_TIMEOUT
+            )
+        except K8sError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return obj.to_dict()
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict]:
+        """Objects of a kind; empty when the namespace or the kind does not exist."""
+        try:
+            res = self.resource(api_version, kind)
+            result = self._call(
+                self._dyn().get,
+                res,
+                namespace=namespace,
+                label_selector=label_selector,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except K8sError as exc:
+            if exc.status == 404:
+                return []
+            raise
+        items = result.to_dict().get("items") or []
+        for item in items:  # list items carry no apiVersion/kind
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return items
+
+    def apply(self, obj: dict, dry_run: bool = False) -> dict:
+        """Server-side apply with field manager qonnect (conflicts forced: qonnect owns its fields)."""
+        res = self.resource(obj["apiVersion"], obj["kind"])
+        meta = obj.get("metadata") or {}
+        kwargs: dict[str, Any] = {
+            "body": obj,
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace") if res.namespaced else None,
+            "field_manager": FIELD_MANAGER,
+            "force_conflicts": True,
+            "_request_timeout": REQUEST_TIMEOUT,
+        }
+        if dry_run:
+            kwargs["dry_run"] = "All"
+        return self._call(self._dyn().server_side_apply, res, **kwargs).to_dict()
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        """Delete with background propagation; False when it was already gone."""
+        try:
+            res = self.resource(api_version, kind)
+            self._call(
+                self._dyn().delete,
+                res,
+                name=name,
+                namespace=namespace if res.namespaced else None,
+                propagation_policy="Background",
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except K8sError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+
+_CLIENTS: dict[tuple[str, str, str | None], ClusterClient] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def get_client(name: str, kubeconfig: str, context: str | None = None) -> ClusterClient:
+    """The shared client for a kubeconfig (one per file, context and cluster name)."""
+    key = (name, os.path.abspath(os.path.expanduser(kubeconfig)), context)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = ClusterClient(name, key[1], context)
+            _CLIENTS[key] = client
+        return client

@@ -1,0 +1,311 @@
+# Copyright: qonnect.core contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Deploy an application's plan onto its clusters: make before break, in parallel per cluster.
+
+Phases (each runs on all clusters at once, one thread per cluster):
+
+1. make   - create the namespace and apply every service's objects on the clusters that now run
+            it, except Services that would replace a live address stub or vice versa;
+2. wait   - until the new workloads are ready (timeout); a failure here stops the deploy and
+            leaves the previous placement serving;
+3. switch - point addresses at the new placement: real Services where a stub was, ExternalName
+            stubs everywhere a service no longer runs or moved;
+4. break  - delete what qonnect applied but the plan no longer wants, including whole clusters
+            that left the plan.
+
+Cross-cluster addresses: on every cluster of the application that does not run service S, each
+Service of S is replaced by an ExternalName Service with the same name whose target is
+``<name>.<namespace>.svc.<domain>``, where ``<domain>`` is the service domain of the cluster
+that runs S (cluster label ``qonnect.io/service-domain``, default ``<cluster>.qonnect.local``).
+Multi-cluster DNS (e.g. CoreDNS forwarding per cluster domain, Submariner, Istio) resolves it.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import (
+    WORKLOAD_KINDS,
+    address_stub,
+    apply_one,
+    is_stub,
+    managed_labels,
+    namespace_object,
+    object_key,
+    prepare,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.prune import (
+    DEFAULT_PRUNE_KINDS,
+    delete_namespace,
+    prune,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.waiter import wait_ready
+
+DOMAIN_LABEL = "qonnect.io/service-domain"
+
+
+def service_domain(cluster: str, labels: dict | None = None) -> str:
+    """The DNS domain under which other clusters reach this cluster's Services."""
+    return (labels or {}).get(DOMAIN_LABEL) or f"{cluster}.qonnect.local"
+
+
+@dataclass
+class Target:
+    """A cluster the deploy may touch: its kubeconfig and service domain."""
+
+    name: str
+    kubeconfig: str
+    context: str | None = None
+    domain: str = ""
+
+    def __post_init__(self) -> None:
+        self.domain = self.domain or service_domain(self.name)
+
+
+@dataclass
+class ClusterResult:
+    cluster: str
+    status: str = "ok"  # ok | failed | unreachable | skipped
+    changed: bool = False
+    objects: list[dict] = field(default_factory=list)
+    not_ready: list[str] = field(default_factory=list)
+    error: str | None = None
+    in_plan: bool = True
+
+    def record(self, outcome: dict) -> None:
+        self.objects.append(outcome)
+        self.changed = self.changed or outcome["changed"]
+
+    def to_dict(self) -> dict:
+        return {
+            "cluster": self.cluster,
+            "status": self.status,
+            "changed": self.changed,
+            "in_plan": self.in_plan,
+            "objects": [{"key": o["key"], "action": o["action"]} for o in self.objects],
+            "not_ready": self.not_ready,
+            "error": self.error,
+        }
+
+
+@dataclass
+class _ClusterWork:
+    result: ClusterResult
+    client: Any = None
+    desired: list[dict] = field(default_factory=list)
+    live: dict[str, dict] = field(default_factory=dict)
+    namespace_live: dict | None = None
+    workloads: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _deferred(desired: dict, live: dict | None) -> bool:
+    """Address switches wait until the new placement is ready (phase 3)."""
+    if desired["kind"] != "Service" or live is None:
+        return False
+    return is_stub(desired) or is_stub(live)
+
+
+class Deployer:
+    """Runs the four phases for one application; see the module docstring."""
+
+    def __init__(
+        self,
+        application: str,
+        namespace: str,
+        services: dict[str, list[dict]],
+        plan: dict[str, list[dict]],
+        targets: dict[str, Target],
+        previous: set[str] | None = None,
+        check_mode: bool = False,
+        wait: bool = True,
+        wait_timeout: float = 60.0,
+        client_factory: Callable[[Target], Any] | None = None,
+    ):
+        self.application = application
+        self.namespace = namespace
+        self.services = services
+        self.plan = plan
+        self.targets = targets
+        self.check_mode = check_mode
+        self.wait = wait
+        self.wait_timeout = wait_timeout
+        self.client_factory = client_factory or (lambda t: get_client(t.name, t.kubeconfig, t.context))
+        self.plan_clusters = sorted({e["cluster"] for entries in plan.values() for e in entries})
+        self.old_clusters = sorted(set(previous or ()) - set(self.plan_clusters))
+        missing = [c for c in self.plan_clusters + self.old_clusters if c not in targets]
+        if missing:
+            raise ValueError("no kubeconfig known for cluster(s): " + ", ".join(missing))
+        unknown = sorted(set(plan) - set(services))
+        if unknown:
+            raise ValueError("the plan names service(s) the application lacks: " + ", ".join(unknown))
+        self.work: dict[str, _ClusterWork] = {
+            c: _ClusterWork(ClusterResult(c, in_plan=c in self.plan_clusters))
+            for c in self.plan_clusters + self.old_clusters
+        }
+
+    # -- desired state -------------------------------------------------------------------
+    def _address(self, service: str) -> dict[str, str]:
+        """Service object name -> address on the first cluster that runs the service."""
+        host = self.plan[service][0]["cluster"]
+        domain = self.targets[host].domain
+        return {
+            m["metadata"]["name"]: f"{m['metadata']['name']}.{self.namespace}.svc.{domain}"
+            for m in self.services[service]
+            if m.get("kind") == "Service"
+        }
+
+    def desired_for(self, cluster: str) -> list[dict]:
+        objs = [namespace_object(self.namespace, self.application)]
+        for service in sorted(self.services):
+            entries = [e for e in self.plan.get(service, []) if e["cluster"] == cluster]
+            if entries:
+                entry = entries[0]
+                for manifest in self.services[service]:
+                    objs.append(
+                        prepare(manifest, self.application, service, self.namespace,
+                                entry.get("replicas"), entry.get("nodes") or None)
+                    )
+            elif service in self.plan:
+                for name, target in self._address(service).items():
+                    objs.append(address_stub(name, self.namespace, self.application, service, target))
+        return objs
+
+    # -- phases ----------------------------------------------------------------------------
+    def _each(self, clusters: list[str], step: Callable[[_ClusterWork], None]) -> None:
+        """Run `step` on every cluster in parallel; a K8sError marks that cluster failed."""
+
+        def guarded(name: str) -> None:
+            work = self.work[name]
+            if work.result.status != "ok":
+                return
+            try:
+                step(work)
+            except K8sError as exc:
+                work.result.status = "unreachable" if exc.status == 0 else "failed"
+                work.result.error = exc.message
+            except ValueError as exc:
+                work.result.status = "failed"
+                work.result.error = str(exc)
+
+        if not clusters:
+            return
+        with ThreadPoolExecutor(max_workers=min(16, len(clusters))) as pool:
+            list(pool.map(guarded, clusters))
+
+    def _snapshot(self, work: _ClusterWork) -> None:
+        target = self.targets[work.result.cluster]
+        work.client = self.client_factory(target)
+        work.namespace_live = work.client.get("v1", "Namespace", self.namespace)
+        if work.namespace_live is None:
+            return
+        kinds = {(o["apiVersion"], o["kind"]) for o in work.desired if o["kind"] != "Namespace"}
+        kinds.update(DEFAULT_PRUNE_KINDS)
+        selector = ",".join(f"{k}={v}" for k, v in managed_labels(self.application).items())
+        for api_version, kind in sorted(kinds):
+            for obj in work.client.list(api_version, kind, self.namespace, selector):
+                work.live[object_key(obj)] = obj
+
+    def _live(self, work: _ClusterWork, obj: dict) -> dict | None:
+        if obj["kind"] == "Namespace":
+            return work.namespace_live
+        return work.live.get(object_key(obj))
+
+    def _make(self, work: _ClusterWork) -> None:
+        self._snapshot(work)
+        for obj in work.desired:
+            live = self._live(work, obj)
+            if not _deferred(obj, live):
+                work.result.record(apply_one(work.client, obj, live, self.check_mode))
+            if obj["kind"] in WORKLOAD_KINDS:
+                work.workloads.append((obj["kind"], obj["metadata"]["name"]))
+
+    def _wait(self, work: _ClusterWork, deadline: float) -> None:
+        if self.check_mode or not self.wait:
+            return
+        pending = wait_ready(
+            work.client, self.namespace, self.application, work.workloads,
+            max(0.0, deadline - time.monotonic()),
+        )
+        if pending:
+            work.result.status = "failed"
+            work.result.not_ready = pending
+            work.result.error = "not ready after {:.0f}s: {}".format(self.wait_timeout, "; ".join(pending))
+
+    def _switch(self, work: _ClusterWork) -> None:
+        for obj in work.desired:
+            live = self._live(work, obj)
+            if _deferred(obj, live):
+                work.result.record(apply_one(work.client, obj, live, self.check_mode))
+
+    def _break(self, work: _ClusterWork) -> None:
+        if work.client is None:  # a cluster leaving the plan: only pruned
+            work.client = self.client_factory(self.targets[work.result.cluster])
+        keep = {object_key(o) for o in work.desired}
+        kinds = sorted({(o["apiVersion"], o["kind"]) for o in work.desired if o["kind"] != "Namespace"})
+        kinds = list(DEFAULT_PRUNE_KINDS) + [k for k in kinds if k not in DEFAULT_PRUNE_KINDS]
+        for outcome in prune(work.client, self.namespace, self.application, keep, kinds, self.check_mode):
+            work.result.record(outcome)
+        if not work.result.in_plan:
+            for outcome in delete_namespace(work.client, self.namespace, self.application, self.check_mode):
+                work.result.record(outcome)
+
+    def run(self) -> dict:
+        """Apply the plan; returns {changed, failed, message, clusters, diff}."""
+        for cluster in self.plan_clusters:
+            self.work[cluster].desired = self.desired_for(cluster)
+        deadline = time.monotonic() + self.wait_timeout
+        self._each(self.plan_clusters, self._make)
+        self._each(self.plan_clusters, lambda w: self._wait(w, deadline))
+        failed = [c for c in self.plan_clusters if self.work[c].result.status != "ok"]
+        if not failed:
+            self._each(self.plan_clusters, self._switch)
+            failed = [c for c in self.plan_clusters if self.work[c].result.status != "ok"]
+        if not failed:
+            self._each(self.plan_clusters + self.old_clusters, self._break)
+            failed = [c for c in self.plan_clusters if self.work[c].result.status != "ok"]
+        else:
+            for cluster in self.old_clusters:
+                self.work[cluster].result.status = "skipped"
+        return self._summary(failed)
+
+    def remove(self) -> dict:
+        """Delete everything qonnect applied for the application on all known clusters."""
+        self.old_clusters = sorted(set(self.plan_clusters) | set(self.old_clusters))
+        self.plan_clusters = []
+        for work in self.work.values():
+            work.result.in_plan = False
+            work.desired = []
+        self._each(self.old_clusters, self._break)
+        return self._summary([])
+
+    def _summary(self, failed: list[str]) -> dict:
+        results = [self.work[c].result for c in sorted(self.work)]
+        warnings = [
+            f"{r.cluster}: {r.error} (cluster left the plan; its old objects may remain)"
+            for r in results if not r.in_plan and r.error
+        ]
+        before: dict[str, dict] = {}
+        after: dict[str, dict] = {}
+        for r in results:
+            for o in r.objects:
+                if o["changed"]:
+                    before.setdefault(r.cluster, {})[o["key"]] = o.get("before")
+                    after.setdefault(r.cluster, {})[o["key"]] = o.get("after")
+        if failed:
+            message = "deploy failed on {}; the previous placement keeps serving".format(
+                ", ".join(f"{c} ({self.work[c].result.error})" for c in failed)
+            )
+        else:
+            message = "deployed to " + (", ".join(self.plan_clusters) or "no cluster")
+        return {
+            "changed": any(r.changed for r in results),
+            "failed": bool(failed),
+            "message": message,
+            "warnings": warnings,
+            "clusters": {r.cluster: r.to_dict() for r in results},
+            "diff": {"before": before, "after": after},
+        }

@@ -1,0 +1,158 @@
+#!/usr/bin/python
+# Copyright: qonnect.core contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Store, update or remove an application's QoS spec in the Knowledge Base."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: application
+short_description: Store, update or remove an application's QoS spec in the qonnect Knowledge Base
+version_added: 0.1.0
+description:
+  - Validates a QoS spec (format C(qonnect.io/v1) or QONNECT's original C(swarmchestrate.tu-berlin.de/v1))
+    and reports every error at once, with the path of each field.
+  - Manifests given by file are read and stored inline, so the Knowledge Base holds the whole application.
+  - Storing an unchanged spec changes nothing; each change makes a new version in the Knowledge Base.
+author:
+  - qonnect.core developers (@qonnect)
+options:
+  name:
+    description:
+      - Name of the application. Required with O(state=absent).
+      - With O(state=present) it must match the spec's C(metadata.name) if given.
+    type: str
+  spec:
+    description:
+      - The QoS spec as a mapping. Mutually exclusive with O(src).
+      - Manifest files it names (C(file) entries) should be absolute paths; relative ones are resolved
+        against the module's working directory.
+    type: dict
+  src:
+    description:
+      - Path of a QoS spec file (YAML). Manifest files it names are resolved relative to its folder.
+      - Mutually exclusive with O(spec).
+    type: path
+  state:
+    description: Whether the application should be stored or removed.
+    type: str
+    choices: [present, absent]
+    default: present
+extends_documentation_fragment:
+  - qonnect.core.kb
+attributes:
+  check_mode:
+    support: full
+    description: Validates and reports whether the stored spec would change, writing nothing.
+  diff_mode:
+    support: full
+    description: Shows the normalised application before and after.
+  platform:
+    support: full
+    platforms: posix
+    description: Runs on any host that reaches the Knowledge Base and can read O(src).
+"""
+
+EXAMPLES = r"""
+- name: Store Bookinfo with energy-first goals
+  qonnect.core.application:
+    src: examples/bookinfo/energy-first.yml
+
+- name: Remove it
+  qonnect.core.application:
+    name: bookinfo
+    state: absent
+"""
+
+RETURN = r"""
+application:
+  description: Summary of the stored application.
+  returned: when state is present
+  type: dict
+  sample: {"name": "bookinfo", "namespace": "bookinfo", "services": ["productpage", "ratings"],
+           "objective": {"energy": 1.0, "cost": 0.0, "performance": 0.0, "latency": 0.0}}
+version:
+  description: Version of the spec in the Knowledge Base after the change (none in check mode if new).
+  returned: when state is present
+  type: raw
+  sample: 3
+errors:
+  description: Every problem found in the spec, each as its path, a colon and what is wrong.
+  returned: failure
+  type: list
+  elements: str
+  sample: ["spec.services[2].tier: 'cloude' is not one of cloud, fog, edge, any"]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
+    load_given,
+    store,
+    stored_application,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
+    kb_argspec,
+    kb_client_from_params,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.qos import QosSpecError
+
+
+def summary(app) -> dict:
+    return {
+        "name": app.name,
+        "namespace": app.namespace,
+        "objective": dict(app.objective),
+        "services": [s.name for s in app.services],
+    }
+
+
+def run(module: AnsibleModule) -> dict:
+    params = module.params
+    kb = kb_client_from_params(params)
+    if params["state"] == "absent":
+        if not params.get("name"):
+            raise ValueError("name: required when state is absent")
+        existing = stored_application(kb, params["name"])
+        if existing is None:
+            return {"changed": False}
+        if not module.check_mode:
+            kb.delete_application(params["name"])
+        return {"changed": True, "diff": {"before": existing.get("application") or {}, "after": {}}}
+
+    app, body = load_given(params)
+    if params.get("name") and params["name"] != app.name:
+        raise ValueError(f"name: {params['name']!r} differs from the spec's metadata.name {app.name!r}")
+    result = store(kb, app, body, module.check_mode)
+    result["application"] = summary(app)
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=kb_argspec(
+            name={"type": "str"},
+            spec={"type": "dict"},
+            src={"type": "path"},
+            state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+        ),
+        mutually_exclusive=[("spec", "src")],
+        required_if=[("state", "present", ("spec", "src"), True)],
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module)
+    except QosSpecError as exc:
+        module.fail_json(msg=f"invalid QoS spec ({len(exc.errors)} errors)", errors=exc.errors)
+    except KBError as exc:
+        module.fail_json(msg=str(exc), status=exc.status)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    if not module._diff:
+        result.pop("diff", None)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+#!/usr/bin/python
+# Copyright: qonnect.core contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Read clusters, their nodes and health, and the placements from the Knowledge Base."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: cluster_info
+short_description: List clusters, nodes, health and placements from the qonnect Knowledge Base
+version_added: 0.1.0
+description:
+  - Returns the federation as the Knowledge Base sees it, in one call to its inventory endpoint.
+author:
+  - qonnect.core developers (@qonnect)
+options:
+  name:
+    description: Only return these clusters. All clusters when empty.
+    type: list
+    elements: str
+    default: []
+  tier:
+    description: Only return clusters of this tier.
+    type: str
+    choices: [cloud, fog, edge]
+  healthy_only:
+    description: Only return clusters whose agent reported within the KB's heartbeat timeout.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - qonnect.core.kb
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads; it runs the same in check mode.
+  diff_mode:
+    support: none
+    description: The module only reads.
+  platform:
+    support: full
+    platforms: posix
+    description: Runs on any host that reaches the Knowledge Base.
+"""
+
+EXAMPLES = r"""
+- name: Healthy fog clusters
+  qonnect.core.cluster_info:
+    tier: fog
+    healthy_only: true
+  register: fog
+
+- name: Where does bookinfo run?
+  ansible.builtin.debug:
+    var: fog.placements.bookinfo
+"""
+
+RETURN = r"""
+clusters:
+  description: Clusters with tier, location, labels, health, heartbeat age and nodes.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "edge-1", "tier": "edge", "location": "edge-1", "healthy": true,
+            "heartbeat_age": 3.2, "nodes": [{"name": "edge-1-worker", "ready": true}]}]
+placements:
+  description: Current placement of each application, service to list of clusters and replicas.
+  returned: always
+  type: dict
+  sample: {"bookinfo": {"ratings": [{"cluster": "edge-1", "replicas": 1}]}}
+latency_ms:
+  description: Measured round-trip times between locations in milliseconds.
+  returned: always
+  type: dict
+  sample: {"cloud-1": {"edge-1": 25.0}}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
+    kb_argspec,
+    kb_client_from_params,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+
+
+def select(clusters: list[dict], params: dict) -> list[dict]:
+    names = set(params.get("name") or [])
+    out = []
+    for cluster in clusters:
+        if names and cluster.get("name") not in names:
+            continue
+        if params.get("tier") and cluster.get("tier") != params["tier"]:
+            continue
+        if params.get("healthy_only") and not cluster.get("healthy"):
+            continue
+        out.append(cluster)
+    return out
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=kb_argspec(
+            name={"type": "list", "elements": "str", "default": []},
+            tier={"type": "str", "choices": ["cloud", "fog", "edge"]},
+            healthy_only={"type": "bool", "default": False},
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        inventory = kb_client_from_params(module.params).inventory()
+    except KBError as exc:
+        module.fail_json(msg=str(exc), status=exc.status)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(
+        changed=False,
+        clusters=select(inventory.get("clusters") or [], module.params),
+        placements=inventory.get("placements") or {},
+        latency_ms=inventory.get("latency_ms") or {},
+    )
+
+
+if __name__ == "__main__":
+    main()

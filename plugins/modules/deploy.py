@@ -1,0 +1,350 @@
+#!/usr/bin/python
+# Copyright: qonnect.core contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Apply an application's placement plan to its clusters and record it in the Knowledge Base."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: deploy
+short_description: Deploy an application across clusters by its placement plan
+version_added: 0.1.0
+description:
+  - Applies each service's manifests to the clusters the plan gives it, with server-side apply
+    (field manager C(qonnect)), in parallel on all clusters.
+  - Creates the namespace, labels every object C(app.kubernetes.io/managed-by=qonnect),
+    C(qonnect.io/application) and C(qonnect.io/service), sets the planned replicas and pins pods to the
+    planned nodes with a required node affinity on C(kubernetes.io/hostname).
+  - Rewrites cross-cluster addresses. On every cluster of the application that does not run a service,
+    each of that service's Services becomes an C(ExternalName) Service pointing at
+    C(<name>.<namespace>.svc.<domain>) of the cluster that runs it, where C(<domain>) is the cluster label
+    C(qonnect.io/service-domain) (default C(<cluster>.qonnect.local)).
+  - Make before break. The new placement is applied and waited for first; only when every new workload is
+    ready are addresses switched and objects removed from clusters that left the plan. If a cluster of
+    the new plan fails, nothing is removed, the previous placement keeps serving and the module fails
+    with per-cluster results.
+  - Records the placement (with the fencing token when given) and an event in the Knowledge Base.
+  - A second run with the same input changes nothing.
+author:
+  - qonnect.core developers (@qonnect)
+options:
+  name:
+    description:
+      - Name of an application stored in the Knowledge Base (see M(qonnect.core.application)).
+      - Used when neither O(spec) nor O(src) is given.
+    type: str
+  spec:
+    description:
+      - A QoS spec as a mapping, instead of a stored application.
+      - With O(record=true) it is validated and stored in the Knowledge Base first, as
+        M(qonnect.core.application) does.
+    type: dict
+  src:
+    description:
+      - Path of a QoS spec file, instead of a stored application.
+      - With O(record=true) it is validated and stored in the Knowledge Base first, as
+        M(qonnect.core.application) does.
+    type: path
+  state:
+    description:
+      - V(present) applies the plan. V(absent) removes everything qonnect applied for the application
+        from the clusters of its recorded placement and clears that placement.
+    type: str
+    choices: [present, absent]
+    default: present
+  plan:
+    description:
+      - A plan as returned by M(qonnect.core.placement) (its RV(qonnect.core.placement#module:plan)), or
+        just its C(services) mapping. When not given the plan is computed from the Knowledge Base's inventory
+        with O(scorer), O(exclude) and O(hysteresis).
+    type: dict
+  scorer:
+    description: Scorer used when computing the plan.
+    type: str
+    choices: [weighted, borda, optimal]
+    default: weighted
+  exclude:
+    description: Clusters not to use when computing the plan.
+    type: list
+    elements: str
+    default: []
+  hysteresis:
+    description: Hysteresis used when computing the plan.
+    type: float
+    default: 0.1
+  wait:
+    description: Wait until the new workloads are ready before switching addresses and removing old ones.
+    type: bool
+    default: true
+  wait_timeout:
+    description: Seconds to wait for readiness.
+    type: float
+    default: 60
+  record:
+    description: Record the placement and an event in the Knowledge Base.
+    type: bool
+    default: true
+  fencing:
+    description:
+      - Fencing token of the controller deciding this deploy. The Knowledge Base refuses a placement
+        whose token is older than the stored one.
+    type: dict
+    suboptions:
+      term:
+        description: Raft term of the deciding leader.
+        type: int
+        required: true
+      seq:
+        description: Sequence number of the decision within the term.
+        type: int
+        required: true
+  reason:
+    description: Why this deploy happens, recorded in the event (for example C(cluster fog-2 failed)).
+    type: str
+  kubeconfigs:
+    description:
+      - Cluster name to kubeconfig path, overriding the paths stored in the Knowledge Base.
+    type: dict
+extends_documentation_fragment:
+  - qonnect.core.kb
+attributes:
+  check_mode:
+    support: full
+    description: Computes the plan and reports the changes with server-side dry runs; touches no cluster.
+  diff_mode:
+    support: full
+    description: Shows each changed object per cluster before and after.
+  platform:
+    support: full
+    platforms: posix
+    description: Runs on any host that reaches the Knowledge Base and the clusters' API servers.
+"""
+
+EXAMPLES = r"""
+- name: Deploy Bookinfo where the KB's inventory says it fits best
+  qonnect.core.deploy:
+    name: bookinfo
+
+- name: Move it off a failed cluster (what the controller runs)
+  qonnect.core.deploy:
+    name: bookinfo
+    exclude: [fog-2]
+    reason: cluster fog-2 failed
+    fencing:
+      term: 4
+      seq: 17
+
+- name: Apply a plan computed before
+  qonnect.core.deploy:
+    name: bookinfo
+    plan: "{{ planned.plan }}"
+
+- name: Remove Bookinfo from all clusters
+  qonnect.core.deploy:
+    name: bookinfo
+    state: absent
+"""
+
+RETURN = r"""
+plan:
+  description: The plan that was applied.
+  returned: always
+  type: dict
+  sample: {"services": {"ratings": [{"cluster": "edge-1", "replicas": 1, "nodes": ["edge-1-worker"]}]}}
+clusters:
+  description:
+    - Per-cluster result; C(status) is V(ok), V(failed), V(unreachable) or V(skipped),
+      C(objects) lists each object with the action taken.
+  returned: always
+  type: dict
+  sample: {"edge-1": {"cluster": "edge-1", "status": "ok", "changed": true, "in_plan": true,
+                      "objects": [{"key": "apps/v1/Deployment/bookinfo/ratings-v1", "action": "create"}],
+                      "not_ready": [], "error": null}}
+version:
+  description: Version of the application spec in the Knowledge Base, when O(src) or O(spec) was stored.
+  returned: when src or spec is given with record
+  type: int
+  sample: 2
+message:
+  description: One line saying what happened.
+  returned: always
+  type: str
+  sample: deployed to cloud-1, edge-1, fog-1
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
+    load_app_from_params,
+    load_given,
+    store,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
+    PLAN_ARGSPEC,
+    compute_plan,
+    kb_argspec,
+    kb_client_from_params,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import (
+    Deployer,
+    Target,
+    service_domain,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.qos import QosSpecError
+
+
+def previous_placement(kb, app: str) -> dict:
+    try:
+        stored = kb.get_placement(app)
+    except KBError as exc:
+        if exc.status == 404:
+            return {}
+        raise
+    return (stored or {}).get("current") or (stored or {}).get("desired") or {}
+
+
+def targets(kb, names: set[str], overrides: dict) -> dict[str, Target]:
+    records = {c["name"]: c for c in kb.list_clusters()} if names - set(overrides) else {}
+    out = {}
+    for name in sorted(names):
+        record = records.get(name, {})
+        kubeconfig = overrides.get(name) or record.get("kubeconfig")
+        if not kubeconfig:
+            raise ValueError(
+                f"cluster {name}: no kubeconfig (register it with one, or give kubeconfigs.{name})"
+            )
+        out[name] = Target(name, kubeconfig, record.get("context"), service_domain(name, record.get("labels")))
+    return out
+
+
+def plan_services(plan: dict) -> dict:
+    """Accept a whole plan or only its services mapping."""
+    services = plan.get("services", plan)
+    if not isinstance(services, dict):
+        raise ValueError("plan.services: expected a mapping of service to a list of {cluster, replicas, nodes}")
+    for svc, entries in services.items():
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and e.get("cluster") for e in entries):
+            raise ValueError(f"plan.services.{svc}: expected a list of {{cluster, replicas, nodes}}")
+    return services
+
+
+def event(kb, body: dict, warnings: list) -> None:
+    try:
+        kb.post_event(body)
+    except KBError as exc:
+        warnings.append(f"could not record the event: {exc}")
+
+
+def run(module: AnsibleModule) -> tuple[dict, bool]:
+    params = module.params
+    kb = kb_client_from_params(params)
+    stored = None
+    if params.get("src") or params.get("spec") is not None:
+        app, body = load_given(params)
+        if params["record"] and params["state"] == "present":
+            stored = store(kb, app, body, module.check_mode)
+    else:
+        app = load_app_from_params(params, kb)
+    previous = previous_placement(kb, app.name)
+    old_clusters = {e["cluster"] for entries in previous.values() for e in entries}
+    services = {s.name: s.manifests for s in app.services}
+    overrides = params.get("kubeconfigs") or {}
+    warnings: list[str] = []
+
+    if params["state"] == "absent":
+        deployer = Deployer(app.name, app.namespace, services, {}, targets(kb, old_clusters, overrides),
+                            previous=old_clusters, check_mode=module.check_mode)
+        result = deployer.remove()
+        if params["record"] and not module.check_mode and previous:
+            kb.put_placement(app.name, {"desired": {}, "current": {}}, params.get("fencing"))
+            event(kb, {"type": "deploy", "reason": "Removed", "application": app.name,
+                       "message": params.get("reason") or result["message"]}, warnings)
+        result["changed"] = result["changed"] or bool(previous)
+        result["plan"] = {"services": {}}
+        return result, False
+
+    plan = dict(params["plan"]) if params.get("plan") else compute_plan(app, kb.inventory(), params, False)
+    chosen = plan_services(plan)
+    plan["services"] = chosen
+    plan.pop("explanation", None)  # the placement module returns it; here it would only be noise
+    new_clusters = {e["cluster"] for entries in chosen.values() for e in entries}
+    deployer = Deployer(
+        app.name, app.namespace, services, chosen, targets(kb, new_clusters | old_clusters, overrides),
+        previous=old_clusters, check_mode=module.check_mode, wait=params["wait"],
+        wait_timeout=params["wait_timeout"],
+    )
+    result = deployer.run()
+    result["plan"] = plan
+    if stored is not None:
+        result["version"] = stored["version"]
+        result["changed"] = result["changed"] or stored["changed"]
+    result["warnings"] = result.get("warnings", []) + warnings
+    placement = {svc: [{"cluster": e["cluster"], "replicas": e.get("replicas", 1),
+                        **({"nodes": list(e["nodes"])} if e.get("nodes") else {})} for e in entries]
+                 for svc, entries in chosen.items()}
+    if not params["record"] or module.check_mode:
+        result["changed"] = result["changed"] or (params["record"] and placement != previous)
+        return result, result["failed"]
+    if result["failed"]:
+        for name, res in result["clusters"].items():
+            if res["status"] in ("failed", "unreachable"):
+                event(kb, {"type": "deploy", "reason": "DeployFailed", "application": app.name,
+                           "cluster": name, "message": res["error"] or ""}, result["warnings"])
+        return result, True
+    if placement != previous:
+        kb.put_placement(app.name, {"desired": placement, "current": placement}, params.get("fencing"))
+        result["changed"] = True
+    if result["changed"]:
+        event(kb, {"type": "deploy", "reason": "Deployed", "application": app.name,
+                   "message": params.get("reason") or result["message"]}, result["warnings"])
+    return result, False
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=kb_argspec(
+            state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+            plan={"type": "dict"},
+            wait={"type": "bool", "default": True},
+            wait_timeout={"type": "float", "default": 60.0},
+            record={"type": "bool", "default": True},
+            fencing={"type": "dict", "options": {"term": {"type": "int", "required": True},
+                                                 "seq": {"type": "int", "required": True}}},
+            reason={"type": "str"},
+            kubeconfigs={"type": "dict"},
+            **PLAN_ARGSPEC,
+        ),
+        mutually_exclusive=[("spec", "src", "name")],
+        required_one_of=[("spec", "src", "name")],
+        supports_check_mode=True,
+    )
+    from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import (
+        InventoryError,
+        PlacementError,
+    )
+
+    try:
+        result, failed = run(module)
+    except (QosSpecError, InventoryError) as exc:
+        module.fail_json(msg=str(exc).split("\n", 1)[0], errors=exc.errors)
+    except PlacementError as exc:
+        module.fail_json(msg=str(exc), service=exc.service, constraint=exc.constraint)
+    except KBError as exc:
+        hint = " (a newer controller decision is stored: fencing token too old)" if exc.status == 409 else ""
+        module.fail_json(msg=str(exc) + hint, status=exc.status)
+    except (K8sError, ValueError) as exc:
+        module.fail_json(msg=str(exc))
+    diff = result.pop("diff", None)
+    for warning in result.pop("warnings", []):
+        module.warn(warning)
+    if module._diff and diff is not None:
+        result["diff"] = diff
+    if failed:
+        module.fail_json(**result, msg=result.pop("message"))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

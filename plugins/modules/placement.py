@@ -1,0 +1,170 @@
+#!/usr/bin/python
+# Copyright: qonnect.core contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Compute the placement plan of an application, without side effects."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: placement
+short_description: Compute where an application's services should run, with an explanation
+version_added: 0.1.0
+description:
+  - Runs the qonnect placement engine on the Knowledge Base's current inventory (or a given one) and
+    returns the plan and, per service, why each cluster was chosen or rejected.
+  - Changes nothing anywhere; use M(qonnect.core.deploy) to apply a plan.
+author:
+  - qonnect.core developers (@qonnect)
+options:
+  name:
+    description: Name of an application stored in the Knowledge Base. Used when neither O(spec) nor O(src) is given.
+    type: str
+  spec:
+    description: A QoS spec as a mapping, instead of a stored application.
+    type: dict
+  src:
+    description: Path of a QoS spec file, instead of a stored application.
+    type: path
+  scorer:
+    description:
+      - How clusters are ranked. V(weighted) is the default objective, V(borda) is QONNECT's original
+        Borda count, V(optimal) solves the whole assignment as a MILP with HiGHS.
+    type: str
+    choices: [weighted, borda, optimal]
+    default: weighted
+  exclude:
+    description: Clusters not to use, for example a failed or drained cluster.
+    type: list
+    elements: str
+    default: []
+  hysteresis:
+    description:
+      - Keep a service on its current cluster unless another beats it by more than this fraction.
+    type: float
+    default: 0.1
+  explain:
+    description: Return the per-service explanation.
+    type: bool
+    default: true
+  inventory:
+    description:
+      - An inventory in the Knowledge Base's C(/api/v1/inventory) format, used instead of asking the
+        Knowledge Base (for what-if planning).
+    type: dict
+extends_documentation_fragment:
+  - qonnect.core.kb
+attributes:
+  check_mode:
+    support: full
+    description: The module has no side effects; it runs the same in check mode.
+  diff_mode:
+    support: none
+    description: The module changes nothing.
+  platform:
+    support: full
+    platforms: posix
+    description: Runs on any host that reaches the Knowledge Base.
+"""
+
+EXAMPLES = r"""
+- name: Plan Bookinfo without the fog-2 cluster
+  qonnect.core.placement:
+    name: bookinfo
+    exclude: [fog-2]
+  register: planned
+
+- name: Show why
+  ansible.builtin.debug:
+    var: planned.plan.explanation
+"""
+
+RETURN = r"""
+plan:
+  description: The plan; RV(plan.services) maps each service to its clusters, replicas and nodes.
+  returned: success
+  type: dict
+  contains:
+    application:
+      description: Name of the application.
+      type: str
+      returned: success
+    scorer:
+      description: The scorer that made the plan.
+      type: str
+      returned: success
+    objective:
+      description: Value of the default objective for this plan (higher is better).
+      type: float
+      returned: success
+    services:
+      description: Service name to a list of C(cluster), C(replicas) and C(nodes).
+      type: dict
+      returned: success
+    explanation:
+      description:
+        - Service name to every cluster considered, with C(eligible), the C(reason) it was rejected,
+          per-criterion C(score) and C(weight), and the C(total).
+        - Empty when O(explain=false).
+      type: dict
+      returned: success
+  sample: {"application": "bookinfo", "scorer": "weighted", "objective": 0.42,
+           "services": {"ratings": [{"cluster": "edge-1", "replicas": 1, "nodes": ["edge-1-worker"]}]},
+           "explanation": {"ratings": [{"cluster": "edge-1", "eligible": true, "reason": "",
+                                        "criteria": {"energy": {"score": 1.0, "weight": 1.0}}, "total": 1.0}]}}
+errors:
+  description: Every problem found in the spec or the inventory.
+  returned: failure
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.qonnect.core.plugins.module_utils.app_source import load_app_from_params
+from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
+    PLAN_ARGSPEC,
+    compute_plan,
+    kb_argspec,
+    kb_client_from_params,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.qos import QosSpecError
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=kb_argspec(
+            explain={"type": "bool", "default": True},
+            inventory={"type": "dict"},
+            **PLAN_ARGSPEC,
+        ),
+        mutually_exclusive=[("spec", "src", "name")],
+        required_one_of=[("spec", "src", "name")],
+        supports_check_mode=True,
+    )
+    from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import (
+        InventoryError,
+        PlacementError,
+    )
+
+    params = module.params
+    try:
+        kb = None
+        if params.get("name") or params.get("inventory") is None:
+            kb = kb_client_from_params(params)
+        app = load_app_from_params(params, kb)
+        inventory = params["inventory"] if params.get("inventory") is not None else kb.inventory()
+        plan = compute_plan(app, inventory, params, params["explain"])
+    except (QosSpecError, InventoryError) as exc:
+        module.fail_json(msg=str(exc).split("\n", 1)[0], errors=exc.errors)
+    except PlacementError as exc:
+        module.fail_json(msg=str(exc), service=exc.service, constraint=exc.constraint)
+    except KBError as exc:
+        module.fail_json(msg=str(exc), status=exc.status)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, plan=plan)
+
+
+if __name__ == "__main__":
+    main()

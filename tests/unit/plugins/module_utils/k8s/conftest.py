@@ -1,0 +1,97 @@
+"""Fixtures for the k8s module_utils unit tests: an in-memory stand-in for a cluster's API."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
+
+
+class MemoryCluster:
+    """Enough of the Kubernetes API for the deployer: SSA as replace, labels, instant readiness.
+
+    `log` records every write as (cluster, verb, kind, name) so tests can check ordering.
+    `ready` False keeps Deployments unready; `down` makes every call fail as unreachable.
+    """
+
+    def __init__(self, name: str, log: list):
+        self.name = name
+        self.log = log
+        self.objects: dict[tuple, dict] = {}
+        self.ready = True
+        self.down = False
+        self.rv = 0
+
+    def _check(self):
+        if self.down:
+            raise K8sError(self.name, "unreachable (connection refused)", 0)
+
+    def _key(self, api_version, kind, name, namespace):
+        return (api_version, kind, namespace if kind != "Namespace" else None, name)
+
+    def get(self, api_version, kind, name, namespace=None):
+        self._check()
+        obj = self.objects.get(self._key(api_version, kind, name, namespace))
+        return copy.deepcopy(obj) if obj else None
+
+    def list(self, api_version, kind, namespace=None, label_selector=None):
+        self._check()
+        wanted = dict(p.split("=", 1) for p in (label_selector or "").split(",") if p)
+        out = []
+        for (av, k, ns, _name), obj in sorted(self.objects.items(), key=lambda kv: str(kv[0])):
+            labels = obj["metadata"].get("labels") or {}
+            if av == api_version and k == kind and (namespace is None or ns == namespace) and all(
+                labels.get(a) == b for a, b in wanted.items()
+            ):
+                out.append(self._with_status(copy.deepcopy(obj)))
+        return out
+
+    def _with_status(self, obj):
+        if obj["kind"] == "Deployment":
+            n = obj["spec"].get("replicas", 1)
+            r = n if self.ready else 0
+            obj["status"] = {"observedGeneration": obj["metadata"]["generation"], "replicas": n,
+                             "updatedReplicas": n, "readyReplicas": r}
+        return obj
+
+    def apply(self, obj, dry_run=False):
+        self._check()
+        meta = obj["metadata"]
+        if obj["kind"] != "Namespace" and self.get("v1", "Namespace", meta["namespace"]) is None:
+            raise K8sError(self.name, f"HTTP 404: namespaces \"{meta['namespace']}\" not found", 404)
+        key = self._key(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        old = self.objects.get(key)
+        new = copy.deepcopy(obj)
+        if old is not None and old["spec" if "spec" in old else "metadata"] == new.get(
+            "spec" if "spec" in old else "metadata") and old["metadata"].get("labels") == meta.get("labels") \
+                and old["metadata"].get("annotations") == meta.get("annotations"):
+            return copy.deepcopy(old)
+        self.rv += 1
+        new["metadata"]["resourceVersion"] = str(self.rv)
+        new["metadata"]["generation"] = (old or {"metadata": {"generation": 0}})["metadata"]["generation"] + 1
+        if obj["kind"] == "Service" and (obj.get("spec") or {}).get("type") != "ExternalName":
+            new["spec"].setdefault("type", "ClusterIP")
+        if not dry_run:
+            self.objects[key] = new
+            self.log.append((self.name, "apply", obj["kind"], meta["name"]))
+        return copy.deepcopy(new)
+
+    def delete(self, api_version, kind, name, namespace=None):
+        self._check()
+        key = self._key(api_version, kind, name, namespace)
+        if key not in self.objects:
+            return False
+        del self.objects[key]
+        if kind == "Namespace":
+            for k in [k for k in self.objects if k[2] == name]:
+                del self.objects[k]
+        self.log.append((self.name, "delete", kind, name))
+        return True
+
+
+@pytest.fixture
+def fleet():
+    log: list = []
+    clusters = {name: MemoryCluster(name, log) for name in ("c1", "c2", "c3")}
+    return clusters, log

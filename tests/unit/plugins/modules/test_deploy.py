@@ -1,0 +1,104 @@
+"""qonnect.core.deploy: plan, apply, record, fencing, check mode, removal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ansible_collections.qonnect.core.plugins.modules import application, deploy
+
+ROOT = Path(__file__).resolve().parents[4]
+ENERGY = str(ROOT / "examples" / "bookinfo" / "energy-first.yml")
+PAPER = json.loads((ROOT / "examples" / "inventories" / "paper.json").read_text())
+
+
+@pytest.fixture
+def federation(run_module, kb, memory_clusters):
+    clusters, log = memory_clusters
+    for name in clusters:
+        kb.clusters[name] = {"name": name, "tier": name.split("-")[0], "kubeconfig": f"/k/{name}.yaml",
+                             "labels": {}}
+    kb.inventory_doc = {
+        "clusters": [c for c in PAPER["clusters"] if c["name"] in clusters],
+        "latency_ms": PAPER.get("latency_ms", {}), "placements": {},
+    }
+    run_module(application, {"src": ENERGY})
+    return clusters, log
+
+
+def ready_deployments(cluster):
+    return sorted(d["metadata"]["name"] for d in cluster.list("apps/v1", "Deployment", "bookinfo"))
+
+
+def test_deploy_records_and_is_idempotent(run_module, kb, federation):
+    clusters, log = federation
+    out = run_module(deploy, {"name": "bookinfo"})
+    assert out["changed"] and not out.get("failed"), out
+    services = out["plan"]["services"]
+    assert kb.placements["bookinfo"]["current"]["ratings"][0]["cluster"] == services["ratings"][0]["cluster"]
+    assert ready_deployments(clusters["edge-1"]) == ["ratings-v1"]
+    assert ready_deployments(clusters["fog-1"]) == ["details-v1", "reviews-v1", "reviews-v2", "reviews-v3"]
+    stub = clusters["cloud-1"].get("v1", "Service", "ratings", "bookinfo")
+    assert stub["spec"]["externalName"] == "ratings.bookinfo.svc.edge-1.qonnect.local"
+    assert kb.events[-1]["reason"] == "Deployed"
+    writes, events = len(log), len(kb.events)
+    again = run_module(deploy, {"name": "bookinfo"})
+    assert again["changed"] is False and len(log) == writes and len(kb.events) == events
+
+
+def test_exclude_moves_service_and_cleans_old_cluster(run_module, kb, federation):
+    clusters = federation[0]
+    run_module(deploy, {"name": "bookinfo"})
+    out = run_module(deploy, {"name": "bookinfo", "exclude": ["edge-1"], "reason": "edge-1 failed"})
+    assert out["changed"] and out["plan"]["services"]["ratings"][0]["cluster"] == "edge-2"
+    assert ready_deployments(clusters["edge-2"]) == ["ratings-v1"]
+    assert clusters["edge-1"].get("v1", "Namespace", "bookinfo") is None
+    assert kb.events[-1]["message"] == "edge-1 failed"
+
+
+def test_stale_fencing_token_fails(run_module, kb, federation):
+    assert not run_module(deploy, {"name": "bookinfo", "fencing": {"term": 5, "seq": 3}}).get("failed")
+    out = run_module(deploy, {"name": "bookinfo", "exclude": ["edge-1"], "fencing": {"term": 4, "seq": 9}})
+    assert out["failed"] and "fencing token too old" in out["msg"]
+
+
+def test_check_mode_touches_nothing(run_module, kb, federation):
+    _clusters, log = federation
+    writes = kb.writes
+    out = run_module(deploy, {"name": "bookinfo"}, check_mode=True, diff=True)
+    assert out["changed"] and not log and kb.writes == writes and not kb.events
+    assert "apps/v1/Deployment/bookinfo/ratings-v1" in out["diff"]["after"]["edge-1"]
+
+
+def test_given_plan_is_checked(run_module, federation):
+    out = run_module(deploy, {"name": "bookinfo", "plan": {"services": {"ratings": "edge-1"}}})
+    assert out["failed"] and out["msg"].startswith("plan.services.ratings")
+    out = run_module(deploy, {"name": "bookinfo", "plan": {"services": {"ratings": [{"cluster": "nowhere"}]}}})
+    assert out["failed"] and "nowhere" in out["msg"]
+
+
+def test_unknown_application(run_module, federation):
+    out = run_module(deploy, {"name": "nope"})
+    assert out["failed"] and out["status"] == 404
+
+
+def test_remove(run_module, kb, federation):
+    clusters = federation[0]
+    run_module(deploy, {"name": "bookinfo"})
+    out = run_module(deploy, {"name": "bookinfo", "state": "absent"})
+    assert out["changed"]
+    assert all(c.get("v1", "Namespace", "bookinfo") is None for c in clusters.values())
+    assert kb.placements["bookinfo"]["current"] == {}
+    assert run_module(deploy, {"name": "bookinfo", "state": "absent"})["changed"] is False
+
+
+def test_deploy_from_src_stores_the_spec(run_module, kb, federation):
+    cost = str(ROOT / "examples" / "bookinfo" / "cost-first.yml")
+    out = run_module(deploy, {"src": cost})
+    assert out["changed"] and out["version"] == 2  # the fixture stored energy-first as version 1
+    assert kb.apps["bookinfo"]["application"]["objective"]["cost"] == 1.0
+    again = run_module(deploy, {"src": cost})
+    assert again["changed"] is False and again["version"] == 2
+    checked = run_module(deploy, {"src": ENERGY}, check_mode=True)
+    assert checked["changed"] and kb.apps["bookinfo"]["version"] == 2
