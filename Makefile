@@ -14,7 +14,7 @@ DEMO_DIR ?= $(CURDIR)/demo-state
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup test unit integration sanity lint build check-build demo demo-down clean
+.PHONY: setup test unit integration sanity lint build check-build demo demo-down plan clean
 
 setup: $(STAMP)
 
@@ -49,12 +49,18 @@ build: setup
 check-build: build
 	@bash scripts/check-build.sh "$(DIST)"
 
-## demo: the main job on the embedded default
+## demo: QONNECT's evaluation end to end on the embedded default (nine emulated clusters, SQLite
+## KB, an agent per cluster, three controller replicas); leaves it running for exploration
 demo: setup
-	$(BIN)/qonnect plan --spec examples/bookinfo/energy-first.yml --inventory examples/inventories/paper.json
+	$(BIN)/qonnect demo up --dir "$(DEMO_DIR)"
 
+## demo-down: stop everything `make demo` started
 demo-down: setup
-	@if [ -d "$(DEMO_DIR)" ]; then $(BIN)/qonnect testbed down --dir "$(DEMO_DIR)" || true; fi
+	@if [ -f "$(DEMO_DIR)/demo.json" ]; then $(BIN)/qonnect demo down --dir "$(DEMO_DIR)"; else echo "no demo running in $(DEMO_DIR)"; fi
+
+## plan: print the placement of the Bookinfo example on QONNECT's nine clusters (no services)
+plan: setup
+	$(BIN)/qonnect plan --spec examples/bookinfo/energy-first.yml --inventory examples/inventories/paper.json
 
 clean:
 	rm -rf build $(VENV) .pytest_cache .ruff_cache

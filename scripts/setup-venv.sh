@@ -40,4 +40,17 @@ args = [a for a in sys.argv[1:] if a not in ('--no-setuptools', '--no-wheel')]
 subprocess.check_call([sys.executable, '-m', 'pip', 'install'] + args)
 PYEOF
 done
+
+# --- headless Chromium for the /ui status page test (tests/integration/ui) -----------------
+# Debian's chromium + chromium-driver; installed only where apt-get exists and we are root.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "setup: installing chromium and chromium-driver for the status page test" >&2
+    apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "setup: chromium/chromedriver missing; tests/integration/ui/test_status_page.py needs them" >&2
+  fi
+fi
+# --- end of headless Chromium ----------------------------------------------------------------
+
 echo "setup: $venv ready"

@@ -20,6 +20,7 @@ COMPONENTS = {
     "controller": "qonnect.rla.cli",
     "status": "qonnect.status",
     "plan": "qonnect.plan",
+    "demo": "qonnect.demo.cli",
 }
 
 

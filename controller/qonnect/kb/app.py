@@ -22,7 +22,7 @@ import qonnect
 from qonnect.kb import auth, errors, migrations, ops
 from qonnect.kb.deps import KBState, Settings
 from qonnect.kb.fastpath import ReportFastPath
-from qonnect.kb.routes import applications, clusters, system
+from qonnect.kb.routes import applications, clusters, system, ui
 from qonnect.kb.storage import Database
 from qonnect.kb.writer import GroupWriter
 
@@ -95,6 +95,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(applications.router, prefix="/api/v1")
     app.include_router(system.router, prefix="/api/v1")
     app.include_router(system.health_router)
+    app.include_router(ui.router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -1,0 +1,391 @@
+"""Gather every benchmark's JSON output into docs/benchmarks.md, with charts in docs/img/.
+
+Reads saved outputs (``*.json`` / ``*.jsonl`` under ``--from``, default benchmarks/results/;
+each file is recognised by its content) or, with ``--run``, first runs the quick variant of each
+benchmark with ``--json`` and saves its output there. A benchmark without output is reported as
+"not measured", never estimated.
+
+    python benchmarks/report.py                       # from benchmarks/results/
+    python benchmarks/report.py --run placement,kb    # run these quick variants first
+    python benchmarks/report.py --from /tmp/results --out /tmp/benchmarks.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = {  # benchmark -> (arguments of its quick variant, output file, seconds allowed)
+    "placement": (["--json", "--quick"], "placement.jsonl", 900),
+    "kb": (["--json", "--backends", "sqlite", "--agents", "200", "--rate", "500", "--duration", "5"],
+           "kb.json", 600),
+    "failover": (["--json", "--quick"], "failover.json", 1800),
+    "deploy": (["--json"], "deploy.json", 900),
+    "testbed": (["--json", "--clusters", "20", "--nodes", "5", "--pods", "200", "--runs", "10"],
+                "testbed.json", 900),
+}
+NOT_MEASURED = "not measured"
+
+
+# -- input ---------------------------------------------------------------------------------------
+
+def run_quick(names: list[str], results: Path) -> dict[str, str]:
+    """Run each named benchmark's quick variant; its JSON goes to results/. Returns failures."""
+    results.mkdir(parents=True, exist_ok=True)
+    failed = {}
+    for name in names:
+        args, out, limit = QUICK[name]
+        print(f"report: running benchmarks/{name}.py {' '.join(args)}", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        try:
+            proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args],
+                                  capture_output=True, text=True, timeout=limit, cwd=ROOT)
+        except subprocess.TimeoutExpired:
+            failed[name] = f"did not finish within {limit} s"
+            continue
+        if proc.returncode != 0 or not proc.stdout.strip():
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            failed[name] = f"exited with {proc.returncode}: {tail}"
+            continue
+        (results / out).write_text(proc.stdout)
+        print(f"report: {name} done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    return failed
+
+
+def load(results: Path) -> dict[str, Any]:
+    """Every recognised benchmark output under ``results``, by benchmark name."""
+    found: dict[str, Any] = {}
+    for path in sorted([*results.glob("*.json"), *results.glob("*.jsonl")]):
+        text = path.read_text(encoding="utf-8")
+        try:
+            docs = [json.loads(text)]
+        except json.JSONDecodeError:
+            try:
+                docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+            except json.JSONDecodeError as exc:
+                print(f"report: {path}: skipped, not JSON or JSON lines ({exc})", file=sys.stderr)
+                continue
+        rows = [d for d in docs if isinstance(d, dict) and {"clusters", "scorer", "seconds"} <= d.keys()]
+        if rows:
+            found.setdefault("placement", []).extend(rows)
+            continue
+        for doc in docs:
+            name = kind(doc)
+            if name:
+                found[name] = doc
+            else:
+                print(f"report: {path}: skipped, not the output of a known benchmark", file=sys.stderr)
+    return found
+
+
+def kind(doc: Any) -> str | None:
+    if not isinstance(doc, dict):
+        return None
+    if doc.get("benchmark") == "kb-heartbeats":
+        return "kb"
+    if doc.get("benchmark") in ("deploy", "testbed"):
+        return doc["benchmark"]
+    if "commit_latency_ms" in doc or "recover_seconds" in doc:
+        return "failover"
+    return None
+
+
+# -- charts --------------------------------------------------------------------------------------
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def chart_failover(doc: dict[str, Any], path: Path) -> bool:
+    """The p50 timeline (failure -> decision -> healthy) on top, then each measured span (p50 bar,
+    p95 whisker) on the same time axis."""
+    steps = [(label, doc.get(key) or {}) for label, key in FAILOVER_STEPS if key != "reelection_seconds"]
+    steps = [(label, s) for label, s in steps if s.get("n")]
+    if not steps:
+        return False
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8.5, 1.6 + 0.55 * len(steps)))
+    detect, recover = (doc.get("detect_seconds") or {}), (doc.get("recover_seconds") or {})
+    rows = ["timeline (p50)"] if detect.get("n") and recover.get("n") else []
+    if rows:
+        ax.broken_barh([(0, detect["p50"]), (detect["p50"], max(0.0, recover["p50"] - detect["p50"]))],
+                       (-0.4, 0.8), facecolors=["#d9822b", "#1f7a3a"])
+        for x, text in ((0, "failure"), (detect["p50"], "decision"), (recover["p50"], "healthy")):
+            ax.annotate(text, (x, -0.4), xytext=(0, 2), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=7)
+    offset = len(rows)
+    for i, (_, s) in enumerate(steps, start=offset):
+        ax.barh(i, s["p50"], color="#6b8fc7")
+        ax.errorbar(s["p50"], i, xerr=[[0], [max(0.0, s["p95"] - s["p50"])]], color="black", capsize=3)
+        ax.text(max(s["p50"], s["p95"]), i, f"   p50 {s['p50']:.1f} s", va="center", ha="left", fontsize=8)
+    ax.set_yticks(range(offset + len(steps)), rows + [label for label, _ in steps])
+    ax.set_ylim(offset + len(steps) - 0.5, -1.0)
+    timeout = (doc.get("settings") or {}).get("heartbeat_timeout_s")
+    if timeout:
+        ax.axvline(timeout, color="#b3261e", linestyle="--", linewidth=1)
+    ax.set_xlim(0, max(max(s["p50"], s["p95"]) for _, s in steps) * 1.2)
+    ax.set_xlabel("seconds after the failure (bar p50, whisker p95"
+                  + ("; red line: heartbeat timeout)" if timeout else ")"))
+    ax.set_title(f"Failover timeline ({steps[0][1]['n']} trials)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+FAILOVER_STEPS = [
+    ("failure -> decision in KB", "detect_seconds"),
+    ("failure -> healthy elsewhere", "recover_seconds"),
+    ("  (leader alive)", "recover_seconds_plain"),
+    ("  (leader killed mid-migration)", "recover_seconds_leader_killed"),
+    ("leader killed -> new leader", "reelection_seconds"),
+]
+
+
+def chart_placement(rows: list[dict[str, Any]], path: Path) -> bool:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    fleets = sorted({(r["clusters"], r["services"]) for r in rows})
+    for scorer in sorted({r["scorer"] for r in rows}):
+        mine = sorted((r for r in rows if r["scorer"] == scorer), key=lambda r: (r["clusters"], r["services"]))
+        ax.plot([fleets.index((r["clusters"], r["services"])) for r in mine], [r["seconds"] for r in mine],
+                marker="o", label=scorer)
+    ax.set_xticks(range(len(fleets)), [f"{c}x{s}" for c, s in fleets])
+    ax.set_yscale("log")
+    ax.set_xlabel("fleet: clusters x services")
+    ax.set_ylabel("seconds per plan (median)")
+    ax.set_title("Placement time by fleet size and scorer")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def chart_kb(doc: dict[str, Any], path: Path) -> bool:
+    results = doc.get("results") or {}
+    if not results:
+        return False
+    plt = _pyplot()
+    names = list(results)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.5))
+    left.bar(names, [results[n]["rate"] for n in names], 0.5, color="#1a56a8", label="achieved")
+    left.scatter(names, [results[n]["target_rate"] for n in names], color="black", marker="_", s=400,
+                 label="offered", zorder=3)
+    left.set_ylabel("agent reports per second")
+    left.set_title("KB throughput")
+    left.legend(fontsize=8)
+    width = 0.35
+    xs = range(len(names))
+    right.bar([x - width / 2 for x in xs], [results[n]["p50_ms"] or 0 for n in names], width, label="p50")
+    right.bar([x + width / 2 for x in xs], [results[n]["p99_ms"] or 0 for n in names], width, label="p99")
+    right.set_xticks(list(xs), names)
+    right.set_ylabel("ms until durably committed")
+    right.set_title("Report latency")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def chart_raft(doc: dict[str, Any], path: Path) -> bool:
+    sizes = doc.get("commit_latency_ms") or {}
+    if not sizes:
+        return False
+    plt = _pyplot()
+    counts = sorted(sizes, key=int)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for key, label in (("p50_ms", "p50"), ("p95_ms", "p95"), ("max_ms", "max")):
+        ax.plot([int(n) for n in counts], [sizes[n][key] for n in counts], marker="o", label=label)
+    ax.set_xticks([int(n) for n in counts])
+    ax.set_xlabel("controller replicas")
+    ax.set_ylabel("ms per committed entry")
+    ax.set_title("Raft commit latency (sequential commits)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+# -- markdown ------------------------------------------------------------------------------------
+
+def table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    def cell(v: Any) -> str:
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v)
+
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *["| " + " | ".join(cell(v) for v in row) + " |" for row in rows], ""]
+
+
+def _missing(name: str, failed: dict[str, str]) -> list[str]:
+    args = " ".join(QUICK[name][0])
+    why = f" (the last run {failed[name]})" if name in failed else ""
+    return [f"**{NOT_MEASURED}**{why}. Measure with `python benchmarks/{name}.py {args} "
+            f"> benchmarks/results/{QUICK[name][1]}`, or `python benchmarks/report.py --run {name}`.", ""]
+
+
+def _image(img: Path, out: Path, name: str, alt: str, draw: Callable[[Path], bool]) -> list[str]:
+    path = img / name
+    if draw(path):
+        return [f"![{alt}]({os.path.relpath(path, out.parent)})", ""]
+    path.unlink(missing_ok=True)  # never leave a chart of older data behind
+    return []
+
+
+def section_failover(doc: dict[str, Any] | None, img: Path, out: Path, failed: dict[str, str]) -> list[str]:
+    lines = ["## Failover (controller, real processes)", ""]
+    if doc is None or not any((doc.get(k) or {}).get("n") for _, k in FAILOVER_STEPS):
+        (img / "failover-timeline.png").unlink(missing_ok=True)
+        return lines + _missing("failover", failed)
+    lines += _image(img, out, "failover-timeline.png", "failover timeline", lambda p: chart_failover(doc, p))
+    rows = [[label.strip(), s.get("n"), s.get("p50"), s.get("p95"), s.get("max")]
+            for label, key in FAILOVER_STEPS if (s := doc.get(key) or {}).get("n")]
+    lines += table(["step (seconds from the failure or the kill)", "trials", "p50 s", "p95 s", "max s"], rows)
+    lines += [f"The benchmark records the decision (`controller.decision` in the KB) and the moment every "
+              f"service is healthy elsewhere; detection by the agent's missed heartbeats and the playbook's "
+              f"start are inside the first and second span and are **{NOT_MEASURED}** separately.", ""]
+    checks = [["duplicate migrations", doc.get("duplicate_migrations"), (doc.get("targets") or {}).get(
+        "duplicate_migrations")], ["lost decisions", doc.get("lost_decisions"),
+                                   (doc.get("targets") or {}).get("lost_decisions")]]
+    lines += table(["safety check", "measured", "target"], checks)
+    if doc.get("settings"):
+        lines += ["Settings: " + ", ".join(f"{k} {v}" for k, v in doc["settings"].items()) + ".", ""]
+    return lines
+
+
+def section_placement(rows: list[dict[str, Any]] | None, img: Path, out: Path, failed: dict[str, str]) -> list[str]:
+    lines = ["## Placement time against fleet size", ""]
+    if not rows:
+        (img / "placement-time.png").unlink(missing_ok=True)
+        return lines + _missing("placement", failed)
+    lines += _image(img, out, "placement-time.png", "placement time per scorer", lambda p: chart_placement(rows, p))
+    ordered = sorted(rows, key=lambda r: (r["clusters"], r["services"], r["scorer"]))
+    lines += table(["clusters", "services", "scorer", "seconds", "CPU s", "objective", "optimal objective",
+                    "capacity violations"],
+                   [[r["clusters"], r["services"], r["scorer"], r["seconds"], r.get("cpu_seconds"),
+                     r.get("objective"), r.get("optimal_objective"), r.get("capacity_violations")]
+                    for r in ordered])
+    scorers = {r["scorer"] for r in rows}
+    gaps = [f"{scorer} at {c}x{n}" for c, n in sorted({(r["clusters"], r["services"]) for r in rows})
+            for scorer in sorted(scorers - {r["scorer"] for r in rows if (r["clusters"], r["services"]) == (c, n)})]
+    if gaps:
+        lines += [f"{', '.join(gaps)}: **{NOT_MEASURED}** (the benchmark leaves a scorer out when its MILP is "
+                  "too large or HiGHS proves no plan within 60 s).", ""]
+    return lines
+
+
+def section_kb(doc: dict[str, Any] | None, img: Path, out: Path, failed: dict[str, str]) -> list[str]:
+    lines = ["## Knowledge Base throughput (agent reports)", ""]
+    if not doc or not doc.get("results"):
+        (img / "kb-throughput.png").unlink(missing_ok=True)
+        return lines + _missing("kb", failed)
+    lines += _image(img, out, "kb-throughput.png", "KB throughput and latency", lambda p: chart_kb(doc, p))
+    res = doc["results"]
+    lines += table(["backend", "agents", "offered /s", "achieved /s", "errors", "p50 ms", "p99 ms", "max ms",
+                    "KB CPU ms/report"],
+                   [[n, r.get("agents"), r.get("target_rate"), r.get("rate"), r.get("errors"), r.get("p50_ms"),
+                     r.get("p99_ms"), r.get("max_ms"), r.get("server_cpu_ms_per_request")] for n, r in res.items()])
+    machine = doc.get("machine") or {}
+    if machine:
+        lines += [f"Machine: {machine.get('cpus')} CPUs, load average before {machine.get('loadavg_before')}, "
+                  f"after {machine.get('loadavg_after')} (other work competes with the KB). "
+                  f"Target (SQLite) met: {doc.get('target_met')}.", ""]
+    return lines
+
+
+def section_raft(doc: dict[str, Any] | None, img: Path, out: Path, failed: dict[str, str]) -> list[str]:
+    lines = ["## Raft commit latency against replica count", ""]
+    sizes = (doc or {}).get("commit_latency_ms") or {}
+    if not sizes:
+        (img / "raft-commit-latency.png").unlink(missing_ok=True)
+        return lines + _missing("failover", failed)
+    lines += _image(img, out, "raft-commit-latency.png", "Raft commit latency", lambda p: chart_raft(doc, p))
+    lines += table(["replicas", "commits", "p50 ms", "p95 ms", "max ms"],
+                   [[s["replicas"], s["commits"], s["p50_ms"], s["p95_ms"], s["max_ms"]]
+                    for _, s in sorted(sizes.items(), key=lambda kv: int(kv[0]))])
+    return lines
+
+
+def section_plain(title: str, name: str, doc: dict[str, Any] | None, failed: dict[str, str]) -> list[str]:
+    lines = [f"## {title}", ""]
+    if not doc:
+        return lines + _missing(name, failed)
+    flat = [[k, json.dumps(v) if isinstance(v, (dict, list)) else v] for k, v in doc.items() if k != "benchmark"]
+    return lines + table(["measure", "value"], flat)
+
+
+def render(found: dict[str, Any], img: Path, out: Path, failed: dict[str, str], source: str) -> str:
+    img.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "# Benchmarks", "",
+        f"Generated by `python benchmarks/report.py` from {source} on "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Every number below is a measurement from "
+        f"those files; a benchmark without output says **{NOT_MEASURED}**. The machines these ran on are "
+        "shared and small (see each section's machine notes), so absolute times are upper bounds.", "",
+        "Measured here: "
+        + (", ".join(sorted(found)) or "nothing yet") + ".", "",
+    ]
+    lines += section_failover(found.get("failover"), img, out, failed)
+    lines += section_placement(found.get("placement"), img, out, failed)
+    lines += section_kb(found.get("kb"), img, out, failed)
+    lines += section_raft(found.get("failover"), img, out, failed)
+    lines += section_plain("Deploy (Bookinfo on the paper testbed)", "deploy", found.get("deploy"), failed)
+    lines += section_plain("Testbed scale", "testbed", found.get("testbed"), failed)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from", dest="source", default=str(ROOT / "benchmarks" / "results"),
+                        help="folder of saved outputs (default: benchmarks/results)")
+    parser.add_argument("--run", nargs="?", const=",".join(QUICK), metavar="NAME[,NAME...]",
+                        help=f"first run these quick variants (default all: {', '.join(QUICK)}) into --from")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    parser.add_argument("--img", default=str(ROOT / "docs" / "img"), help="folder for the charts")
+    args = parser.parse_args(argv)
+    results, out, img = Path(args.source), Path(args.out), Path(args.img)
+    failed: dict[str, str] = {}
+    if args.run:
+        names = [n.strip() for n in args.run.split(",") if n.strip()]
+        unknown = [n for n in names if n not in QUICK]
+        if unknown:
+            parser.error(f"--run: unknown benchmark {', '.join(unknown)}; expected some of {', '.join(QUICK)}")
+        failed = run_quick(names, results)
+    if not results.is_dir():
+        parser.error(f"--from: {results} is not a folder (run with --run to create it)")
+    found = load(results)
+    try:
+        source = str(results.resolve().relative_to(ROOT))
+    except ValueError:
+        source = str(results)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(found, img, out, failed, f"`{source}`"), encoding="utf-8")
+    print(f"report: wrote {out} ({', '.join(sorted(found)) or 'nothing measured'})", file=sys.stderr)
+    for name, why in failed.items():
+        print(f"report: {name} not measured: {why}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+// qonnect status page: reads the KB API with a bearer token and redraws every few seconds.
+// Read-only. The token comes from the URL fragment (#token=...) or the form, is kept in this
+// tab's sessionStorage and is sent only to this KB, as an Authorization header. Every value
+// from the KB is inserted as text (never as HTML).
+"use strict";
+
+const API = "/api/v1";
+const KEY = "qonnect.kb.token";
+const REFRESH_MS = 3000;
+const TIERS = ["cloud", "fog", "edge"];
+const REF = /\[decision [\w.]+ token (\d+)\/(\d+)/;
+
+let timer = null;
+let latest = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("data-")) node.setAttribute(key, value);
+    else node[key] = value;
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function $(id) { return document.getElementById(id); }
+
+function tokenFromFragment() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const token = params.get("token");
+  if (token) {
+    sessionStorage.setItem(KEY, token.trim());
+    history.replaceState(null, "", location.pathname + location.search);  // out of the address bar
+  }
+}
+
+class AuthError extends Error {}
+
+async function get(path) {
+  const token = sessionStorage.getItem(KEY);
+  const resp = await fetch(API + path, {
+    headers: { Authorization: "Bearer " + token, Accept: "application/json" },
+    credentials: "omit", cache: "no-store", referrerPolicy: "no-referrer",
+  });
+  let body = null;
+  try { body = await resp.json(); } catch (err) { body = null; }
+  if (resp.status === 401) throw new AuthError((body && body.detail) || "the token was refused");
+  if (!resp.ok) throw new Error(`${path}: ${resp.status} ${(body && body.detail) || resp.statusText}`);
+  return body;
+}
+
+async function load() {
+  const [clusters, inventory, placements, workloads, events] = await Promise.all([
+    get("/clusters"), get("/inventory"), get("/placements"), get("/workloads"), get("/events?limit=100"),
+  ]);
+  return {
+    clusters: clusters.clusters, inventory, placements: placements.placements,
+    workloads: workloads.workloads, events: events.events, at: new Date(),
+  };
+}
+
+// -- derived views ---------------------------------------------------------------------------
+
+function where(record) { return record.current || record.desired || {}; }
+
+function readyCounts(workloads) {
+  const ready = new Map();
+  for (const w of workloads) {
+    if (!w.application || !w.service) continue;
+    const key = `${w.cluster}/${w.application}/${w.service}`;
+    ready.set(key, (ready.get(key) || 0) + (w.ready_replicas || 0));
+  }
+  return ready;
+}
+
+function runningByCluster(placements, ready) {
+  const out = new Map();
+  for (const p of placements) {
+    for (const [service, entries] of Object.entries(where(p))) {
+      for (const e of entries) {
+        const list = out.get(e.cluster) || [];
+        list.push({ app: p.application, service, replicas: e.replicas ?? 1,
+                    ready: ready.get(`${e.cluster}/${p.application}/${service}`) });
+        out.set(e.cluster, list);
+      }
+    }
+  }
+  return out;
+}
+
+// term 0: written without a controller's fencing token (e.g. by an admin's deploy)
+function fenced(p) { return Boolean(p.fencing && (p.fencing.term > 0 || p.fencing.seq > 0)); }
+
+function fencingTerm(placements, events) {
+  let term = null;
+  for (const p of placements) if (fenced(p)) term = Math.max(term ?? 0, p.fencing.term);
+  for (const e of events) {
+    const m = REF.exec(e.message || "");
+    if (m) term = Math.max(term ?? 0, Number(m[1]));
+  }
+  return term;
+}
+
+function health(status) {
+  if (status.healthy) return "healthy";
+  if (status.heartbeat_age === null || status.heartbeat_age === undefined) return "no reports";
+  if (status.reachable === false) return "unreachable";
+  return "stale";
+}
+
+function kind(event) {
+  const t = event.type;
+  if (/succeeded$|recovered/.test(t)) return "success";
+  if (/fail|down|lost|error|cancel/.test(t)) return "failure";
+  if (/migrat|decision|deploy|placement|failover/.test(t)) return "migration";
+  return "other";
+}
+
+function fmtTime(ts) { return new Date(ts * 1000).toLocaleTimeString([], { hour12: false }); }
+function fmtNum(v, digits) { return v === null || v === undefined ? "-" : String(Number(Number(v).toPrecision(digits))); }
+function mean(values) {
+  const known = values.filter((v) => v !== null && v !== undefined);
+  return known.length ? known.reduce((a, b) => a + b, 0) / known.length : null;
+}
+
+// -- drawing ---------------------------------------------------------------------------------
+
+function drawTiers(data, running) {
+  const nodes = new Map(data.inventory.clusters.map((c) => [c.name, c.nodes]));
+  const byTier = new Map(TIERS.map((t) => [t, []]));
+  for (const c of [...data.clusters].sort((a, b) => a.name.localeCompare(b.name))) {
+    if (!byTier.has(c.tier)) byTier.set(c.tier, []);
+    byTier.get(c.tier).push(c);
+  }
+  const columns = [];
+  for (const [tier, clusters] of byTier) {
+    const up = clusters.filter((c) => c.status.healthy).length;
+    const cards = clusters.map((c) => clusterCard(c, nodes.get(c.name) || [], running.get(c.name) || []));
+    columns.push(el("div", { class: "tier", id: `tier-${tier}`, "data-tier": tier },
+      el("h3", {}, tier, " ", el("span", { class: "count" }, `${up}/${clusters.length} healthy`)),
+      cards.length ? cards : el("p", { class: "empty" }, "no clusters")));
+  }
+  $("tiers").replaceChildren(...columns);
+}
+
+function clusterCard(c, nodes, apps) {
+  const state = health(c.status);
+  const freeCpu = nodes.reduce((s, n) => s + n.allocatable.cpu - n.requested.cpu, 0);
+  const freeMem = nodes.reduce((s, n) => s + n.allocatable.memory - n.requested.memory, 0);
+  const age = c.status.heartbeat_age === null || c.status.heartbeat_age === undefined
+    ? "never reported" : `report ${Math.round(c.status.heartbeat_age)} s ago`;
+  const list = apps.length
+    ? el("ul", { class: "apps" }, apps.map((a) => el("li", { class: a.ready !== undefined && a.ready < a.replicas ? "notready" : "" },
+        `${a.app}/${a.service} ×${a.replicas}`,
+        a.ready === undefined ? "" : ` (${a.ready}/${a.replicas} ready)`)))
+    : el("p", { class: "empty" }, "nothing placed here");
+  return el("div", { class: "cluster" + (c.status.healthy ? "" : " unhealthy"), "data-cluster": c.name, "data-health": state },
+    el("div", { class: "head" }, el("span", { class: "name" }, c.name),
+      el("span", { class: "badge" + (c.status.healthy ? "" : " bad") }, state)),
+    el("div", { class: "facts" },
+      `${nodes.filter((n) => n.ready).length}/${nodes.length} nodes ready · ${age}`),
+    el("div", { class: "facts" },
+      `free ${freeCpu.toFixed(2)} CPU, ${(freeMem / 2 ** 30).toFixed(1)} GiB · ` +
+      `energy ${fmtNum(mean(nodes.map((n) => n.energy_kwh)), 4)} kWh · ` +
+      `price ${fmtNum(mean(nodes.map((n) => n.price_eur_h)), 4)} EUR/h`),
+    c.status.error ? el("div", { class: "facts error" }, c.status.error) : null,
+    list);
+}
+
+function drawPlacements(data, ready) {
+  const rows = [];
+  for (const p of [...data.placements].sort((a, b) => a.application.localeCompare(b.application))) {
+    const current = where(p);
+    for (const service of Object.keys(current).sort()) {
+      const entries = current[service];
+      const desired = p.desired && p.desired[service];
+      const moving = p.current && desired && JSON.stringify(desired.map((e) => e.cluster)) !==
+        JSON.stringify(entries.map((e) => e.cluster));
+      const readyText = entries.map((e) => {
+        const r = ready.get(`${e.cluster}/${p.application}/${service}`);
+        return r === undefined ? "-" : `${r}/${e.replicas ?? 1}`;
+      }).join(", ");
+      rows.push(el("tr", { "data-app": p.application, "data-service": service },
+        el("td", {}, p.application), el("td", {}, service),
+        el("td", { class: moving ? "moved" : "" }, entries.map((e) => `${e.cluster} ×${e.replicas ?? 1}`).join(", "),
+          moving ? ` (moving to ${desired.map((e) => e.cluster).join(", ")})` : ""),
+        el("td", {}, readyText),
+        el("td", {}, fenced(p) ? `${p.fencing.term}/${p.fencing.seq}` : "-"),
+        el("td", {}, fmtTime(p.updated))));
+    }
+  }
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colSpan: 6, class: "empty" }, "no placements yet")));
+  $("placements").tBodies[0].replaceChildren(...rows);
+}
+
+function drawTimeline(events) {
+  const all = $("all-events").checked;
+  const shown = events.filter((e) => all || kind(e) !== "other").reverse();
+  const items = shown.map((e) => el("li", { class: kind(e), "data-type": e.type, "data-event": e.id },
+    el("span", { class: "when" }, fmtTime(e.ts)),
+    el("span", { class: "type" }, e.type),
+    el("span", { class: "scope" }, [e.application, e.cluster].filter(Boolean).join(" @ ")),
+    el("span", { class: "message" }, e.message || e.reason || "")));
+  $("timeline").replaceChildren(...(items.length ? items
+    : [el("li", { class: "empty" }, all ? "no events yet" : "no failovers or migrations yet")]));
+}
+
+function draw(data) {
+  const ready = readyCounts(data.workloads);
+  const running = runningByCluster(data.placements, ready);
+  drawTiers(data, running);
+  drawPlacements(data, ready);
+  drawTimeline(data.events);
+  const up = data.clusters.filter((c) => c.status.healthy).length;
+  const term = fencingTerm(data.placements, data.events);
+  $("summary").textContent = [
+    `${data.clusters.length} clusters, ${up} healthy`,
+    `${data.placements.length} application${data.placements.length === 1 ? "" : "s"} placed`,
+    `controller fencing term ${term ?? "-"} (leader: see qonnect controller status)`,
+    `updated ${data.at.toLocaleTimeString([], { hour12: false })}`,
+  ].join(" · ");
+}
+
+// -- control ---------------------------------------------------------------------------------
+
+function showLogin(message) {
+  clearTimeout(timer);
+  sessionStorage.removeItem(KEY);
+  $("content").hidden = true;
+  $("forget").hidden = true;
+  $("banner").hidden = true;
+  $("login").hidden = false;
+  $("login-error").textContent = message || "";
+  $("summary").textContent = "not connected";
+  latest = null;
+  $("token").focus();
+}
+
+async function refresh() {
+  try {
+    latest = await load();
+    $("banner").hidden = true;
+    $("login").hidden = true;
+    $("content").hidden = false;
+    $("forget").hidden = false;
+    draw(latest);
+  } catch (err) {
+    if (err instanceof AuthError) { showLogin(err.message); return; }
+    $("banner").textContent = `cannot read the KB: ${err.message}` +
+      (latest ? ` (showing data from ${latest.at.toLocaleTimeString([], { hour12: false })})` : "");
+    $("banner").hidden = false;
+  }
+  timer = setTimeout(refresh, REFRESH_MS);
+}
+
+function start() {
+  clearTimeout(timer);
+  if (sessionStorage.getItem(KEY)) refresh();
+  else showLogin("");
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("login").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(KEY, $("token").value.trim());
+    $("token").value = "";
+    start();
+  });
+  $("forget").addEventListener("click", () => showLogin("token forgotten"));
+  $("all-events").addEventListener("change", () => { if (latest) drawTimeline(latest.events); });
+  window.addEventListener("hashchange", () => { tokenFromFragment(); start(); });
+  tokenFromFragment();
+  start();
+});

@@ -1,0 +1,129 @@
+"""A real KB (`qonnect kb serve` on SQLite) holding the nine clusters of the paper profile.
+
+Shared by the tests of this folder (a module of its own, so that no test imports a conftest).
+
+Each cluster is registered by the admin and reports through its own agent token, as a Resource
+Agent would; Bookinfo is placed energy-first (productpage cloud-1, details and reviews fog-1,
+ratings edge-1) and the agents report its workloads ready.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import qonnect._collection  # makes the collection importable
+from ansible_collections.qonnect.core.plugins.module_utils.app_source import load_given
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
+
+REPO = Path(__file__).resolve().parents[3]
+PAPER = REPO / "examples" / "inventories" / "paper.json"
+BOOKINFO = REPO / "examples" / "bookinfo" / "energy-first.yml"
+QONNECT = [sys.executable, "-c", "import sys; from qonnect.cli import main; sys.exit(main())"]
+PLACEMENT = {"productpage": "cloud-1", "details": "fog-1", "reviews": "fog-1", "ratings": "edge-1"}
+
+
+def qonnect(*args: str) -> list[str]:
+    return [*QONNECT, *args]
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class Federation:
+    """The KB process, its tokens and the cluster records it was given."""
+
+    url: str
+    admin: KBClient
+    reader_token: str
+    reader_token_file: Path
+    paper: dict
+    agents: dict[str, KBClient] = field(default_factory=dict)
+    seq: int = 0
+
+    def token(self, role: str, cluster: str | None = None) -> str:
+        body = {"role": role, **({"cluster": cluster} if cluster else {})}
+        return self.admin.request("POST", "/api/v1/tokens", body)["token"]
+
+    def report(self, cluster: dict, reachable: bool = True) -> None:
+        """One agent report of a cluster: its paper node and the Bookinfo workloads on it."""
+        self.seq += 1
+        workloads = [{"namespace": "bookinfo", "kind": "Deployment", "name": f"{svc}-v1",
+                      "application": "bookinfo", "service": svc, "status": "Healthy",
+                      "replicas": 1, "ready_replicas": 1}
+                     for svc, where in PLACEMENT.items() if where == cluster["name"]]
+        nodes = [{k: v for k, v in n.items() if k != "heartbeat_age"} for n in cluster["nodes"]]
+        body = {"seq": self.seq, "ts": time.time(), "reachable": reachable,
+                "error": None if reachable else "connection refused by the cluster API",
+                "nodes": nodes if reachable else None, "workloads": workloads if reachable else None}
+        self.agents[cluster["name"]].report(cluster["name"], body)
+
+
+def start_federation(root: Path) -> tuple[subprocess.Popen, Federation]:
+    db = f"sqlite://{root / 'kb.sqlite'}"
+    port_file = root / "kb.port"
+    with open(root / "kb.log", "ab") as log:
+        proc = subprocess.Popen(qonnect("kb", "serve", "--db", db, "--port", "0", "--port-file", str(port_file),
+                                        "--heartbeat-timeout", "120"),
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 30, "the KB port")
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: _up(url), 30, "the KB /healthz")
+        admin_token = subprocess.run(qonnect("kb", "token", "create", "--db", db, "--role", "admin"),
+                                     capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+        admin = KBClient(url, admin_token)
+        paper = json.loads(PAPER.read_text())
+        fed = Federation(url, admin, "", root / "reader.token", paper)
+        fed.reader_token = fed.token("reader")
+        fed.reader_token_file.write_text(fed.reader_token + "\n")
+        fed.reader_token_file.chmod(0o600)
+        for c in paper["clusters"]:
+            admin.register_cluster({"name": c["name"], "tier": c["tier"], "location": c["location"],
+                                    "labels": c["labels"]})
+            fed.agents[c["name"]] = KBClient(url, fed.token("agent", c["name"]))
+            fed.report(c)
+        app, spec = load_given({"src": str(BOOKINFO)})
+        admin.put_application(app.name, spec)
+        placement = {svc: [{"cluster": where, "replicas": 1, "nodes": [f"{where}-worker"]}]
+                     for svc, where in PLACEMENT.items()}
+        admin.put_placement("bookinfo", {"desired": placement, "current": placement})
+        admin.post_event({"type": "deploy", "reason": "applied", "message": "bookinfo deployed energy-first",
+                          "application": "bookinfo"})
+    except BaseException:
+        stop(proc)
+        raise
+    return proc, fed
+
+
+def _up(url: str) -> bool:
+    try:
+        KBClient(url, None, timeout=2).healthz()
+    except KBError:
+        return False
+    return True
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

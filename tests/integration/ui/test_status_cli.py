@@ -1,0 +1,155 @@
+"""`qonnect status` against a real KB holding the paper fleet (and a real controller replica)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _ui_fleet import PLACEMENT, qonnect, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+TIERS = ["cloud", "fog", "edge"]
+
+
+def status(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("QONNECT_")}
+    return subprocess.run(qonnect("status", *args), capture_output=True, text=True, timeout=timeout,
+                          env={**clean, **(env or {})})
+
+
+def reader_args(federation) -> list[str]:
+    return ["--kb", federation.url, "--token-file", str(federation.reader_token_file)]
+
+
+def test_json_has_every_cluster_by_tier_with_capacity_and_workloads(federation) -> None:
+    run = status(*reader_args(federation), "--json")
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert list(doc["tiers"]) == TIERS
+    paper = {c["name"]: c for c in federation.paper["clusters"]}
+    for tier in TIERS:
+        assert [c["name"] for c in doc["tiers"][tier]] == [f"{tier}-{i}" for i in (1, 2, 3)]
+    for c in (c for tier in TIERS for c in doc["tiers"][tier]):
+        node = paper[c["name"]]["nodes"][0]
+        assert c["health"] == "healthy" and c["healthy"] is True
+        assert c["nodes"] == c["nodes_ready"] == 1
+        assert c["free"]["cpu"] == pytest.approx(node["allocatable"]["cpu"] - node["requested"]["cpu"])
+        assert c["free"]["memory"] == node["allocatable"]["memory"] - node["requested"]["memory"]
+        assert c["energy_kwh"] == pytest.approx(node["energy_kwh"])
+        assert c["price_eur_h"] == pytest.approx(node["price_eur_h"])
+        expected = sorted(svc for svc, where in PLACEMENT.items() if where == c["name"])
+        assert sorted(a["service"] for a in c["running"]) == expected
+        assert all(a["application"] == "bookinfo" and a["replicas"] == 1 and a["ready"] == 1
+                   for a in c["running"])
+    assert doc["applications"] == ["bookinfo"]
+    assert doc["controller"]["leader"] is None and doc["controller"]["replicas"] == []
+    assert doc["controller"]["kb_fencing_term"] is None  # only an admin wrote the placement
+    assert [e["type"] for e in doc["events"]] == ["deploy"]
+    assert federation.reader_token not in run.stdout + run.stderr
+
+
+def test_text_from_the_environment_names_every_tier_and_cluster(federation) -> None:
+    run = status(env={"QONNECT_KB_URL": federation.url, "QONNECT_KB_TOKEN": federation.reader_token})
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    for tier in TIERS:
+        assert f"{tier.upper()} (3/3 healthy)" in out
+    for c in federation.paper["clusters"]:
+        assert c["name"] in out
+    assert "bookinfo/productpage x1 (1/1 ready)" in out
+    assert "leader unknown" in out and "pass --controller URL" in out
+    assert "deploy" in out and "bookinfo deployed energy-first" in out
+    assert federation.reader_token not in out + run.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "--kb: expected the KB URL"),
+    (["--kb", "ftp://x"], "--kb: kb_url must start with http"),
+    (["--kb", "http://127.0.0.1:9", "--token-file", "/nonexistent/token"], "--token-file /nonexistent/token"),
+    (["--kb", "http://127.0.0.1:9", "--events", "0"], "--events: expected 1..1000"),
+])
+def test_bad_arguments_are_named(federation, args: list[str], message: str) -> None:
+    run = status(*args, env={"QONNECT_KB_TOKEN": "qkb_secret-value"} if "--token-file" not in args else None)
+    assert run.returncode == 2
+    assert message in run.stderr and "Traceback" not in run.stderr
+    assert "qkb_secret-value" not in run.stderr
+
+
+def test_refused_token_and_unreachable_kb_are_clear_errors(federation, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.token"
+    bad.write_text("qkb_definitely-not-valid")
+    run = status("--kb", federation.url, "--token-file", str(bad))
+    assert run.returncode == 2 and "KB error 401" in run.stderr and "Traceback" not in run.stderr
+    assert "qkb_definitely-not-valid" not in run.stdout + run.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    run = status("--kb", f"http://127.0.0.1:{port}", "--token-file", str(federation.reader_token_file))
+    assert run.returncode == 2 and "KB unreachable" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_watch_refreshes_until_interrupted(federation) -> None:
+    proc = subprocess.Popen(qonnect("status", *reader_args(federation), "--watch", "0.3"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        time.sleep(3)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 130, err
+    assert out.count("qonnect federation at") >= 2
+
+
+@pytest.fixture()
+def controller(federation, tmp_path: Path) -> Iterator[str]:
+    """One real `qonnect controller run` replica (a group of one elects itself); its status URL."""
+    secret = tmp_path / "raft.secret"
+    secret.write_text(os.urandom(24).hex())
+    secret.chmod(0o600)
+    token = tmp_path / "controller.token"
+    token.write_text(federation.token("controller"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        raft = f"127.0.0.1:{s.getsockname()[1]}"
+    ready = tmp_path / "ready.json"
+    with open(tmp_path / "controller.log", "ab") as log:
+        proc = subprocess.Popen(qonnect("controller", "run", "--id", "solo", "--self", raft, "--peers", raft,
+                                        "--kb", federation.url, "--token-file", str(token),
+                                        "--raft-secret-file", str(secret), "--data-dir", str(tmp_path / "data"),
+                                        "--heartbeat-timeout", "600", "--min-dwell", "600",
+                                        "--ready-file", str(ready)),
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(ready.exists, 30, "the controller to serve")
+        yield f"http://127.0.0.1:{json.loads(ready.read_text())['http']}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+def test_controller_leader_and_term_come_from_its_status_endpoint(federation, controller: str) -> None:
+    def leading() -> dict | None:
+        run = status(*reader_args(federation), "--json", "--controller", controller)
+        assert run.returncode == 0, run.stderr
+        doc = json.loads(run.stdout)["controller"]
+        return doc if doc["leader"] else None
+
+    doc = wait_for(leading, 30, "the replica to lead", interval=0.3)
+    assert doc["leader"] == "solo" and doc["term"] >= 1
+    assert doc["replicas"][0]["state"] == "leader"
+    run = status(*reader_args(federation), "--controller", f"{controller},http://127.0.0.1:9")
+    assert run.returncode == 0, run.stderr
+    assert f"controller: leader solo, term {doc['term']}" in run.stdout
+    assert "http://127.0.0.1:9: UNREACHABLE" in run.stdout

@@ -1,0 +1,152 @@
+"""The KB's /ui status page in headless Chromium (Debian's chromium + chromium-driver).
+
+The page is loaded from a real KB holding the paper fleet; it must show the nine clusters by
+tier, then - after a controller-style migration is written through the API (decision and
+migration events, a fenced placement write, the failed cluster reporting unreachable) - show the
+migration without a reload. Set QONNECT_UI_SCREENSHOT=PATH to keep a screenshot for review.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
+from qonnect.rla import kbio
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+TIERS = ("cloud", "fog", "edge")
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not os.access(path, os.X_OK):
+            pytest.fail(f"{path} is missing: apt-get install -y chromium chromium-driver "
+                        "(scripts/setup-venv.sh does it when run as root)")
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1400,1700", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    service = Service(executable_path=CHROMEDRIVER, log_output=str(profile.parent / "chromedriver.log"))
+    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager look for downloads
+    driver = webdriver.Chrome(service=service, options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def clusters_by_tier(driver: webdriver.Chrome) -> dict[str, list[str]]:
+    return {tier: [e.get_attribute("data-cluster")
+                   for e in driver.find_elements(By.CSS_SELECTOR, f"#tier-{tier} .cluster")]
+            for tier in TIERS}
+
+
+def card(driver: webdriver.Chrome, name: str):
+    return driver.find_element(By.CSS_SELECTOR, f'.cluster[data-cluster="{name}"]')
+
+
+def test_ui_is_static_and_needs_no_token_but_the_api_does(federation) -> None:
+    with urllib.request.urlopen(federation.url + "/ui", timeout=5) as resp:
+        html = resp.read().decode()
+        csp = resp.headers["Content-Security-Policy"]
+    assert "<title>qonnect federation</title>" in html
+    assert "connect-src 'self'" in csp and "script-src 'self'" in csp
+    for name in ("app.js", "style.css"):
+        with urllib.request.urlopen(f"{federation.url}/ui/{name}", timeout=5) as resp:
+            assert resp.status == 200 and resp.read()
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(federation.url + "/ui/../kb.sqlite", timeout=5)
+    assert err.value.code == 404
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(federation.url + "/api/v1/clusters", timeout=5)
+    assert err.value.code == 401
+
+
+def test_page_asks_for_a_token_and_refuses_a_wrong_one(federation, browser: webdriver.Chrome) -> None:
+    browser.get(federation.url + "/ui")
+    browser.execute_script("sessionStorage.clear()")
+    browser.refresh()
+    form = WebDriverWait(browser, 15).until(lambda d: d.find_element(By.ID, "login"))
+    WebDriverWait(browser, 15).until(lambda d: form.is_displayed())
+    browser.find_element(By.ID, "token").send_keys("qkb_not-a-real-token")
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    WebDriverWait(browser, 15).until(lambda d: "not valid" in d.find_element(By.ID, "login-error").text)
+    assert not browser.find_element(By.ID, "content").is_displayed()
+
+
+def test_page_shows_the_fleet_then_a_migration(federation, browser: webdriver.Chrome,
+                                                tmp_path: Path) -> None:
+    browser.get(f"{federation.url}/ui#token={federation.reader_token}")
+    WebDriverWait(browser, 20).until(lambda d: sum(map(len, clusters_by_tier(d).values())) == 9)
+    assert federation.reader_token not in browser.current_url  # taken out of the address bar
+    assert not browser.find_element(By.ID, "login").is_displayed()
+    tiers = clusters_by_tier(browser)
+    assert tiers == {tier: [f"{tier}-{i}" for i in (1, 2, 3)] for tier in TIERS}
+    healths = {e.get_attribute("data-health") for e in browser.find_elements(By.CSS_SELECTOR, ".cluster")}
+    assert healths == {"healthy"}
+    assert "bookinfo/productpage" in card(browser, "cloud-1").text
+    assert "(1/1 ready)" in card(browser, "cloud-1").text
+    assert "bookinfo/ratings" in card(browser, "edge-1").text
+    assert "nothing placed here" in card(browser, "cloud-2").text
+    summary = browser.find_element(By.ID, "summary").text
+    assert "9 clusters, 9 healthy" in summary and "fencing term -" in summary  # no controller wrote yet
+
+    # A failover, written the way the controller writes it: cloud-1 is lost, productpage moves.
+    cloud1 = next(c for c in federation.paper["clusters"] if c["name"] == "cloud-1")
+    federation.report(cloud1, reachable=False)
+    federation.admin.post_event({"type": "agent.restarted", "message": "agent on fog-2 restarted",
+                                 "cluster": "fog-2"})
+    controller = KBClient(federation.url, federation.token("controller"))
+    decision = {"id": "d7", "app": "bookinfo", "kind": "cluster-down", "exclude": ["cloud-1"],
+                "token": {"term": 4, "seq": 12}}
+    kbio.post(controller, kbio.DECISION, decision, "cluster cloud-1 is down: move productpage")
+    kbio.post(controller, kbio.STARTED, decision, "attempt 1: migrating", attempt=1)
+    moved = {svc: [{"cluster": "cloud-2" if where == "cloud-1" else where, "replicas": 1}]
+             for svc, where in {"productpage": "cloud-1", "details": "fog-1", "reviews": "fog-1",
+                                "ratings": "edge-1"}.items()}
+    controller.put_placement("bookinfo", {"desired": moved, "current": moved},
+                             fencing={"term": 4, "seq": 12})
+    kbio.post(controller, kbio.SUCCEEDED, decision, "attempt 1 succeeded: productpage now on cloud-2",
+              attempt=1)
+
+    WebDriverWait(browser, 20).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#timeline li[data-type="controller.migration.succeeded"]'))
+    timeline = browser.find_element(By.ID, "timeline").text
+    assert "productpage now on cloud-2" in timeline
+    assert "controller.decision" in timeline and "cluster cloud-1 is down" in timeline
+    assert "bookinfo deployed energy-first" in timeline
+    WebDriverWait(browser, 10).until(lambda d: "bookinfo/productpage" in card(d, "cloud-2").text)
+    assert "bookinfo/productpage" not in card(browser, "cloud-1").text
+    assert card(browser, "cloud-1").get_attribute("data-health") == "unreachable"
+    assert "connection refused" in card(browser, "cloud-1").text
+    row = browser.find_element(By.CSS_SELECTOR, '#placements tr[data-service="productpage"]').text
+    assert "cloud-2" in row and "4/12" in row
+    summary = browser.find_element(By.ID, "summary").text
+    assert "9 clusters, 8 healthy" in summary and "fencing term 4" in summary
+
+    assert "agent on fog-2 restarted" not in timeline  # routine events only on request
+    browser.find_element(By.ID, "all-events").click()
+    assert "agent on fog-2 restarted" in browser.find_element(By.ID, "timeline").text
+    shot = tmp_path / "status.png"
+    assert browser.save_screenshot(str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if os.environ.get("QONNECT_UI_SCREENSHOT"):
+        shutil.copyfile(shot, os.environ["QONNECT_UI_SCREENSHOT"])
