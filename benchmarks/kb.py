@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """KB heartbeat benchmark: sustained agent reports per second and their latency.
 
 Starts a real `qonnect kb serve` per backend (a fresh SQLite file; a throw-away PostgreSQL
@@ -136,7 +135,7 @@ class Agent(asyncio.Protocol):
         head = self.buf[:end].decode("latin-1")
         length = 0
         for line in head.split("\r\n")[1:]:
-            key, _, value = line.partition(":")
+            key, _sep, value = line.partition(":")
             if key.lower() == "content-length":
                 length = int(value)
         if len(self.buf) < end + 4 + length:
@@ -164,8 +163,8 @@ async def run_load(port: int, pairs: list[tuple[str, str]], rate: float, warmup:
     loop = asyncio.get_running_loop()
     agents = []
     for cluster, token in pairs:
-        _, proto = await loop.create_connection(lambda c=cluster, t=token: Agent(c, t),
-                                                "127.0.0.1", port)
+        _transport, proto = await loop.create_connection(lambda c=cluster, t=token: Agent(c, t),
+                                                         "127.0.0.1", port)
         agents.append(proto)
     interval = len(agents) / rate
     start = loop.time() + 0.5
@@ -235,7 +234,7 @@ def database(backend: str, workdir: str, pg_url: str):
 def bench(backend: str, args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="qkb-bench-") as workdir, \
             database(backend, workdir, args.pg_url) as db_url:
-        _, pairs = prepare(db_url, args.agents)
+        _tokens, pairs = prepare(db_url, args.agents)
         with Server(db_url, workdir) as server:
             runner = uvloop.run if uvloop else asyncio.run
             server_cpu, own_cpu = server.cpu_seconds(), time.process_time()

@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
 
-import qonnect._collection  # noqa: F401  (puts the collection on sys.path)
+# Imported for its side effect: it puts the qonnect.core collection on sys.path.
+import qonnect._collection as _collection_on_path  # noqa: F401
 from ansible_collections.qonnect.core.plugins.module_utils.placement import (
     Inventory,
     capacity_violations,
@@ -112,7 +113,7 @@ def application(num_services: int, num_clusters: int, seed: int = 11) -> Applica
 def measure(app, inv, scorer: str, runs: int):
     """Median wall and CPU seconds of place() (CPU time shows the cost on a shared machine)."""
     times, cpu, plan = [], [], None
-    for _ in range(runs):
+    for _run in range(runs):
         start, start_cpu = time.perf_counter(), time.process_time()
         plan = place(app, inv, scorer=scorer, explain=False)
         times.append(time.perf_counter() - start)

@@ -68,7 +68,7 @@ def run(clusters: int, nodes: int, pods: int, runs: int, directory: Path) -> dic
         config.load_kube_config(config_file=target["kubeconfig"], client_configuration=cfg)
         cpu0, rss_idle = proc_stat(pid)
         time.sleep(10)
-        cpu1, _ = proc_stat(pid)
+        cpu1, _rss = proc_stat(pid)
         idle_cpu_percent = (cpu1 - cpu0) / 10 * 100
         with client.ApiClient(cfg) as api:
             core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
@@ -82,7 +82,7 @@ def run(clusters: int, nodes: int, pods: int, runs: int, directory: Path) -> dic
                                            or 0) == pods, timeout=300)
             listed = len(json.loads(core.list_namespaced_pod("bench", _preload_content=False).data)["items"])
             client_ms = []
-            for _ in range(runs):
+            for _run in range(runs):
                 t = time.perf_counter()
                 json.loads(core.list_namespaced_pod("bench", _preload_content=False).data)
                 client_ms.append((time.perf_counter() - t) * 1000)
@@ -90,7 +90,7 @@ def run(clusters: int, nodes: int, pods: int, runs: int, directory: Path) -> dic
         conn = http.client.HTTPSConnection(target["address"], target["port"],
                                            context=ssl.create_default_context(cafile=fed["ca_file"]))
         raw_ms, size = [], 0
-        for _ in range(runs + 1):
+        for _run in range(runs + 1):
             t = time.perf_counter()
             conn.request("GET", "/api/v1/namespaces/bench/pods", headers={"Authorization": f"Bearer {token}"})
             body = conn.getresponse().read()
@@ -98,7 +98,7 @@ def run(clusters: int, nodes: int, pods: int, runs: int, directory: Path) -> dic
             size = len(body)
         conn.close()
         raw_ms = raw_ms[1:]  # the first request pays the TLS handshake
-        _, rss_loaded = proc_stat(pid)
+        _cpu, rss_loaded = proc_stat(pid)
     finally:
         qonnect("testbed", "down", "--dir", str(directory))
     median = statistics.median(raw_ms)

@@ -55,7 +55,7 @@ async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
 async def _spec(_request: Request, exc: SpecError) -> JSONResponse:
     items = []
     for text in exc.errors:
-        field, _, message = text.partition(": ")
+        field, _sep, message = text.partition(": ")
         items.append({"field": field if message else "spec", "message": message or text})
     return JSONResponse({"detail": "invalid application spec: " + "; ".join(exc.errors),
                          "errors": items}, status_code=422)

@@ -76,7 +76,7 @@ class ReportFastPath:
 def _principal(scope: dict, kb: Any) -> auth.Principal | None:
     for key, value in scope["headers"]:
         if key == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
+            scheme, _sep, token = value.decode("latin-1").partition(" ")
             if scheme.lower() != "bearer" or not token:
                 return None
             return kb.tokens.get(auth.hash_token(token.strip()))

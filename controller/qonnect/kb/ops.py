@@ -125,7 +125,7 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
     batch can be reduced to its newest value per key first and written with a few set-based
     statements. Returns, per item, its acknowledgement or an HTTPException (unknown cluster).
     """
-    names = sorted({c for c, _, _ in items})
+    names = sorted({c for c, _rep, _now in items})
     known: set[str] = set()
     for part in _chunks(names):
         known.update(r[0] for r in conn.all(
@@ -151,11 +151,11 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
     newest = _newer(conn, "report_seq", ("heartbeat", "report_ts", "reachable", "error"),
                     list(beat.values()))
     fresh = sorted(_newer(conn, "nodes_seq", ("nodes_received",),
-                          [(c, seq, now) for c, (seq, now, _) in nodes.items()]))
+                          [(c, seq, now) for c, (seq, now, _report) in nodes.items()]))
     _replace_rows(conn, "nodes", fresh, ("cluster", "name", "data"),
                   [(c, n.name, n.model_dump_json()) for c in fresh for n in nodes[c][2].nodes])
     fresh = sorted(_newer(conn, "workloads_seq", (),
-                          [(c, seq) for c, (seq, _) in workloads.items()]))
+                          [(c, seq) for c, (seq, _report) in workloads.items()]))
     _replace_rows(conn, "workloads", fresh,
                   ("cluster", "namespace", "kind", "name", "application", "data"),
                   [(c, w.namespace, w.kind, w.name, w.application, w.model_dump_json())
@@ -167,7 +167,7 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
     return [
         not_found("cluster", cluster) if cluster not in known
         else {"seq": rep.seq, "applied": cluster in newest and beat[cluster][1] == rep.seq}
-        for cluster, rep, _ in items
+        for cluster, rep, _now in items
     ]
 
 

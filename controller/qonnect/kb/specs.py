@@ -11,9 +11,11 @@ import logging
 import tempfile
 from typing import Any
 
-from ansible_collections.qonnect.core.plugins.module_utils import qos
+# Imported for its side effect: it puts the qonnect.core collection on sys.path.
+import qonnect._collection as _collection_on_path  # noqa: F401
 
-import qonnect._collection  # noqa: F401 - puts ansible_collections.qonnect.core on sys.path
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils import qos
 
 log = logging.getLogger(__name__)
 _FILE_SUFFIXES = (".yaml", ".yml", ".json")

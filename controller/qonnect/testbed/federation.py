@@ -40,7 +40,7 @@ class FederationError(ValueError):
 def cluster_address(index: int) -> str:
     """Loopback address of the index-th cluster: 127.0.0.2 upward, skipping .0 and .255."""
     addr = int(FIRST_ADDRESS)
-    for _ in range(index):
+    for _step in range(index):
         addr += 1
         while addr & 0xFF in (0, 255):
             addr += 1

@@ -271,7 +271,7 @@ async def serve(fleet: Fleet, directory: Path, *, start_delay: float, heartbeat_
     try:
         await host.start()
         log.info("testbed %s: %d clusters serving; control endpoint %s", fleet.name,
-                    len(host.clusters), host.admin_url)
+                 len(host.clusters), host.admin_url)
         await host.stopped.wait()
     finally:
         await host.stop()

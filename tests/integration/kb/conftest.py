@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import qonnect._collection  # noqa: F401 - makes the collection importable
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 
 PG_ADMIN_URL = os.environ.get("QONNECT_TEST_PG", "postgresql://127.0.0.1:5432/test")

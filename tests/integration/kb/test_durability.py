@@ -26,7 +26,7 @@ class Load:
         self.threads = [threading.Thread(target=self.reports, args=(f"c{i}",), daemon=True)
                         for i in range(AGENTS)]
         self.threads += [threading.Thread(target=self.events, daemon=True)
-                         for _ in range(EVENT_WRITERS)]
+                         for _writer in range(EVENT_WRITERS)]
 
     def reports(self, cluster: str) -> None:
         client = KBClient(self.url, self.token, timeout=5)
@@ -61,7 +61,7 @@ class Load:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_sigkill_under_load_loses_no_acknowledged_write(backend, db_url_factory, kb_process,
-                                                         make_token):
+                                                        make_token):
     db_url = db_url_factory(backend)
     token = make_token(db_url, "admin")
     kb = kb_process(db_url)
@@ -102,7 +102,7 @@ def test_sigkill_under_load_loses_no_acknowledged_write(backend, db_url_factory,
 
 @pytest.mark.timeout(120)
 def test_the_kb_recovers_when_postgresql_drops_its_connections(db_url_factory, kb_process,
-                                                                make_token):
+                                                               make_token):
     import psycopg
 
     db_url = db_url_factory("postgresql")

@@ -139,7 +139,7 @@ def _median_ms(cluster: dict, ca_file: str, source: str | None, token: str) -> f
                                        source_address=(source, 0) if source else None)
     times = []
     try:
-        for _ in range(7):
+        for _request in range(7):
             started = time.perf_counter()
             conn.request("GET", "/version", headers={"Authorization": f"Bearer {token}"})
             response = conn.getresponse()

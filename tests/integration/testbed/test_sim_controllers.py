@@ -89,9 +89,9 @@ def test_node_selector_and_required_affinity_operators(fed, ns):
                                             {"key": "kubernetes.io/hostname", "operator": "In",
                                              "values": [NODES[0]]})}, {NODES[0]}),
     }
-    for name, (kwargs, _) in cases.items():
+    for name, (kwargs, _nodes) in cases.items():
         apps.create_namespaced_deployment(ns, deployment(name, replicas=2, **kwargs))
-    for name, (_, nodes) in cases.items():
+    for name, (_kwargs, nodes) in cases.items():
         wait_for(lambda n=name: rolled_out(fed, ns, n, 2))
         assert {p.spec.node_name for p in pods_of(fed, ns, name)} == nodes, name
 
@@ -125,7 +125,7 @@ def test_requests_are_honoured_across_nodes(fed, ns):
         pending = [p for p in pods if p.status.conditions and p.status.conditions[0].reason == "Unschedulable"]
         return (running, pending) if len(running) == 4 and len(pending) == 1 else None
 
-    running, _ = wait_for(settled)
+    running, _pending = wait_for(settled)
     per_node = {n: sum(1 for p in running if p.spec.node_name == n) for n in NODES}
     assert per_node == {NODES[0]: 1, NODES[1]: 1, NODES[2]: 2}
     # scaling down frees capacity and the pending pod is never needed: 3 replicas all run

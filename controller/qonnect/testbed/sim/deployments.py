@@ -95,7 +95,7 @@ class Deployments(Controller):
                 self.store.delete("pods", namespace, pod["metadata"]["name"])
             old = []
         room = replicas + surge - len(new) - len(old)
-        for _ in range(max(0, min(replicas - len(new), room))):
+        for _pod in range(max(0, min(replicas - len(new), room))):
             self._create(deployment, current)
         if len(new) > replicas:
             for pod in _removal_order(new)[: len(new) - replicas]:

@@ -7,9 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-import qonnect._collection  # noqa: F401
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.placement import (
     InventoryError,
     PlacementError,
@@ -98,8 +95,8 @@ def test_plan_format_and_explanation():
 
 
 def test_latency_keeps_dependent_services_close():
-    services = [{"name": "db", "tier": "edge", "constraints": {"clusterSelector": {
-                    "matchLabels": {"qonnect.io/profile": "performance"}}}},
+    performance = {"clusterSelector": {"matchLabels": {"qonnect.io/profile": "performance"}}}
+    services = [{"name": "db", "tier": "edge", "constraints": performance},
                 {"name": "api", "tier": "fog", "dependsOn": ["db"]}]
     plan = place(app(services, {"latency": 1.0}), PAPER)
     assert plan.clusters("db") == ["edge-3"]

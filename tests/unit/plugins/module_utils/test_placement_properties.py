@@ -3,17 +3,14 @@ constraint, never overcommits a node (weighted, optimal), and is reproducible.""
 
 from __future__ import annotations
 
-import qonnect._collection  # noqa: F401
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.placement import (
     PlacementError,
     capacity_violations,
     place,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.qos import Application, Service
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 TIERS = ("cloud", "fog", "edge")
 

@@ -8,10 +8,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-import qonnect._collection  # noqa: F401
 import yaml
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     Application,
     QosSpecError,
