@@ -1,0 +1,235 @@
+"""The replicated decision log: a pure, deterministic state machine.
+
+Every replica applies the same committed commands in the same order and so reaches the same
+state. Nothing here reads the clock, the network or the random generator: the leader puts the
+time and its term into each command. Commands are plain dicts (what goes over Raft), results are
+plain dicts (what the proposer gets back).
+
+Fencing: each accepted decision and each migration attempt gets a token ``(term, seq)``; ``seq``
+grows by one for every token issued and ``term`` never decreases along the log, so tokens are
+strictly increasing in log order. If every replica lost its log, Raft terms restart low: the
+leader's first entry carries the newest term found in the KB (``kb_floor``) and token terms are
+offset above it. The KB refuses placement writes carrying an older token than
+the newest it has seen, so a deposed leader's late writes fail.
+
+Commands carrying a term older than the newest term recorded in the log are refused: an old
+leader's proposal that is committed through a newer leader's log does not act.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+# decisions kept after they end (in-flight ones are always kept)
+HISTORY = 200
+
+PENDING = "pending"  # committed, no attempt started yet
+RUNNING = "running"  # an attempt is started by a leader (owner, attempt token)
+RETRY = "retry"  # last attempt failed; may start again after not_before
+SUCCEEDED = "succeeded"
+FAILED = "failed"  # gave up after the last allowed attempt
+CANCELLED = "cancelled"  # no longer needed (application removed, trigger gone)
+TERMINAL = (SUCCEEDED, FAILED, CANCELLED)
+
+
+class CommandError(ValueError):
+    """A malformed command: names the field and what was expected."""
+
+
+def _need(cmd: dict[str, Any], field: str, kind: type | tuple[type, ...]) -> Any:
+    value = cmd.get(field)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise CommandError(f"{cmd.get('op')}: field '{field}' must be {getattr(kind, '__name__', kind)}")
+    return value
+
+
+class DecisionLog:
+    """The state every replica agrees on: decisions, in-flight migrations, fencing counters."""
+
+    def __init__(self) -> None:
+        self.seq = 0  # last issued fencing sequence number
+        self.term = 0  # newest term seen in the log
+        self.leader: str | None = None  # node of the newest 'leader' entry
+        self.leader_since = 0.0
+        self.last_token = {"term": 0, "seq": 0}
+        self.offset = 0  # added to Raft terms in tokens, to stay above tokens the KB already holds
+        self.decisions: dict[str, dict[str, Any]] = {}
+        self.order: list[str] = []  # decision ids, oldest first
+        self.inflight: dict[str, str] = {}  # application -> decision id
+        self.versions: dict[str, int] = {}  # application -> spec version last placed or observed
+        self.counters: dict[str, int] = {"decisions": 0, SUCCEEDED: 0, FAILED: 0, CANCELLED: 0,
+                                          "attempts": 0, "refused": 0}
+
+    # -- snapshot ------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for pysyncobj's snapshot (no class references in the pickle)."""
+        return copy.deepcopy({k: getattr(self, k) for k in (
+            "seq", "term", "last_token", "offset", "leader", "leader_since", "decisions", "order", "inflight", "versions",
+            "counters")})
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DecisionLog:
+        log = cls()
+        for key, value in copy.deepcopy(data).items():
+            if hasattr(log, key):
+                setattr(log, key, value)
+        return log
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def get(self, decision_id: str) -> dict[str, Any] | None:
+        return self.decisions.get(decision_id)
+
+    def open_decisions(self) -> list[dict[str, Any]]:
+        """Decisions not yet ended, oldest first."""
+        return [self.decisions[i] for i in self.order if self.decisions[i]["status"] not in TERMINAL]
+
+    def recent(self, n: int = 10) -> list[dict[str, Any]]:
+        return [self.decisions[i] for i in self.order[-n:]][::-1]
+
+    def last_for(self, app: str) -> dict[str, Any] | None:
+        """The newest decision about an application, if any is still kept."""
+        for decision_id in reversed(self.order):
+            if self.decisions[decision_id]["app"] == app:
+                return self.decisions[decision_id]
+        return None
+
+    # -- commands ------------------------------------------------------------------------------
+
+    def apply(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Apply one committed command; the result says whether it took effect and why not."""
+        if not isinstance(cmd, dict):
+            raise CommandError("command must be a dict")
+        op = cmd.get("op")
+        handler = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
+        if handler is None:
+            raise CommandError(f"field 'op' must be one of leader, decide, start, finish, cancel, observe; got {op!r}")
+        term = _need(cmd, "term", int)
+        if term < self.term:
+            self.counters["refused"] += 1
+            return {"ok": False, "why": f"stale term {term} < {self.term}"}
+        self.term = term
+        return handler(cmd, term)
+
+    def _token(self, term: int) -> dict[str, int]:
+        self.seq += 1
+        self.last_token = {"term": term + self.offset, "seq": self.seq}
+        return dict(self.last_token)
+
+    def _op_leader(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
+        self.leader = _need(cmd, "node", str)
+        self.leader_since = float(_need(cmd, "ts", (int, float)))
+        floor = cmd.get("kb_floor") or 0  # newest token term the KB holds (all replicas lost their logs)
+        if isinstance(floor, int) and term + self.offset <= floor:
+            self.offset = floor - term + 1
+        return {"ok": True, "term": term, "token_term": term + self.offset}
+
+    def _op_decide(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
+        app = _need(cmd, "app", str)
+        exclude = _need(cmd, "exclude", list)
+        reason = _need(cmd, "reason", str)
+        if app in self.inflight:
+            return {"ok": False, "why": f"migration {self.inflight[app]} of {app} is in flight",
+                    "id": self.inflight[app]}
+        token = self._token(term)
+        decision_id = f"d{token['term']}.{token['seq']}"
+        self.decisions[decision_id] = {
+            "id": decision_id, "app": app, "service": cmd.get("service"), "kind": cmd.get("kind", ""),
+            "reason": reason, "exclude": sorted(str(c) for c in exclude), "key": cmd.get("key", ""),
+            "token": token, "node": cmd.get("node"), "decided_at": float(cmd.get("ts", 0.0)),
+            "detected_at": cmd.get("detected_at"), "spec_version": cmd.get("spec_version"),
+            "status": PENDING, "attempts": 0, "attempt_token": None, "attempt_term": 0, "owner": None,
+            "not_before": 0.0, "result": None, "detail": "", "artifacts": None, "ended_at": None,
+        }
+        self.order.append(decision_id)
+        self.inflight[app] = decision_id
+        self.counters["decisions"] += 1
+        self._trim()
+        return {"ok": True, "id": decision_id, "token": token}
+
+    def _op_start(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
+        decision = self._open(cmd)
+        if isinstance(decision, str):
+            return {"ok": False, "why": decision}
+        node = _need(cmd, "node", str)
+        if decision["status"] == RUNNING and decision["attempt_term"] >= term:
+            return {"ok": False, "why": f"attempt {decision['attempts']} already running on {decision['owner']}"}
+        decision["attempts"] += 1
+        decision["attempt_token"] = self._token(term)
+        decision["attempt_term"] = term  # the Raft term (tokens may be offset above it)
+        decision["owner"] = node
+        decision["status"] = RUNNING
+        decision["started_at"] = float(cmd.get("ts", 0.0))
+        self.counters["attempts"] += 1
+        return {"ok": True, "id": decision["id"], "attempt": decision["attempts"],
+                "token": decision["attempt_token"]}
+
+    def _op_finish(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
+        decision = self._open(cmd)
+        if isinstance(decision, str):
+            return {"ok": False, "why": decision}
+        attempt = _need(cmd, "attempt", int)
+        result = _need(cmd, "result", str)
+        if result not in (SUCCEEDED, FAILED):
+            raise CommandError(f"finish: field 'result' must be succeeded or failed; got {result!r}")
+        if decision["status"] != RUNNING or attempt != decision["attempts"]:
+            return {"ok": False, "why": f"attempt {attempt} of {decision['id']} is not the running one"}
+        decision["result"] = result
+        decision["detail"] = str(cmd.get("detail", ""))[:2000]
+        decision["artifacts"] = cmd.get("artifacts")
+        if result == SUCCEEDED:
+            self._end(decision, SUCCEEDED, cmd)
+            if decision.get("spec_version") is not None:
+                self.versions[decision["app"]] = decision["spec_version"]
+        elif cmd.get("retry"):
+            decision["status"] = RETRY
+            decision["owner"] = None
+            decision["not_before"] = float(cmd.get("not_before", 0.0))
+        else:
+            self._end(decision, FAILED, cmd)
+        return {"ok": True, "id": decision["id"], "status": decision["status"]}
+
+    def _op_cancel(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
+        decision = self._open(cmd)
+        if isinstance(decision, str):
+            return {"ok": False, "why": decision}
+        decision["detail"] = str(cmd.get("detail", ""))[:2000]
+        self._end(decision, CANCELLED, cmd)
+        return {"ok": True, "id": decision["id"], "status": CANCELLED}
+
+    def _op_observe(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
+        """Record an application's spec version as already placed (first sight, or deleted: None)."""
+        app = _need(cmd, "app", str)
+        version = cmd.get("version")
+        if version is None:
+            self.versions.pop(app, None)
+        else:
+            self.versions[app] = _need(cmd, "version", int)
+        return {"ok": True}
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _open(self, cmd: dict[str, Any]) -> dict[str, Any] | str:
+        decision_id = _need(cmd, "id", str)
+        decision = self.decisions.get(decision_id)
+        if decision is None:
+            return f"unknown decision {decision_id}"
+        if decision["status"] in TERMINAL:
+            return f"decision {decision_id} already {decision['status']}"
+        return decision
+
+    def _end(self, decision: dict[str, Any], status: str, cmd: dict[str, Any]) -> None:
+        decision["status"] = status
+        decision["owner"] = None
+        decision["ended_at"] = float(cmd.get("ts", 0.0))
+        self.counters[status] += 1
+        if self.inflight.get(decision["app"]) == decision["id"]:
+            del self.inflight[decision["app"]]
+
+    def _trim(self) -> None:
+        ended = [i for i in self.order if self.decisions[i]["status"] in TERMINAL]
+        for decision_id in ended[: max(0, len(ended) - HISTORY)]:
+            self.order.remove(decision_id)
+            del self.decisions[decision_id]

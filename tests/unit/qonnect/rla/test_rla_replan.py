@@ -1,0 +1,57 @@
+"""QoS drift through the real placement engine: nothing to do on an unchanged fleet; a move once
+another cluster becomes clearly better (here: the current edge cluster's energy use triples)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import qonnect._collection  # noqa: F401 - makes the collection importable
+from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application_file
+from qonnect.rla.detector import Memory, Settings, Snapshot, detect
+from qonnect.rla.replan import engine_replanner
+from qonnect.rla.statemachine import DecisionLog
+
+REPO = Path(__file__).resolve().parents[4]
+
+
+def setup_case():
+    app = load_application_file(str(REPO / "examples" / "bookinfo" / "energy-first.yml"))
+    inventory = json.loads((REPO / "examples" / "inventories" / "paper.json").read_text())
+    replan = engine_replanner()
+    assert replan is not None
+    record = {"name": app.name, "version": 1, "application": app.to_dict()}
+    first = replan(record, inventory, {}, (), 0.1)
+    assert first is not None
+    current = {svc: [dict(e) for e in entries] for svc, entries in first[0].items()}
+    inventory["placements"] = {app.name: current}
+    return record, inventory, current, replan
+
+
+def run(record, inventory, replan, now=1000.0):
+    log = DecisionLog()
+    log.apply({"op": "observe", "app": record["name"], "version": 1, "term": 1, "node": "n"})
+    memory = Memory(healthy_since={c["name"]: 0.0 for c in inventory["clusters"]})
+    snapshot = Snapshot(inventory, [], [record], now)
+    return detect(snapshot, log, memory, Settings(), replan)[0]
+
+
+def test_unchanged_fleet_has_no_drift():
+    record, inventory, _, replan = setup_case()
+    for c in inventory["clusters"]:
+        c["heartbeat_age"] = 1.0
+    assert run(record, inventory, replan) == []
+
+
+def test_current_cluster_getting_much_worse_is_drift():
+    record, inventory, current, replan = setup_case()
+    edge = current["ratings"][0]["cluster"]
+    worse = copy.deepcopy(inventory)
+    for c in worse["clusters"]:
+        c["heartbeat_age"] = 1.0
+        if c["name"] == edge:
+            for n in c["nodes"]:
+                n["energy_kwh"] *= 3
+    triggers = run(record, worse, replan)
+    assert [t.kind for t in triggers] == ["qos-drift"] and "objective" in triggers[0].reason
