@@ -29,7 +29,9 @@ class UserError(Exception):
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qonnect", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="qonnect", description="QoS-aware placement of applications across Kubernetes clusters."
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -38,13 +40,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         if wanted is not None and name != wanted:
             sub.add_parser(name, help=f"(see 'qonnect {name} --help')")
             continue
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("qonnect."):
-                continue  # component not built yet in this checkout
-            raise
-        mod.add_parser(sub)
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 
