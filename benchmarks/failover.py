@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "controller"))
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "controller"))  # the real-process harness
 
-import qonnect._collection  # noqa: E402, F401  (puts the collection on sys.path)
+import qonnect._collection as _collection_on_path  # noqa: E402, F401  (puts the collection on sys.path)
 from _rla_stack import Stack, free_port, wait_for  # noqa: E402
 from qonnect.rla import kbio  # noqa: E402
 
@@ -81,7 +81,7 @@ def commit_latency(size: int, count: int, workdir: Path) -> dict[str, Any]:
     secret.write_text(os.urandom(24).hex())
     secret.chmod(0o600)
     out = workdir / f"latency-{size}.json"
-    addrs = [f"127.0.0.1:{free_port()}" for _ in range(size)]
+    addrs = [f"127.0.0.1:{free_port()}" for _replica in range(size)]
     procs = [subprocess.Popen([sys.executable, __file__, "_node", a, ",".join(addrs), str(secret), str(count),
                                str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for a in addrs]
     try:
@@ -178,7 +178,7 @@ def run(trials: int, commits: int, workdir: Path) -> dict[str, Any]:
         stack.deploy(ROOT / "examples" / "bookinfo" / "energy-first.yml")
         stack.start_replicas(3, OPTIONS)
         stack.wait_leader()
-        result["reelection_seconds"] = summary([reelection_trial(stack) for _ in range(trials)])
+        result["reelection_seconds"] = summary([reelection_trial(stack) for _trial in range(trials)])
         runs = [failover_trial(stack, kill_leader=i % 2 == 1, wipe_all=False) for i in range(trials)]
         wiped = failover_trial(stack, kill_leader=False, wipe_all=True)
     finally:

@@ -86,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         secret = read_secret(args.raft_secret_file)
         check_address(args.self_addr, "--self")
         peers = [check_address(p.strip(), "--peers") for p in args.peers.split(",") if p.strip()]
-        http_host, _, http_port = args.http.rpartition(":")
+        http_host, _colon, http_port = args.http.rpartition(":")
         if not http_host or not http_port.isdigit():
             raise RaftConfigError(f"--http: expected HOST:PORT, got {args.http!r}")
     except RaftConfigError as exc:

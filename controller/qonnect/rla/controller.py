@@ -135,7 +135,7 @@ class Controller:
         if not self.reconciled:
             self._reconcile_lost()
         try:
-            snapshot, _ = kbio.read_snapshot(self.kb, time.time())
+            snapshot, _placements = kbio.read_snapshot(self.kb, time.time())
         except Exception as exc:
             self.kb_state = f"unreachable: {exc}"
             self.why = f"leader of term {term}, but no decisions: cannot read the KB ({exc})"
@@ -418,7 +418,7 @@ class Controller:
 
     def status(self) -> dict[str, Any]:
         raw: dict[str, Any] = {}
-        for _ in range(3):  # pysyncobj mutates its dicts on its own thread
+        for _try in range(3):  # pysyncobj mutates its dicts on its own thread
             try:
                 raw = self.node.getStatus()
                 break

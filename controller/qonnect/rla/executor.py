@@ -28,7 +28,7 @@ def default_playbook() -> str:
     from qonnect._collection import ensure_importable
 
     ensure_importable()
-    import ansible_collections.qonnect.core as core
+    from ansible_collections.qonnect import core
 
     return str(Path(next(iter(core.__path__))) / "playbooks" / "migrate.yml")
 

@@ -58,8 +58,7 @@ class DecisionLog:
         self.order: list[str] = []  # decision ids, oldest first
         self.inflight: dict[str, str] = {}  # application -> decision id
         self.versions: dict[str, int] = {}  # application -> spec version last placed or observed
-        self.counters: dict[str, int] = {"decisions": 0, SUCCEEDED: 0, FAILED: 0, CANCELLED: 0,
-                                          "attempts": 0, "refused": 0}
+        self.counters: dict[str, int] = {"decisions": 0, SUCCEEDED: 0, FAILED: 0, CANCELLED: 0, "attempts": 0, "refused": 0}
 
     # -- snapshot ------------------------------------------------------------------------------
 

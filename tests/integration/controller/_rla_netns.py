@@ -137,7 +137,7 @@ def _socket_in(ns: str | None) -> socket.socket:
 def _pump(a: socket.socket, b: socket.socket) -> None:
     try:
         while True:
-            ready, _, _ = select.select([a, b], [], [], 60)
+            ready, _writable, _errored = select.select([a, b], [], [], 60)
             if not ready:
                 continue
             for src in ready:
@@ -154,7 +154,7 @@ def _pump(a: socket.socket, b: socket.socket) -> None:
 
 def _serve(listener: socket.socket, target_ns: str | None, target: tuple[str, int]) -> None:
     while True:
-        conn, _ = listener.accept()
+        conn, _peer = listener.accept()
         out = _socket_in(target_ns)
         try:
             out.settimeout(5)

@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import qonnect._collection  # noqa: F401 - makes the collection importable
+import qonnect._collection as _collection_on_path  # noqa: F401 - makes the collection importable
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -207,7 +207,7 @@ class Stack:
         result = subprocess.run(
             [str(BIN / "ansible-playbook"), str(REPO / "playbooks" / "deploy.yml"), "-e", f"app_file={spec}",
              "-e", f"kb_url={self.kb_url}", "-e", f"kb_token_file={self.admin_token}", "-e", "wait_timeout=60"],
-            capture_output=True, text=True, timeout=timeout, env=self.env, cwd=self.root)
+            capture_output=True, text=True, timeout=timeout, env=self.env, cwd=self.root, check=False)
         if result.returncode != 0:
             raise AssertionError(f"deploy failed:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
         return self.placement(self._app_name(spec))
@@ -224,7 +224,7 @@ class Stack:
                        prefixes: list[list[str]] | None = None, http_binds: list[str] | None = None,
                        status_urls: list[str] | None = None) -> list[Replica]:
         """Start n replicas (optionally inside network namespaces via prefixes) and wait for them."""
-        addresses = addresses or [f"127.0.0.1:{free_port()}" for _ in range(n)]
+        addresses = addresses or [f"127.0.0.1:{free_port()}" for _replica in range(n)]
         for i, addr in enumerate(addresses):
             replica = Replica(self, i, addr, addresses, list(options or []), prefixes[i] if prefixes else None,
                               http_binds[i] if http_binds else None)

@@ -47,7 +47,7 @@ def test_fresh_heartbeat_is_not_down_and_first_sight_is_observed():
 
 def test_unhealthy_cluster_with_fresh_heartbeat_is_down():
     s = snap([cluster("edge-1", age=1.0, healthy=False), cluster("edge-2")], {"shop": {"web": on("edge-1")}})
-    triggers, _ = detect(s, known(DecisionLog()), Memory(), S)
+    triggers, _observed = detect(s, known(DecisionLog()), Memory(), S)
     assert triggers[0].kind == "cluster-down" and "unhealthy" in triggers[0].reason
 
 
@@ -63,7 +63,7 @@ def test_failed_workload_moves_only_when_on_a_placed_cluster():
            "reason": "CrashLoopBackOff", "since": 990.0},
           {"cluster": "fog-9", "application": "shop", "service": "db", "status": "Failed", "since": 900.0}]
     s = snap([cluster("fog-1"), cluster("fog-9")], {"shop": {"web": on("fog-1"), "db": on("fog-2")}}, wl)
-    triggers, _ = detect(s, known(DecisionLog()), Memory(), S)
+    triggers, _observed = detect(s, known(DecisionLog()), Memory(), S)
     assert [(t.kind, t.service, t.exclude) for t in triggers] == [("workload-failed", "web", ("fog-1",))]
     assert "CrashLoopBackOff" in triggers[0].reason
 
@@ -73,7 +73,7 @@ def test_progressing_past_timeout_moves_the_service():
     wl = [{"cluster": "fog-1", "application": "shop", "service": "web", "status": "Progressing", "since": 950.0}]
     placements = {"shop": {"web": on("fog-1")}}
     assert detect(snap([cluster("fog-1")], placements, wl, now=975.0), log, memory, S)[0] == []
-    triggers, _ = detect(snap([cluster("fog-1")], placements, wl, now=981.0), log, memory, S)
+    triggers, _observed = detect(snap([cluster("fog-1")], placements, wl, now=981.0), log, memory, S)
     assert triggers[0].kind == "workload-stuck" and "31s > 30s" in triggers[0].reason
 
 
@@ -82,7 +82,7 @@ def test_node_not_ready_waits_for_the_cluster_then_moves():
     placements = {"shop": {"web": on("edge-1")}}
     assert detect(snap([cluster("edge-1", ready=False)], placements, now=100.0), log, memory, S)[0] == []
     assert detect(snap([cluster("edge-1", ready=False)], placements, now=109.0), log, memory, S)[0] == []
-    triggers, _ = detect(snap([cluster("edge-1", ready=False)], placements, now=111.0), log, memory, S)
+    triggers, _observed = detect(snap([cluster("edge-1", ready=False)], placements, now=111.0), log, memory, S)
     assert triggers[0].kind == "node-not-ready" and triggers[0].exclude == ("edge-1",)
     # the node came back before the grace ended elsewhere: no move
     memory2 = Memory()
@@ -94,7 +94,7 @@ def test_node_not_ready_waits_for_the_cluster_then_moves():
 def test_spec_change_replaces():
     log = known(DecisionLog(), version=1)
     s = snap([cluster("c1")], {"shop": {"web": on("c1")}}, apps=[{"name": "shop", "version": 2}])
-    triggers, _ = detect(s, log, Memory(), S)
+    triggers, _observed = detect(s, log, Memory(), S)
     assert triggers[0].kind == "spec-changed" and triggers[0].spec_version == 2 and "1 -> 2" in triggers[0].reason
 
 
@@ -119,9 +119,9 @@ def test_drift_respects_dwell_time_and_unstable_clusters():
     log, memory = known(DecisionLog()), Memory()
     placements = {"shop": {"web": on("c1")}}
     replan = Replanner("c2")
-    triggers, _ = detect(snap([cluster("c1"), cluster("c2")], placements, now=100.0), log, memory, S, replan)
+    triggers, _observed = detect(snap([cluster("c1"), cluster("c2")], placements, now=100.0), log, memory, S, replan)
     assert triggers[0].kind == "qos-drift" and triggers[0].exclude == ("c2",), "c2 just appeared: unstable"
-    triggers, _ = detect(snap([cluster("c1"), cluster("c2")], placements, now=131.0), log, memory, S, replan)
+    triggers, _observed = detect(snap([cluster("c1"), cluster("c2")], placements, now=131.0), log, memory, S, replan)
     assert triggers[0].exclude == ()
     # a recent migration of the app: no drift move within min_dwell
     log.apply({"op": "decide", "term": 1, "node": "n", "app": "shop", "reason": "x", "exclude": [], "ts": 120.0})
@@ -145,7 +145,7 @@ def test_flapping_cluster_never_counts_as_stable():
 def test_same_failure_is_not_retried_in_a_tight_loop():
     log = known(DecisionLog())
     s = snap([cluster("edge-1", age=60)], {"shop": {"web": on("edge-1")}})
-    (trigger,), _ = detect(s, log, Memory(), S)
+    (trigger,), _observed = detect(s, log, Memory(), S)
     log.apply({"op": "decide", "term": 1, "node": "n", "app": "shop", "reason": "x", "exclude": list(trigger.exclude),
                "key": trigger.key})
     did = log.inflight["shop"]

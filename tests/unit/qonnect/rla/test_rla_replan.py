@@ -7,7 +7,7 @@ import copy
 import json
 from pathlib import Path
 
-import qonnect._collection  # noqa: F401 - makes the collection importable
+import qonnect._collection as _collection_on_path  # noqa: F401 - makes the collection importable
 from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application_file
 from qonnect.rla.detector import Memory, Settings, Snapshot, detect
 from qonnect.rla.replan import engine_replanner
@@ -38,7 +38,7 @@ def run(record, inventory, replan, now=1000.0):
 
 
 def test_unchanged_fleet_has_no_drift():
-    record, inventory, _, replan = setup_case()
+    record, inventory, _current, replan = setup_case()
     for c in inventory["clusters"]:
         c["heartbeat_age"] = 1.0
     assert run(record, inventory, replan) == []

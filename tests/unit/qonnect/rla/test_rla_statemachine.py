@@ -157,4 +157,4 @@ def test_any_command_sequence_is_deterministic_and_keeps_invariants(commands):
         open_by_app[d["app"]] = open_by_app.get(d["app"], 0) + 1
         assert d["status"] in (PENDING, RUNNING, RETRY)
     assert all(n == 1 for n in open_by_app.values()), "at most one open decision per application"
-    assert {app: did for app, did in a.inflight.items()} == {d["app"]: d["id"] for d in a.open_decisions()}
+    assert dict(a.inflight) == {d["app"]: d["id"] for d in a.open_decisions()}

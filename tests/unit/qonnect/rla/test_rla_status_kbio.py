@@ -16,8 +16,7 @@ def test_reference_roundtrip_for_decision_and_attempt():
     assert kbio.parse_ref(text) == {"id": "d4.17", "term": 4, "seq": 17, "attempt": None,
                                     "exclude": ["edge-1", "fog-2"]}
     attempt = kbio.ref(DECISION, 2, {"term": 5, "seq": 20})
-    assert kbio.parse_ref(f"attempt 2 succeeded {attempt}") == {"id": "d4.17", "term": 5, "seq": 20,
-                                                               "attempt": 2, "exclude": []}
+    assert kbio.parse_ref(f"attempt 2 succeeded {attempt}") == {"id": "d4.17", "term": 5, "seq": 20, "attempt": 2, "exclude": []}
     assert kbio.parse_ref("a human wrote [decision x]") is None
 
 
@@ -50,8 +49,8 @@ def test_unfinished_decisions_newer_than_the_log_are_found_once_per_app():
 
 def status_doc(**kw):
     doc = {"node": "10.0.0.1:9000", "state": "leader", "is_leader": True, "leader": "10.0.0.1:9000", "term": 7,
-           "commit_index": 42, "last_applied": 42, "has_quorum": True, "peers": {"10.0.0.2:9000": True,
-           "10.0.0.3:9000": False}, "kb": "ok", "why": "leader of term 7: watching", "token": {"term": 7, "seq": 3},
+           "commit_index": 42, "last_applied": 42, "has_quorum": True, "peers": {"10.0.0.2:9000": True, "10.0.0.3:9000": False},
+           "kb": "ok", "why": "leader of term 7: watching", "token": {"term": 7, "seq": 3},
            "inflight": [], "recent": [], "log_counters": {"decisions": 3, "succeeded": 2}, "running_here": []}
     doc.update(kw)
     return doc
