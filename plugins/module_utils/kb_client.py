@@ -9,14 +9,18 @@ never put in an exception message and never shown by ``repr``.
 
 from __future__ import annotations
 
+import http.client
 import json
+import select
 import ssl
-import urllib.error
+import threading
 import urllib.parse
-import urllib.request
 from typing import Any
 
 API = "/api/v1"
+MAX_IDLE = 4  # idle keep-alive connections kept per client (one per concurrent caller)
+# the server closed a kept-alive connection without answering: retry once on a new one
+STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
 class KBError(Exception):
@@ -32,6 +36,14 @@ def _quote(segment: str) -> str:
     if not isinstance(segment, str) or not segment:
         raise KBError(400, f"expected a non-empty name, got {segment!r}")
     return urllib.parse.quote(segment, safe="")
+
+
+def _dropped(sock: Any) -> bool:
+    """True when an idle keep-alive socket was closed by the server (it turned readable)."""
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 def _detail(raw: bytes) -> str:
@@ -59,7 +71,11 @@ def _detail(raw: bytes) -> str:
 
 
 class KBClient:
-    """Synchronous KB client; one instance may be reused for many calls."""
+    """Synchronous KB client; one instance may be reused for many calls, also from many threads.
+
+    Connections are kept alive between calls (at most ``MAX_IDLE`` idle ones), so a caller that
+    reports every few seconds pays for one TCP and TLS handshake, not one per call.
+    """
 
     def __init__(
         self,
@@ -85,15 +101,68 @@ class KBClient:
                 self._ssl = ssl.create_default_context()
                 self._ssl.check_hostname = False
                 self._ssl.verify_mode = ssl.CERT_NONE
-        handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
-        if self._ssl is not None:
-            handlers.append(urllib.request.HTTPSHandler(context=self._ssl))
-        self._opener = urllib.request.build_opener(*handlers)
+        parts = urllib.parse.urlsplit(self.url)
+        try:
+            self._port = parts.port
+        except ValueError:
+            raise KBError(0, f"kb_url has an invalid port: {url!r}") from None
+        self._host = parts.hostname or ""
+        self._base = parts.path
+        # keep-alive connections, reused across calls: no TCP/TLS handshake per request
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"KBClient(url={self.url!r}, token={'***' if self._token else None})"
 
     # -- transport -------------------------------------------------------------------------
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle kept-alive connection still open (reused=True), or a new one."""
+        with self._lock:
+            while self._idle:
+                conn = self._idle.pop()
+                if conn.sock is not None and not _dropped(conn.sock):
+                    return conn, True
+                conn.close()
+        if self._ssl is not None:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout,
+                                               context=self._ssl), False
+        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout), False
+
+    def _release(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if conn.sock is not None and len(self._idle) < MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        """Close the kept-alive connections (the client stays usable)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _send(self, method: str, target: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        """One request on a kept-alive connection: (status, body)."""
+        while True:
+            conn, reused = self._connection()
+            try:
+                conn.request(method, target, body=data, headers=headers)
+                with conn.getresponse() as resp:
+                    raw = resp.read()
+                    status = resp.status
+            except STALE:
+                conn.close()
+                if reused:  # the server closed it while idle: once more on a new connection
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            self._release(conn)
+            return status, raw
+
     def request(
         self,
         method: str,
@@ -102,11 +171,11 @@ class KBClient:
         params: dict[str, Any] | None = None,
     ) -> Any:
         """Send one request; return the decoded JSON body (None for 204) or raise KBError."""
-        url = self.url + (path if path.startswith("/") else "/" + path)
+        target = self._base + (path if path.startswith("/") else "/" + path)
         if params:
             query = {k: v for k, v in params.items() if v is not None}
             if query:
-                url += "?" + urllib.parse.urlencode(query)
+                target += "?" + urllib.parse.urlencode(query)
         headers = {"Accept": "application/json"}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
@@ -117,22 +186,14 @@ class KBClient:
             except (TypeError, ValueError) as exc:
                 raise KBError(400, f"request body is not JSON-serialisable: {exc}") from None
             headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(url, data=data, headers=headers, method=method.upper())
         try:
-            with self._opener.open(req, timeout=self.timeout) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            try:
-                raw = exc.read()
-            except OSError:
-                raw = b""
-            raise KBError(exc.code, _detail(raw)) from None
-        except urllib.error.URLError as exc:
-            raise KBError(0, f"{self.url}: {exc.reason}") from None
+            status, raw = self._send(method.upper(), target, data, headers)
         except TimeoutError:
             raise KBError(0, f"{self.url}: timed out after {self.timeout:g} s") from None
-        except (OSError, ValueError) as exc:  # connection reset, bad status line, ...
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # refused, reset, bad TLS...
             raise KBError(0, f"{self.url}: {exc}") from None
+        if not 200 <= status <= 299:
+            raise KBError(status, _detail(raw))
         if not raw:
             return None
         try:

@@ -49,6 +49,8 @@ class Outbox:
         self.path = Path(path) if path else None
         self.compacted = 0  # reports folded into others since start
         self._items: deque[dict] = deque(self._load())
+        self._dirty = False  # changed since the file was last written
+        self._disk_empty = not self._items  # the file holds no report (or does not exist)
         while len(self._items) > capacity:
             self._compact_oldest()
 
@@ -65,8 +67,15 @@ class Outbox:
             return []
 
     def save(self) -> None:
-        """Write the outbox to its file (atomically); push() does this itself."""
-        if self.path is None:
+        """Write the outbox to its file (atomically) if it changed since the last save.
+
+        An agent whose KB takes every report at once pushes and pops one report per tick and
+        so never writes: the file stays the empty outbox it already holds.
+        """
+        if self.path is None or not self._dirty:
+            return
+        if not self._items and self._disk_empty:
+            self._dirty = False
             return
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
@@ -75,6 +84,7 @@ class Outbox:
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
+            self._dirty, self._disk_empty = False, not self._items
         except OSError as exc:  # a full or vanished disk: keep buffering in memory
             log.warning("cannot write outbox %s: %s", self.path, exc)
 
@@ -84,11 +94,14 @@ class Outbox:
         self._items.appendleft(merge_reports(first, second))
         self.compacted += 1
 
-    def push(self, report: dict) -> None:
+    def push(self, report: dict, save: bool = True) -> None:
+        """Append a report; ``save=False`` leaves writing to a later save()."""
         self._items.append(report)
+        self._dirty = True
         while len(self._items) > self.capacity:
             self._compact_oldest()
-        self.save()
+        if save:
+            self.save()
 
     def peek(self) -> dict | None:
         return self._items[0] if self._items else None
@@ -100,6 +113,7 @@ class Outbox:
         which the KB's merge ignores; saving after every pop would rewrite the file once per
         report of a long backlog.
         """
+        self._dirty = True
         return self._items.popleft()
 
     def __len__(self) -> int:

@@ -334,6 +334,7 @@ class Collector:
         self.timeout = timeout
         self.clock = StatusClock(not_ready_timeout)
         self._api: Any = None
+        self._refresh: Callable[[Any], None] | None = None
 
     def _get(self, what: str, path: str, **query: str) -> list[dict]:
         """The ``items`` of one list call, read as raw JSON."""
@@ -366,6 +367,13 @@ class Collector:
     def _collect(self) -> dict:
         if self._api is None:
             self._api = load_api_client(self.kubeconfig)
+            self._refresh = self._api.configuration.refresh_api_key_hook
+        if self._refresh is not None:
+            # the kubeconfig loader's hook re-applies its whole config (a proxy lookup through the
+            # environment included) before every request and re-installs itself; once per tick
+            # is enough to renew an expiring token
+            self._refresh(self._api.configuration)
+            self._api.configuration.refresh_api_key_hook = None
         nodes = self._get("nodes", "/api/v1/nodes")
         pods = self._get("pods", "/api/v1/pods")
         requested = requested_by_node(pods)
@@ -398,7 +406,7 @@ class Collector:
                 self._api.close()
             except Exception:  # closing a pool on a dead connection may raise; nothing to do
                 pass
-            self._api = None
+            self._api = self._refresh = None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import qonnect._collection  # noqa: F401
+
+# Imported for its side effect: it puts the qonnect.core collection on sys.path.
+import qonnect._collection as _collection_on_path  # noqa: F401
 import yaml
 
 # isort: split
@@ -82,6 +84,7 @@ def testbed(tmp_path_factory) -> Iterator[dict]:
         capture_output=True,
         text=True,
         timeout=90,
+        check=False,
     )
     try:
         assert up.returncode == 0, up.stderr
@@ -89,7 +92,7 @@ def testbed(tmp_path_factory) -> Iterator[dict]:
         federation["dir"] = str(root)
         yield federation
     finally:
-        subprocess.run([*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60)
+        subprocess.run([*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60, check=False)
 
 
 class KB:
@@ -134,7 +137,7 @@ class KB:
             stderr=subprocess.STDOUT,
         )
         log.close()
-        wait_for(lambda: self.admin.healthz(), 60, "the KB to answer /healthz")
+        wait_for(self.admin.healthz, 60, "the KB to answer /healthz")
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -32,6 +32,7 @@ def test_refused_arguments_exit_2_with_the_reason_and_no_token(tmp_path):
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
     )
     assert proc.returncode == 2
     assert "qonnect agent: error: --kubeconfig" in proc.stderr and "Traceback" not in proc.stderr

@@ -34,7 +34,7 @@ def test_outbox_is_fifo():
     box = Outbox(5)
     for seq in (1, 2, 3):
         box.push(rep(seq))
-    assert [box.pop()["seq"] for _ in range(3)] == [1, 2, 3]
+    assert [box.pop()["seq"] for _pop in range(3)] == [1, 2, 3]
     assert box.peek() is None and len(box) == 0
 
 

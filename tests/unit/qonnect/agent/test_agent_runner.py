@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-import qonnect._collection  # noqa: F401
+# Imported for its side effect: it puts the qonnect.core collection on sys.path.
+import qonnect._collection as _collection_on_path  # noqa: F401
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
@@ -65,7 +66,7 @@ def test_kb_outage_buffers_then_delivers_in_order():
     kb = RecordingKB()
     agent = make_agent(observed, kb, capacity=3)
     kb.fail_status = 0
-    for _ in range(5):
+    for _tick in range(5):
         agent.tick()
     assert kb.received == [] and len(agent.outbox) == 3
     kb.fail_status = None
@@ -74,6 +75,21 @@ def test_kb_outage_buffers_then_delivers_in_order():
     assert len(seqs) == 3 and seqs == sorted(seqs)
     assert seqs[-1] == agent.sequence.last
     assert len(agent.outbox) == 0
+
+
+def test_only_undelivered_reports_are_written_to_the_outbox_file(tmp_path):
+    path = tmp_path / "outbox.json"
+    kb = RecordingKB()
+    agent = Agent("edge-1", observed, kb, Outbox(10, path), Sequence(), interval=0.01)
+    agent.tick()
+    agent.tick()
+    assert len(kb.received) == 2 and not path.exists()  # delivered at once: no disk write
+    kb.fail_status = 0
+    agent.tick()
+    assert [r["seq"] for r in Outbox(10, path)] == [agent.sequence.last]  # a restart keeps it
+    kb.fail_status = None
+    agent.tick()
+    assert len(kb.received) == 4 and len(Outbox(10, path)) == 0
 
 
 def test_server_errors_and_auth_errors_keep_the_report_for_later():

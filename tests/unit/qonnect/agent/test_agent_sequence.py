@@ -10,7 +10,7 @@ from qonnect.agent.sequence import Sequence
 def test_numbers_grow_even_when_the_clock_stands_still_or_goes_back():
     clock = iter([100, 100, 50, 200])
     seq = Sequence(clock_us=lambda: next(clock))
-    assert [seq.next() for _ in range(4)] == [100, 101, 102, 200]
+    assert [seq.next() for _call in range(4)] == [100, 101, 102, 200]
 
 
 def test_restart_continues_above_the_persisted_number(tmp_path):

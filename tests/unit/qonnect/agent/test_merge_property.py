@@ -152,6 +152,6 @@ def test_outbox_compaction_loses_nothing_current(db, sent, capacity, data):
     for report in sent:
         outbox.push(report)
         if data.draw(st.booleans(), label="KB up"):
-            deliver(db, buffered, [outbox.pop() for _ in range(len(outbox))])
+            deliver(db, buffered, [outbox.pop() for _report in range(len(outbox))])
     deliver(db, buffered, list(outbox))
     assert state(db, buffered) == state(db, direct)
