@@ -47,7 +47,7 @@ def run_quick(names: list[str], results: Path) -> dict[str, str]:
         started = time.monotonic()
         try:
             proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args],
-                                  capture_output=True, text=True, timeout=limit, cwd=ROOT)
+                                  capture_output=True, text=True, timeout=limit, cwd=ROOT, check=False)
         except subprocess.TimeoutExpired:
             failed[name] = f"did not finish within {limit} s"
             continue
@@ -127,16 +127,16 @@ def chart_failover(doc: dict[str, Any], path: Path) -> bool:
             ax.annotate(text, (x, -0.4), xytext=(0, 2), textcoords="offset points", ha="center",
                         va="bottom", fontsize=7)
     offset = len(rows)
-    for i, (_, s) in enumerate(steps, start=offset):
+    for i, (_label, s) in enumerate(steps, start=offset):
         ax.barh(i, s["p50"], color="#6b8fc7")
         ax.errorbar(s["p50"], i, xerr=[[0], [max(0.0, s["p95"] - s["p50"])]], color="black", capsize=3)
         ax.text(max(s["p50"], s["p95"]), i, f"   p50 {s['p50']:.1f} s", va="center", ha="left", fontsize=8)
-    ax.set_yticks(range(offset + len(steps)), rows + [label for label, _ in steps])
+    ax.set_yticks(range(offset + len(steps)), rows + [label for label, _step in steps])
     ax.set_ylim(offset + len(steps) - 0.5, -1.0)
     timeout = (doc.get("settings") or {}).get("heartbeat_timeout_s")
     if timeout:
         ax.axvline(timeout, color="#b3261e", linestyle="--", linewidth=1)
-    ax.set_xlim(0, max(max(s["p50"], s["p95"]) for _, s in steps) * 1.2)
+    ax.set_xlim(0, max(max(s["p50"], s["p95"]) for _label, s in steps) * 1.2)
     ax.set_xlabel("seconds after the failure (bar p50, whisker p95"
                   + ("; red line: heartbeat timeout)" if timeout else ")"))
     ax.set_title(f"Failover timeline ({steps[0][1]['n']} trials)")
@@ -255,7 +255,7 @@ def _image(img: Path, out: Path, name: str, alt: str, draw: Callable[[Path], boo
 
 def section_failover(doc: dict[str, Any] | None, img: Path, out: Path, failed: dict[str, str]) -> list[str]:
     lines = ["## Failover (controller, real processes)", ""]
-    if doc is None or not any((doc.get(k) or {}).get("n") for _, k in FAILOVER_STEPS):
+    if doc is None or not any((doc.get(k) or {}).get("n") for _label, k in FAILOVER_STEPS):
         (img / "failover-timeline.png").unlink(missing_ok=True)
         return lines + _missing("failover", failed)
     lines += _image(img, out, "failover-timeline.png", "failover timeline", lambda p: chart_failover(doc, p))
@@ -323,7 +323,7 @@ def section_raft(doc: dict[str, Any] | None, img: Path, out: Path, failed: dict[
     lines += _image(img, out, "raft-commit-latency.png", "Raft commit latency", lambda p: chart_raft(doc, p))
     lines += table(["replicas", "commits", "p50 ms", "p95 ms", "max ms"],
                    [[s["replicas"], s["commits"], s["p50_ms"], s["p95_ms"], s["max_ms"]]
-                    for _, s in sorted(sizes.items(), key=lambda kv: int(kv[0]))])
+                    for _replicas, s in sorted(sizes.items(), key=lambda kv: int(kv[0]))])
     return lines
 
 

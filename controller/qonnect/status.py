@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import qonnect._collection  # noqa: F401  (puts the collection on sys.path)
+# Imported for its side effect: it puts the qonnect.core collection on sys.path.
+import qonnect._collection as _collection_on_path  # noqa: F401
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal, InvalidOperation
@@ -124,7 +125,7 @@ def _label_number(labels: Mapping[str, str], key: str, node: str) -> float | Non
     except ValueError:
         log.warning("node %s: label %s=%r is not a number; ignored", node, key, raw)
         return None
-    if value != value or value < 0 or value == float("inf"):
+    if math.isnan(value) or value < 0 or math.isinf(value):
         log.warning("node %s: label %s=%r must be a finite number >= 0; ignored", node, key, raw)
         return None
     return value

@@ -154,7 +154,7 @@ class Exchange:
             raise ValueError(f"not an HTTP answer: {status[:40]!r}")
         fields = {}
         for line in lines:
-            name, _, value = line.partition(b":")
+            name, _colon, value = line.partition(b":")
             fields[name.strip().lower()] = value.strip().lower()
         if fields.get(b"connection") == b"close" or status.startswith(b"HTTP/1.0"):
             self.keep = False
@@ -235,7 +235,7 @@ class Prober:
                 sel.register(exchange.target.sock, selectors.EVENT_READ, name)  # type: ignore[arg-type]
             deadline = time.monotonic() + self.timeout
             while flying and (left := deadline - time.monotonic()) > 0:
-                for key, _ in sel.select(left):
+                for key, _events in sel.select(left):
                     exchange = flying[key.data]
                     try:
                         done = exchange.readable()

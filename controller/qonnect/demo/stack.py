@@ -44,7 +44,7 @@ def collection_root() -> Path:
     from qonnect._collection import ensure_importable
 
     ensure_importable()
-    import ansible_collections.qonnect.core as core
+    from ansible_collections.qonnect import core
 
     return Path(next(iter(core.__path__)))
 
@@ -129,7 +129,7 @@ class Stack:
     def qonnect(self, *args: str, timeout: float = 180) -> str:
         """Run a short ``qonnect`` command; its stdout (which may hold a token: never printed)."""
         done = subprocess.run(qonnect_bin() + list(args), capture_output=True, text=True, timeout=timeout,
-                              env=self.env, cwd=self.root)
+                              env=self.env, cwd=self.root, check=False)
         if done.returncode != 0:
             raise StepFailed(f"qonnect {' '.join(args[:2])} failed: {done.stderr.strip()[-800:]}")
         return done.stdout
@@ -202,7 +202,7 @@ class Stack:
 
     def start_controllers(self) -> None:
         secret = write_secret(self.root / "raft.secret", secrets.token_hex(32))
-        addresses = [f"127.0.0.1:{free_port()}" for _ in range(REPLICAS)]
+        addresses = [f"127.0.0.1:{free_port()}" for _replica in range(REPLICAS)]
         say(f"starting {REPLICAS} controller replicas (Raft {', '.join(addresses)}; shared secret {secret.name}, 0600)")
         self.state["replicas"] = [{"id": f"c{i + 1}", "raft": a, "peers": addresses} for i, a in enumerate(addresses)]
         for replica in self.state["replicas"]:

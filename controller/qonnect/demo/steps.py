@@ -123,7 +123,7 @@ def step1_deploy(story: Story) -> str:
         if '"msg":' in line:
             say(f"    {line.strip()}")
     t0 = time.monotonic()
-    wait_until(lambda: story.health(), 90, "every service Healthy where it was placed", t0)
+    wait_until(story.health, 90, "every service Healthy where it was placed", t0)
     story.new_events()
     placement = story.placement()
     say(f"  placed: {_where(placement)}")
@@ -206,7 +206,7 @@ def fail_and_heal(story: Story, cluster: str) -> tuple[str, str, list[dict[str, 
 def step3_failover(story: Story) -> str:
     """Fail the cluster that runs productpage; the controller moves it elsewhere."""
     cluster = story.placement()["productpage"][0]
-    moved, timeline, _ = fail_and_heal(story, cluster)
+    moved, timeline, _events = fail_and_heal(story, cluster)
     if cluster in story.placement()["productpage"]:
         raise StepFailed(f"productpage is still placed on the failed cluster {cluster}")
     return f"{cluster} failed: {moved}; {timeline}"

@@ -481,7 +481,7 @@ class Store:
         field_selector: str | None = None,
     ) -> tuple[list[dict], str]:
         """Copies of the matching objects, sorted by namespace and name, and the list resourceVersion."""
-        items, rv, _ = self.list_refs(resource, namespace, label_selector, field_selector)
+        items, rv, _continuation = self.list_refs(resource, namespace, label_selector, field_selector)
         return [json_copy(o) for o in items], rv
 
     def list_refs(
@@ -680,7 +680,8 @@ class Store:
         if precondition_uid and precondition_uid != meta["uid"]:
             raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {precondition_uid}, UID in object meta: {meta['uid']}")
         if precondition_rv and precondition_rv != meta["resourceVersion"]:
-            raise ApiError(409, "Conflict", f"Precondition failed: ResourceVersion in precondition: {precondition_rv}, ResourceVersion in object meta: {meta['resourceVersion']}")
+            raise ApiError(409, "Conflict", f"Precondition failed: ResourceVersion in precondition: {precondition_rv}, "
+                           f"ResourceVersion in object meta: {meta['resourceVersion']}")
         if resource == "namespaces" and name in _PROTECTED_NAMESPACES:
             raise ApiError(
                 403,
@@ -769,7 +770,7 @@ class Store:
 
     def _generate_name(self, rt: ResourceType, namespace: str | None, prefix: str) -> str:
         table = self._objects[rt.plural]
-        for _ in range(100):
+        for _attempt in range(100):
             suffix = "".join(_GENERATE_CHARS[b % len(_GENERATE_CHARS)] for b in uuid.uuid4().bytes[:5])
             name = prefix[:58] + suffix
             if self._key(rt, namespace, name) not in table:

@@ -6,7 +6,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import INTERVAL, KB, QONNECT, Agent, wait_for
+from _agent_harness import INTERVAL, KB, QONNECT, Agent, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -96,7 +96,7 @@ def test_probes_reuse_one_connection_per_peer_and_time_the_round_trip(peers, pro
 
 
 def test_peers_are_probed_concurrently(peers, prober_for):
-    for _ in range(4):
+    for _peer in range(4):
         peers.append(Peer(delay=0.5))
     prober = prober_for({f"p{i}": p.url for i, p in enumerate(peers)}, timeout=2.0)
     prober.measure()  # opens the connections
@@ -127,7 +127,7 @@ def test_a_listener_that_does_not_speak_http_gives_its_tcp_connect_time(prober_f
         port = listener.getsockname()[1]
 
         def garbage() -> None:
-            conn, _ = listener.accept()
+            conn, _address = listener.accept()
             with conn:
                 conn.sendall(b"SSH-2.0-x\r\n\r\n")
                 conn.recv(1024)

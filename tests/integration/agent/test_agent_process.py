@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import QONNECT
+from _agent_harness import QONNECT
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -72,6 +72,6 @@ def test_a_verified_tls_connection_is_kept_too(tmp_path, kb_process, make_token)
     client = KBClient(kb.url, make_token(db_url, "admin"), ca_path=str(ca_path))
     assert client.list_clusters() == []
     (port,) = local_ports(client)
-    for _ in range(3):
+    for _attempt in range(3):
         assert client.list_clusters() == []
     assert local_ports(client) == [port]  # no new TLS handshake per call

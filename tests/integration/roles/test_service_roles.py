@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
-import qonnect._collection  # noqa: F401
+
+# Imported for its side effect: it puts the qonnect.core collection on sys.path.
+import qonnect._collection as _collection_on_path  # noqa: F401
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
@@ -133,6 +135,7 @@ class Play:
             capture_output=True,
             text=True,
             timeout=240,
+            check=False,
         )
         output = proc.stdout + proc.stderr
         self.timings.append((state, round(time.monotonic() - started, 1)))
@@ -204,7 +207,7 @@ def test_roles_converge_idempotent_stop_absent(tmp_path):
         print("ansible-playbook seconds:", play.timings)
         for script in (agent_dir / "run.sh", kb_dir / "run.sh"):
             if script.exists():
-                subprocess.run([str(script), "stop"], capture_output=True, timeout=60)
+                subprocess.run([str(script), "stop"], capture_output=True, timeout=60, check=False)
 
 
 def test_bad_role_arguments_are_named(tmp_path):
@@ -218,7 +221,7 @@ def test_bad_role_arguments_are_named(tmp_path):
       resource_agent_interval: often
 """
     )
-    returncode, _, message = Play(tmp_path, []).playbook("started")
+    returncode, _stdout, message = Play(tmp_path, []).playbook("started")
     assert returncode != 0
     assert "resource_agent_cluster" in message and "resource_agent_state" in message
     assert "resource_agent_interval" in message

@@ -222,7 +222,7 @@ def test_watch_too_old_resource_version_is_410(cluster, core, ns):
 
     cluster.call(churn)
     with pytest.raises(client.ApiException) as exc:
-        for _ in watch.Watch().stream(core.list_namespaced_config_map, ns, resource_version="1", timeout_seconds=2):
+        for _event in watch.Watch().stream(core.list_namespaced_config_map, ns, resource_version="1", timeout_seconds=2):
             pass
     assert exc.value.status == 410
 

@@ -38,24 +38,24 @@ def _status(exc: client.ApiException) -> dict:
 
 def test_health_and_version_need_no_token(cluster):
     for path in ("/healthz", "/livez", "/readyz"):
-        status, body, _ = _raw(cluster, path)
+        status, body, _ctype = _raw(cluster, path)
         assert (status, body) == (200, b"ok")
-    status, body, _ = _raw(cluster, "/version")
+    status, body, _ctype = _raw(cluster, "/version")
     assert status == 200 and body["gitVersion"] == "v1.30.0" and body["minor"] == "30"
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token"])
 def test_missing_or_wrong_token_is_401_status(cluster, token):
-    status, body, _ = _raw(cluster, "/api/v1/namespaces", token=token)
+    status, body, _ctype = _raw(cluster, "/api/v1/namespaces", token=token)
     assert status == 401
     assert body["kind"] == "Status" and body["reason"] == "Unauthorized" and body["code"] == 401
 
 
 def test_legacy_and_aggregated_discovery(cluster):
-    status, body, _ = _raw(cluster, "/apis", token=cluster.token)
+    status, body, _ctype = _raw(cluster, "/apis", token=cluster.token)
     assert status == 200 and body["kind"] == "APIGroupList"
     assert {g["name"] for g in body["groups"]} == {"apps", "coordination.k8s.io"}
-    _, core_list, _ = _raw(cluster, "/api/v1", token=cluster.token)
+    _status, core_list, _ctype = _raw(cluster, "/api/v1", token=cluster.token)
     names = {r["name"] for r in core_list["resources"]}
     assert {"pods", "pods/status", "pods/binding", "nodes", "namespaces", "services", "configmaps", "secrets",
             "serviceaccounts", "events"} <= names
@@ -69,9 +69,9 @@ def test_legacy_and_aggregated_discovery(cluster):
 
 
 def test_openapi_documents_come_from_upstream_schemas(cluster):
-    status, index, _ = _raw(cluster, "/openapi/v3", token=cluster.token)
+    status, index, _ctype = _raw(cluster, "/openapi/v3", token=cluster.token)
     assert status == 200 and {"api/v1", "apis/apps/v1", "apis/coordination.k8s.io/v1"} <= set(index["paths"])
-    _, doc, _ = _raw(cluster, index["paths"]["apis/apps/v1"]["serverRelativeURL"], token=cluster.token)
+    _status, doc, _ctype = _raw(cluster, index["paths"]["apis/apps/v1"]["serverRelativeURL"], token=cluster.token)
     schemas = doc["components"]["schemas"]
     deployment = schemas["io.k8s.api.apps.v1.Deployment"]
     assert deployment["x-kubernetes-group-version-kind"] == [{"group": "apps", "kind": "Deployment", "version": "v1"}]
@@ -79,7 +79,7 @@ def test_openapi_documents_come_from_upstream_schemas(cluster):
     assert containers["x-kubernetes-patch-merge-key"] == "name" and containers["x-kubernetes-patch-strategy"] == "merge"
     patch = doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"]
     assert "fieldValidation" in {p["name"] for p in patch["parameters"]}
-    status, v2, _ = _raw(cluster, "/openapi/v2", token=cluster.token, accept="application/json")
+    status, v2, _ctype = _raw(cluster, "/openapi/v2", token=cluster.token, accept="application/json")
     assert status == 200 and v2["swagger"] == "2.0" and "io.k8s.api.core.v1.Pod" in v2["definitions"]
     status, proto, ctype = _raw(
         cluster, "/openapi/v2", token=cluster.token, accept="application/com.github.proto-openapi.spec.v2@v1.0+protobuf"

@@ -36,7 +36,7 @@ FAILOVER = {"trials": 2, "detect_seconds": SPAN,
 
 def report(source: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPORT), "--from", str(source), "--out", str(out / "benchmarks.md"),
-                           "--img", str(out / "img"), *extra], capture_output=True, text=True, timeout=90)
+                           "--img", str(out / "img"), *extra], capture_output=True, text=True, timeout=90, check=False)
 
 
 def unmeasured(page: str) -> int:

@@ -21,7 +21,7 @@ TIERS = ["cloud", "fog", "edge"]
 def status(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("QONNECT_")}
     return subprocess.run(qonnect("status", *args), capture_output=True, text=True, timeout=timeout,
-                          env={**clean, **(env or {})})
+                          env={**clean, **(env or {})}, check=False)
 
 
 def reader_args(federation) -> list[str]:

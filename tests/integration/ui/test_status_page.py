@@ -93,7 +93,7 @@ def test_page_asks_for_a_token_and_refuses_a_wrong_one(federation, browser: webd
 
 
 def test_page_shows_the_fleet_then_a_migration(federation, browser: webdriver.Chrome,
-                                                tmp_path: Path) -> None:
+                                               tmp_path: Path) -> None:
     browser.get(f"{federation.url}/ui#token={federation.reader_token}")
     WebDriverWait(browser, 20).until(lambda d: sum(map(len, clusters_by_tier(d).values())) == 9)
     assert federation.reader_token not in browser.current_url  # taken out of the address bar

@@ -303,7 +303,7 @@ async def _delete(request: web.Request, store: Store, rt: ResourceType, namespac
 
 def _delete_collection(request: web.Request, store: Store, rt: ResourceType, namespace: str | None) -> web.Response:
     query = request.query
-    items, _rv, _ = store.list_refs(rt.plural, namespace, query.get("labelSelector"), query.get("fieldSelector"))
+    items, _rv, _continuation = store.list_refs(rt.plural, namespace, query.get("labelSelector"), query.get("fieldSelector"))
     dry = _dry_run(request)
     policy = _propagation(request, {})
     deleted = [
@@ -424,7 +424,8 @@ async def _binding(request: web.Request, store: Store, namespace: str | None, na
         raise ApiError(422, "Invalid", f'Binding "{name}" is invalid: target.name: Required value')
     pod = store.get_ref("pods", namespace, name)
     if pod.get("spec", {}).get("nodeName"):
-        raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"')
+        assigned = pod["spec"]["nodeName"]
+        raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{assigned}"')
     new = json_copy(pod)
     new["spec"]["nodeName"] = node
     if not _dry_run(request):

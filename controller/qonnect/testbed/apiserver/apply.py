@@ -81,7 +81,7 @@ def _walk_value(value: Any, node: Node, path: Path, out: set[Path]) -> None:
 
 
 def _child(container: Any, token: str) -> Any:
-    kind, _, rest = token.partition(":")
+    kind, _colon, rest = token.partition(":")
     if kind == "f":
         return container.get(rest, _MISSING) if isinstance(container, dict) else _MISSING
     if not isinstance(container, list):
@@ -112,7 +112,7 @@ def _remove_path(obj: dict, path: Path) -> None:
     if parent is _MISSING:
         return
     token = path[-1]
-    kind, _, rest = token.partition(":")
+    kind, _colon, rest = token.partition(":")
     if kind == "f" and isinstance(parent, dict):
         parent.pop(rest, None)
     elif isinstance(parent, list):
@@ -242,7 +242,7 @@ def _merge(live: Any, applied: Any, node: Node) -> Any:
 def _describe(path: Path) -> str:
     text = ""
     for token in path:
-        kind, _, rest = token.partition(":")
+        kind, _colon, rest = token.partition(":")
         text += f".{rest}" if kind == "f" else f"[{'=' if kind == 'v' else ''}{rest}]"
     return text
 
@@ -307,7 +307,7 @@ def _covered_by_last_applied(live: dict, node: Node, conflicts: list[tuple[str, 
     if not isinstance(last, dict):
         return False
     fields = field_set(last, node)
-    return all(path in fields for _, path in conflicts)
+    return all(path in fields for _manager, path in conflicts)
 
 
 def record_update(old: dict | None, new: dict, node: Node, manager: str, api_version: str, subresource: str = "") -> None:

@@ -89,7 +89,7 @@ def aggregated(core: bool, api_version: str) -> dict:
     for gv, types in group_versions().items():
         if ("/" not in gv) != core:
             continue
-        group, _, version = gv.rpartition("/")
+        group, _slash, version = gv.rpartition("/")
         resources = []
         for rt in types:
             entry: dict = {

@@ -151,8 +151,9 @@ def _paths(version: str, types: list[ResourceType], v3: bool, prefix: str) -> di
         scope = "Namespaced" if rt.namespaced else ""
         coll = f"{root}/namespaces/{{namespace}}/{rt.plural}" if rt.namespaced else f"{root}/{rt.plural}"
         list_def = kind_def + "List"
-        path_params = [{"name": "namespace", "in": "path", "required": True, **({"schema": {"type": "string"}} if v3 else {"type": "string"})}] if rt.namespaced else []
-        name_param = {"name": "name", "in": "path", "required": True, **({"schema": {"type": "string"}} if v3 else {"type": "string"})}
+        string_type = {"schema": {"type": "string"}} if v3 else {"type": "string"}
+        path_params = [{"name": "namespace", "in": "path", "required": True, **string_type}] if rt.namespaced else []
+        name_param = {"name": "name", "in": "path", "required": True, **string_type}
         paths[coll] = {
             "get": _operation(rt, "list", list_def, None, scope, v3, prefix),
             "post": _operation(rt, "post", kind_def, kind_def, scope, v3, prefix),

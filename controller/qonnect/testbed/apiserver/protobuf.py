@@ -143,7 +143,7 @@ def _text(value: Any) -> str:
 
 def _map_entry(value: bytes, kind: str) -> tuple[str, Any]:
     key, item = "", b""
-    for number, _, raw in _fields(value):
+    for number, _wire, raw in _fields(value):
         if number == 1:
             key = _text(raw)
         elif number == 2:
@@ -151,12 +151,12 @@ def _map_entry(value: bytes, kind: str) -> tuple[str, Any]:
     if kind == "bytes":
         return key, base64.b64encode(item).decode()
     if kind == "quantity":  # resource.Quantity {string = 1}
-        return key, next((_text(v) for n, _, v in _fields(item) if n == 1), "")
+        return key, next((_text(v) for n, _wire, v in _fields(item) if n == 1), "")
     return key, _text(item)
 
 
 def _int_or_string(value: bytes) -> int | str:
-    parts = {n: v for n, _, v in _fields(value)}
+    parts = {n: v for n, _wire, v in _fields(value)}
     return _text(parts.get(3, b"")) if parts.get(1, 0) == 1 else _signed(parts.get(2, 0))
 
 
@@ -203,12 +203,12 @@ def decode_object(body: bytes) -> dict:
     if not body.startswith(MAGIC):
         raise _refuse("protobuf body without the k8s envelope")
     type_meta, raw = b"", b""
-    for number, _, value in _fields(body[len(MAGIC):]):
+    for number, _wire, value in _fields(body[len(MAGIC):]):
         if number == 1:
             type_meta = value
         elif number == 2:
             raw = value
-    meta = {n: _text(v) for n, _, v in _fields(type_meta) if n in (1, 2)}
+    meta = {n: _text(v) for n, _wire, v in _fields(type_meta) if n in (1, 2)}
     api_version, kind = meta.get(1, ""), meta.get(2, "")
     if kind not in _KINDS:
         raise _refuse(f"protobuf bodies of kind {kind or '<none>'!r} are not supported by the emulator")

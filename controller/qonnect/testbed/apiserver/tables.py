@@ -175,7 +175,7 @@ def table(resource: str, objects: list[dict], resource_version: str, include: st
     columns = COLUMNS.get(resource, [NAME, AGE])
     rows = []
     for obj in objects:
-        row: dict[str, Any] = {"cells": [cell(obj) for _, _, _, cell in columns]}
+        row: dict[str, Any] = {"cells": [cell(obj) for _title, _type, _priority, cell in columns]}
         embedded = _row_object(obj, include)
         if embedded is not None:
             row["object"] = embedded
@@ -191,7 +191,7 @@ def table(resource: str, objects: list[dict], resource_version: str, include: st
         "metadata": meta,
         "columnDefinitions": [
             {"name": name, "type": typ, "format": "name" if name == "Name" else "", "description": name, "priority": prio}
-            for name, typ, prio, _ in columns
+            for name, typ, prio, _cell in columns
         ],
         "rows": rows,
     }

@@ -88,7 +88,7 @@ async def serve_watch(
                 for o in store.list_refs(rt.plural, namespace)[0]
                 if matcher(o)
             }
-            backlog = [(etype, obj) for _, etype, _, obj in store.events_since(rt.plural, int(rv_text))]
+            backlog = [(etype, obj) for _rv, etype, _resource, obj in store.events_since(rt.plural, int(rv_text))]
         except ApiError as err:
             error = err
     unsubscribe = store.subscribe(on_event, copy=False)
