@@ -14,7 +14,7 @@ DEMO_DIR ?= $(CURDIR)/demo-state
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup test unit integration sanity lint build check-build demo demo-down plan clean
+.PHONY: setup test unit integration molecule sanity lint build check-build demo demo-down plan clean
 
 setup: $(STAMP)
 
@@ -22,9 +22,10 @@ $(STAMP): requirements.txt test-requirements.txt controller/pyproject.toml
 	@bash scripts/setup-venv.sh "$(PYTHON)" "$(VENV)"
 	@touch $(STAMP)
 
-## test: everything CI runs — lint, unit and integration tests, collection build, ansible-test sanity
+## test: everything CI runs — lint, unit and integration tests, molecule, collection build, ansible-test sanity
 test: setup lint
 	$(PY) -m pytest tests -q
+	$(MAKE) --no-print-directory molecule
 	$(MAKE) --no-print-directory check-build
 	$(MAKE) --no-print-directory sanity
 
@@ -33,6 +34,10 @@ unit: setup
 
 integration: setup
 	$(PY) -m pytest tests/integration -q
+
+## molecule: the scenario under extensions/molecule (converge, idempotence, verify on localhost)
+molecule: setup
+	$(BIN)/molecule test
 
 lint: setup
 	$(BIN)/ruff check .
