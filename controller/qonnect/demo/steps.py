@@ -186,9 +186,14 @@ def fail_and_heal(story: Story, cluster: str) -> tuple[str, str, list[dict[str, 
     story.failed.append(cluster)
     say(f"  {cluster} failed (its API now refuses connections); waiting for the controller")
 
+    finished: list[dict[str, Any]] = []
+
     def healed() -> tuple[bool, str]:
-        story.new_events()
-        return story.health(avoid=set(story.failed))
+        # Make-before-break: services turn Healthy elsewhere before the playbook returns, so wait
+        # for the controller to record the migration's outcome too.
+        finished.extend(e for e in story.new_events() if e["type"] == "controller.migration.succeeded")
+        ok, state = story.health(avoid=set(story.failed))
+        return bool(ok and finished), state if finished else f"{state}; migration not finished yet"
 
     wait_until(healed, HEAL_TIMEOUT, f"every service Healthy off {', '.join(story.failed)}", t0)
     healthy = time.time() - failed_at
