@@ -156,12 +156,18 @@ def _mean(values: Any) -> float | None:
 
 
 def _running(placements: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """cluster -> [{application, service, replicas, ready}] from placements and agent reports."""
+    """cluster -> [{application, service, replicas, ready, desired}] from placements and agent reports.
+
+    A service may have several workloads (Bookinfo's reviews runs v1, v2 and v3), so readiness is
+    counted in pods over every workload of the service: ``ready`` of ``desired``.
+    """
     ready: dict[tuple[str, str, str], int] = {}
+    desired: dict[tuple[str, str, str], int] = {}
     for w in workloads:
         if w.get("application") and w.get("service"):
             key = (w["cluster"], w["application"], w["service"])
             ready[key] = ready.get(key, 0) + int(w.get("ready_replicas") or 0)
+            desired[key] = desired.get(key, 0) + int(w.get("replicas") or 0)
     out: dict[str, list[dict[str, Any]]] = {}
     for record in placements:
         app = record["application"]
@@ -170,7 +176,7 @@ def _running(placements: list[dict[str, Any]], workloads: list[dict[str, Any]]) 
                 key = (entry["cluster"], app, service)
                 out.setdefault(entry["cluster"], []).append({
                     "application": app, "service": service, "replicas": int(entry.get("replicas", 1)),
-                    "ready": ready.get(key)})
+                    "ready": ready.get(key), "desired": desired.get(key)})
     return out
 
 
@@ -232,7 +238,7 @@ def render(doc: dict[str, Any]) -> str:
                          f"{c['free']['memory'] / 2**30:.1f} GiB  energy {_num(c['energy_kwh'], 'kWh')}  "
                          f"price {_num(c['price_eur_h'], 'EUR/h')}")
             for a in c["running"]:
-                ready = "" if a["ready"] is None else f" ({a['ready']}/{a['replicas']} ready)"
+                ready = "" if a["ready"] is None else f" ({a['ready']}/{a['desired']} pods ready)"
                 lines.append(f"      {a['application']}/{a['service']} x{a['replicas']}{ready}")
     lines += ["", f"applications: {', '.join(doc['applications']) or 'none placed'}", "", "last events:"]
     if not doc["events"]:

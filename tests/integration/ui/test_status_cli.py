@@ -47,7 +47,7 @@ def test_json_has_every_cluster_by_tier_with_capacity_and_workloads(federation) 
         expected = sorted(svc for svc, where in PLACEMENT.items() if where == c["name"])
         assert sorted(a["service"] for a in c["running"]) == expected
         assert all(a["application"] == "bookinfo" and a["replicas"] == 1 and a["ready"] == 1
-                   for a in c["running"])
+                   and a["desired"] == 1 for a in c["running"])
     assert doc["applications"] == ["bookinfo"]
     assert doc["controller"]["leader"] is None and doc["controller"]["replicas"] == []
     assert doc["controller"]["kb_fencing_term"] is None  # only an admin wrote the placement
@@ -63,7 +63,7 @@ def test_text_from_the_environment_names_every_tier_and_cluster(federation) -> N
         assert f"{tier.upper()} (3/3 healthy)" in out
     for c in federation.paper["clusters"]:
         assert c["name"] in out
-    assert "bookinfo/productpage x1 (1/1 ready)" in out
+    assert "bookinfo/productpage x1 (1/1 pods ready)" in out
     assert "leader unknown" in out and "pass --controller URL" in out
     assert "deploy" in out and "bookinfo deployed energy-first" in out
     assert federation.reader_token not in out + run.stderr
