@@ -16,6 +16,12 @@ from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+# Imported for its side effect: it puts the qonnect.core collection on sys.path.
+import qonnect._collection as _collection_on_path  # noqa: F401
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.labels import labels_match
+
 try:
     import urllib3
     from kubernetes import client as k8s_client
@@ -159,24 +165,10 @@ def summarize_node(node: Mapping[str, Any], requested: Mapping[str, Decimal] | N
 
 
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
-    """Kubernetes label-selector semantics (matchLabels and matchExpressions)."""
+    """A workload's label selector against a pod's labels."""
     if not selector:
         return False  # an empty selector on a workload selects nothing useful
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        present = key in labels
-        if op == "In" and not (present and labels[key] in values):
-            return False
-        if op == "NotIn" and present and labels[key] in values:
-            return False
-        if op == "Exists" and not present:
-            return False
-        if op == "DoesNotExist" and present:
-            return False
-    return True
+    return labels_match(labels, selector.get("matchLabels"), selector.get("matchExpressions"))
 
 
 def _pod_problem(pod: Mapping[str, Any]) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.qonnect.core.plugins.module_utils.labels import labels_match
 from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet import (
     TIER_CODES,
     np,
@@ -121,22 +122,8 @@ class Tier(Filter):
 
 
 def selector_matches(selector: dict, labels: dict) -> bool:
-    """Kubernetes label-selector semantics (matchLabels and matchExpressions)."""
-    for key, value in (selector.get("match_labels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("match_expressions") or []:
-        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
-        present = key in labels
-        if op == "In" and (not present or labels[key] not in values):
-            return False
-        if op == "NotIn" and present and labels[key] in values:
-            return False
-        if op == "Exists" and not present:
-            return False
-        if op == "DoesNotExist" and present:
-            return False
-    return True
+    """A QoS spec's cluster selector (snake_case keys) against a cluster's labels."""
+    return labels_match(labels, selector.get("match_labels"), selector.get("match_expressions"))
 
 
 class Selector(Filter):
