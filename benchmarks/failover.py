@@ -36,10 +36,13 @@ sys.path.insert(0, str(ROOT / "tests" / "integration" / "controller"))  # the re
 
 import qonnect._collection as _collection_on_path  # noqa: E402, F401  (puts the collection on sys.path)
 from _rla_stack import Stack, free_port, wait_for  # noqa: E402
+from qonnect.agent.cli import DEFAULT_INTERVAL  # noqa: E402
 from qonnect.rla import kbio  # noqa: E402
 
 APP = "bookinfo"
-OPTIONS = ["--agent-interval", "1"]
+# The product's defaults: agents report every DEFAULT_INTERVAL seconds and the controller
+# (no options) declares a cluster down after three of them.
+OPTIONS: list[str] = []
 
 
 def summary(values: list[float]) -> dict[str, Any]:
@@ -174,7 +177,7 @@ def run(trials: int, commits: int, workdir: Path) -> dict[str, Any]:
     try:
         stack.start_kb()
         stack.start_testbed(6)
-        stack.start_agents(1.0)
+        stack.start_agents(DEFAULT_INTERVAL)
         stack.deploy(ROOT / "examples" / "bookinfo" / "energy-first.yml")
         stack.start_replicas(3, OPTIONS)
         stack.wait_leader()
@@ -193,7 +196,8 @@ def run(trials: int, commits: int, workdir: Path) -> dict[str, Any]:
     result["leader_killed_mid_migration_trials"] = sum(1 for i in range(trials) if i % 2 == 1)
     result["targets"] = {"recover_seconds_max": 15, "reelection_seconds_max": 2, "duplicate_migrations": 0,
                          "lost_decisions": 0}
-    result["settings"] = {"agent_interval_s": 1.0, "heartbeat_timeout_s": 3.0, "detector_tick_s": 1.0,
+    result["settings"] = {"agent_interval_s": DEFAULT_INTERVAL, "heartbeat_timeout_s": 3 * DEFAULT_INTERVAL,
+                          "detector_tick_s": 1.0,
                           "raft_election_s": [0.7, 1.4], "leader_fallback_s": 1.5, "clusters": 6,
                           "cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)}
     return result
