@@ -113,17 +113,7 @@ class BodyLimit:
                 return
             chunks.append(body)
             more = message.get("more_body", False)
-        data = b"".join(chunks)
-        sent = False
-
-        async def replay() -> dict:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": data, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replay_body(b"".join(chunks), receive), send)
 
     def _too_big(self) -> str:
         return f"body: larger than the limit of {self.limit} bytes (--max-body)"
@@ -136,3 +126,17 @@ class BodyLimit:
                                 (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})
+
+
+def replay_body(body: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` that hands the app a body already read, then defers to the real one."""
+    sent = False
+
+    async def replay() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -20,6 +20,7 @@ from fastapi import HTTPException
 from pydantic import ValidationError
 
 from qonnect.kb import auth
+from qonnect.kb.errors import replay_body
 from qonnect.kb.models import Report
 from qonnect.kb.storage import is_unavailable
 
@@ -43,7 +44,7 @@ class ReportFastPath:
             return
         body = await _read(receive)
         if body is None or not await self._handle(scope, send, match.group(1), body):
-            await self.app(scope, _replay(body or b"", receive), send)
+            await self.app(scope, replay_body(body or b"", receive), send)
 
     async def _handle(self, scope: dict, send: Any, cluster: str, body: bytes) -> bool:
         """True if answered here; False to let the FastAPI route answer."""
@@ -93,18 +94,6 @@ async def _read(receive: Any) -> bytes | None:
         if not message.get("more_body", False):
             return b"".join(chunks)
 
-
-def _replay(body: bytes, receive: Any) -> Any:
-    sent = False
-
-    async def replay() -> dict:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 async def _answer(send: Any, status: int, payload: dict) -> None:
