@@ -95,7 +95,6 @@ async def _read(receive: Any) -> bytes | None:
             return b"".join(chunks)
 
 
-
 async def _answer(send: Any, status: int, payload: dict) -> None:
     await _send(send, status, json.dumps(payload).encode())
 
