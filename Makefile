@@ -12,9 +12,11 @@ SANITY_ROOT := $(CURDIR)/build/sanity/ansible_collections/qonnect/core
 DIST := $(CURDIR)/build/dist
 DEMO_DIR ?= $(CURDIR)/demo-state
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+# The KB tests' PostgreSQL (scripts/setup-services.sh creates this role and database).
+export QONNECT_TEST_PG ?= postgresql://qonnect:qonnect@127.0.0.1:5432/test
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup test unit integration molecule sanity lint build check-build demo demo-down plan clean
+.PHONY: setup services test unit integration molecule sanity lint build check-build demo demo-down plan clean
 
 setup: $(STAMP)
 
@@ -23,16 +25,20 @@ $(STAMP): requirements.txt test-requirements.txt controller/pyproject.toml
 	@touch $(STAMP)
 
 ## test: everything CI runs — lint, unit and integration tests, molecule, collection build, ansible-test sanity
-test: setup lint
+test: setup services lint
 	$(PY) -m pytest tests -q
 	$(MAKE) --no-print-directory molecule
 	$(MAKE) --no-print-directory check-build
 	$(MAKE) --no-print-directory sanity
 
+## services: install and start what the tests need (PostgreSQL with the test role and database)
+services:
+	@bash scripts/setup-services.sh
+
 unit: setup
 	$(PY) -m pytest tests/unit -q
 
-integration: setup
+integration: setup services
 	$(PY) -m pytest tests/integration -q
 
 ## molecule: the scenario under extensions/molecule (converge, idempotence, verify on localhost)
