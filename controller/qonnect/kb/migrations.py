@@ -109,6 +109,22 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             )""",
         ],
     ),
+    (
+        2,
+        "controller fence; event author role, fencing token and structured decision reference",
+        [
+            """CREATE TABLE fences (
+                name TEXT PRIMARY KEY,
+                term BIGINT NOT NULL,
+                seq BIGINT NOT NULL,
+                updated DOUBLE PRECISION NOT NULL
+            )""",
+            "ALTER TABLE events ADD COLUMN role TEXT",
+            "ALTER TABLE events ADD COLUMN ref TEXT",
+            "ALTER TABLE events ADD COLUMN fence_term BIGINT",
+            "ALTER TABLE events ADD COLUMN fence_seq BIGINT",
+        ],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]
