@@ -308,13 +308,28 @@ class PlacementList(Out):
 
 
 # -- events -------------------------------------------------------------------------------
+class DecisionRef(Strict):
+    """Which controller decision (and attempt) an event is about: structured, never parsed
+    from the message."""
+
+    id: Text(64, 1)
+    term: Count
+    seq: Count
+    attempt: Annotated[int, Field(ge=1, le=MAX_INT)] | None = None
+    exclude: Annotated[list[Text(253, 1)], Field(max_length=1000)] = []
+
+
 class EventIn(Strict):
-    type: Text(64, 1) = Field(description="e.g. deploy, failure, migration")
+    type: Text(64, 1) = Field(description="e.g. deploy, failure, migration; controller.* only "
+                              "from controller tokens")
     reason: Text(256) = ""
     message: Text(8192) = ""
     application: Text(253, 1) | None = None
     cluster: Text(253, 1) | None = None
     ts: NonNegative | None = Field(None, description="when it happened; default: receive time")
+    ref: DecisionRef | None = Field(None, description="the controller decision the event is about")
+    fencing: Fencing | None = Field(None, description="required for controller.* events; refused "
+                                    "(409) when older than the controller fence")
 
 
 class EventOut(Out):
@@ -325,6 +340,15 @@ class EventOut(Out):
     message: str
     application: str | None = None
     cluster: str | None = None
+    role: str | None = Field(None, description="role of the token that wrote the event")
+    ref: dict[str, Any] | None = None
+    fencing: dict[str, int] | None = None
+
+
+class FenceOut(Out):
+    term: int
+    seq: int
+    updated: float | None = None
 
 
 class EventList(Out):

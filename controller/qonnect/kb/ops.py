@@ -217,6 +217,7 @@ def put_placement(conn: Conn, app: str, body: PlacementIn, now: float) -> None:
     term, seq = (row[0], row[1]) if row else (None, None)
     fence = body.fencing
     if fence is not None:
+        check_fence(conn, fence.term, fence.seq, "placement")
         if term is not None and (fence.term, fence.seq) < (term, seq):
             raise HTTPException(
                 409,
@@ -240,13 +241,54 @@ def put_placement(conn: Conn, app: str, body: PlacementIn, now: float) -> None:
                      (*values.values(), term, seq, now, app))
 
 
+# -- the controller fence -----------------------------------------------------------------
+FENCE = "controller"
+
+
+def get_fence(conn: Conn) -> tuple[int, int, float | None]:
+    """The newest fencing token a controller leader announced (0, 0 if none yet)."""
+    row = conn.one("SELECT term, seq, updated FROM fences WHERE name = ?", (FENCE,))
+    return (int(row[0]), int(row[1]), float(row[2])) if row else (0, 0, None)
+
+
+def check_fence(conn: Conn, term: int, seq: int, what: str) -> None:
+    """409 when (term, seq) is older than the fence: a newer leader exists, the writer is deposed."""
+    fterm, fseq, _updated = get_fence(conn)
+    if (term, seq) < (fterm, fseq):
+        raise HTTPException(409, f"fencing: {what} with (term {term}, seq {seq}) is older than the "
+                                 f"controller fence (term {fterm}, seq {fseq}); a newer leader exists")
+
+
+def raise_fence(conn: Conn, term: int, seq: int, now: float) -> dict[str, Any]:
+    """A new leader announces its token before it acts; never lowers the fence (409 instead)."""
+    check_fence(conn, term, seq, "the new fence")
+    conn.execute(
+        "INSERT INTO fences (name, term, seq, updated) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (name) DO UPDATE SET term = excluded.term, seq = excluded.seq,"
+        " updated = excluded.updated WHERE (fences.term < excluded.term)"
+        " OR (fences.term = excluded.term AND fences.seq < excluded.seq)",
+        (FENCE, term, seq, now),
+    )
+    fterm, fseq, updated = get_fence(conn)
+    return {"term": fterm, "seq": fseq, "updated": updated}
+
+
 # -- events -------------------------------------------------------------------------------
-def insert_event(conn: Conn, event: EventIn, now: float) -> dict[str, Any]:
+def insert_event(conn: Conn, event: EventIn, now: float, role: str | None = None) -> dict[str, Any]:
+    """Record an event with its author's role; a fenced event older than the fence is a 409."""
     ts = event.ts if event.ts is not None else now
+    fence = event.fencing
+    if fence is not None:
+        check_fence(conn, fence.term, fence.seq, "event")
+    ref = event.ref.model_dump() if event.ref is not None else None
     row = conn.one(
-        "INSERT INTO events (ts, type, reason, message, application, cluster)"
-        " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-        (ts, event.type, event.reason, event.message, event.application, event.cluster),
+        "INSERT INTO events (ts, type, reason, message, application, cluster, role, ref,"
+        " fence_term, fence_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (ts, event.type, event.reason, event.message, event.application, event.cluster, role,
+         dumps(ref) if ref is not None else None, fence.term if fence else None,
+         fence.seq if fence else None),
     )
     return {"id": row[0], "ts": ts, "type": event.type, "reason": event.reason,
-            "message": event.message, "application": event.application, "cluster": event.cluster}
+            "message": event.message, "application": event.application, "cluster": event.cluster,
+            "role": role, "ref": ref,
+            "fencing": {"term": fence.term, "seq": fence.seq} if fence else None}

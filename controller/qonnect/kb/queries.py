@@ -178,7 +178,8 @@ def list_events(conn: Conn, since: float | None, after_id: int | None, applicati
         if value is not None:
             where.append(clause)
             args.append(value)
-    sql = "SELECT id, ts, type, reason, message, application, cluster FROM events"
+    sql = ("SELECT id, ts, type, reason, message, application, cluster, role, ref, fence_term,"
+           " fence_seq FROM events")
     if where:
         sql += " WHERE " + " AND ".join(where)
     newest = since is None and after_id is None
@@ -186,8 +187,9 @@ def list_events(conn: Conn, since: float | None, after_id: int | None, applicati
     rows = conn.all(sql, (*args, limit))
     if newest:
         rows.reverse()
-    keys = ("id", "ts", "type", "reason", "message", "application", "cluster")
-    return [dict(zip(keys, r, strict=True)) for r in rows]
+    keys = ("id", "ts", "type", "reason", "message", "application", "cluster", "role")
+    return [dict(zip(keys, r[:8], strict=True), ref=json.loads(r[8]) if r[8] else None,
+                 fencing=None if r[9] is None else {"term": r[9], "seq": r[10]}) for r in rows]
 
 
 # -- the inventory ------------------------------------------------------------------------

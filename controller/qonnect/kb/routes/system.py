@@ -15,6 +15,8 @@ from qonnect.kb.models import (
     EventIn,
     EventList,
     EventOut,
+    FenceOut,
+    Fencing,
     Health,
     Inventory,
     TokenIn,
@@ -22,6 +24,7 @@ from qonnect.kb.models import (
 )
 from qonnect.kb.routes import QueryText, errors
 
+CONTROLLER_EVENTS = "controller."  # event types owned by the controller role
 router = APIRouter()
 health_router = APIRouter()
 Who = Annotated[Principal, Depends(principal)]
@@ -54,8 +57,29 @@ async def post_event(event: EventIn, who: Who, kb: KB) -> dict:
             event = event.model_copy(update={"cluster": who.cluster})
         elif event.cluster != who.cluster:
             raise HTTPException(403, f"cluster: this agent token is bound to {who.cluster!r}")
+    if event.type.startswith(CONTROLLER_EVENTS) and who.role != "controller":
+        raise HTTPException(403, f"type: {event.type!r} events are written only by controller tokens")
+    if event.type.startswith(CONTROLLER_EVENTS) and event.fencing is None:
+        raise HTTPException(422, "fencing: is required for controller.* events ({term, seq})")
     now = time.time()
-    return await kb.writer.submit(lambda conn: ops.insert_event(conn, event, now))
+    return await kb.writer.submit(lambda conn: ops.insert_event(conn, event, now, who.role))
+
+
+@router.get("/fence", response_model=FenceOut, responses=errors(), tags=["events"])
+def get_fence(who: Who, kb: KB) -> dict:
+    """The controller fence: the newest leader's fencing token; older ones are refused."""
+    with kb.db.reader() as conn:
+        term, seq, updated = ops.get_fence(conn)
+    return {"term": term, "seq": seq, "updated": updated}
+
+
+@router.put("/fence", response_model=FenceOut, responses=errors(409), tags=["events"])
+async def raise_fence(body: Fencing, who: Who, kb: KB) -> dict:
+    """A new controller leader raises the fence to its token before it acts, so a deposed
+    leader's placements and controller.* events are refused (409) from then on."""
+    require(who, "controller", action="raise the controller fence")
+    now = time.time()
+    return await kb.writer.submit(lambda conn: ops.raise_fence(conn, body.term, body.seq, now))
 
 
 @router.get("/inventory", response_model=Inventory, responses=errors(), tags=["inventory"])
