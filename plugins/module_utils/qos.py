@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.quantity import parse_quantity
+
 try:
     import yaml
 except ImportError:  # pragma: no cover - exercised only without PyYAML
@@ -39,11 +41,6 @@ SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 RESOURCES = ("cpu", "memory", "ephemeral_storage")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_SUFFIX = {
-    None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-}
 # Kinds whose pod template's requests count towards a service's footprint.
 _POD_TEMPLATE_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job",
                        "ReplicationController")
@@ -172,18 +169,6 @@ def load_application(data: dict | str, base_dir: str | None = None,
     if api == API_VERSION:
         return _Loader(base_dir).native(data)
     raise QosSpecError([f"apiVersion: {api!r} is not one of {API_VERSION}, {QONNECT_API_VERSION}"])
-
-
-def parse_quantity(value: Any) -> float:
-    """Kubernetes quantity ('250m', '128Mi', 2) to a float; ValueError when it is not one."""
-    if isinstance(value, bool):
-        raise ValueError(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
-        raise ValueError(value)
-    return float(match.group(1)) * _SUFFIX[match.group(2)]
 
 
 def _typename(value: Any) -> str:

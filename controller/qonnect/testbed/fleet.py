@@ -15,6 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Imported for its side effect: it puts the qonnect.core collection on sys.path.
+import qonnect._collection as _collection_on_path  # noqa: F401
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.quantity import parse_quantity
+
 try:
     import yaml
 except ImportError:  # pragma: no cover - PyYAML is a dependency of the package
@@ -27,10 +33,6 @@ DEFAULT_NODE = {"ephemeral_storage": "100Gi", "pods": 110, "bandwidth_gbps": 1.0
                 "energy_kwh": 0.0, "price_eur_h": 0.0}
 DEFAULT_SAME_LOCATION_MS = 0.1
 DEFAULT_TIER_MS = 10.0
-
-_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
-           "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "m": 1e-3}
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P|m)?$")
 
 
 def label_number(value: float) -> str:
@@ -51,10 +53,13 @@ def quantity(value: Any, where: str) -> float:
         if value < 0:
             raise ProfileError(f"{where}: expected a non-negative value, got {value!r}")
         return float(value)
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
+    try:
+        number = parse_quantity(value)
+    except ValueError:
+        number = -1.0
+    if number < 0:
         raise ProfileError(f"{where}: expected a number or quantity like '8Gi', got {value!r}")
-    return float(match.group(1)) * _SUFFIX.get(match.group(2) or "", 1)
+    return number
 
 
 @dataclass

@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timezone
 from typing import Any
 
-_QUANTITY = re.compile(r"^([+-]?[0-9]+(?:\.[0-9]*)?|[+-]?\.[0-9]+)(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
-_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-           "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
-           "E": 1e18}
+# Imported for its side effect: it puts the qonnect.core collection on sys.path.
+import qonnect._collection as _collection_on_path  # noqa: F401
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.quantity import parse_quantity as _parse_quantity
+
 RESOURCES = ("cpu", "memory", "ephemeral-storage")
 
 
 def parse_quantity(value: Any) -> float:
     """A Kubernetes quantity as a number; unparsable values count as 0 (the API validates them)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
+    try:
+        return _parse_quantity(value)
+    except ValueError:
         return 0.0
-    number = float(match.group(1))
-    if match.group(2):
-        return number * 10 ** int(match.group(2)[1:])
-    return number * _SUFFIX.get(match.group(3) or "", 1)
 
 
 def format_cpu(cores: float) -> str:
