@@ -10,7 +10,8 @@ COLLECTIONS := $(CURDIR)/$(VENV)/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/qonnect/core
 SANITY_ROOT := $(CURDIR)/build/sanity/ansible_collections/qonnect/core
 DIST := $(CURDIR)/build/dist
-DEMO_DIR ?= $(CURDIR)/demo-state
+# demo state (tokens, keys, kubeconfigs, the KB database) stays outside the checkout: never in a build
+DEMO_DIR ?= $(or $(XDG_STATE_HOME),$(HOME)/.local/state)/qonnect/demo
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 # The KB tests' PostgreSQL (scripts/setup-services.sh creates this role and database).
 export QONNECT_TEST_PG ?= postgresql://qonnect:qonnect@127.0.0.1:5432/test

@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# Install the built tarball into a fresh collections path and render every module and plugin's
-# documentation from there, as a user who ran ansible-galaxy collection install would.
+# Refuse a tarball holding secrets or local state, then install it into a fresh collections path
+# and render every module and plugin's documentation from there, as a user who ran
+# ansible-galaxy collection install would.
 set -euo pipefail
 dist=$1
-tarball=$(ls -t "$dist"/qonnect-core-*.tar.gz | head -n1)
+here=$(cd "$(dirname "$0")" && pwd)
+tarball=""
+for candidate in "$dist"/qonnect-core-*.tar.gz; do
+  [ -e "$candidate" ] || continue
+  if [ -z "$tarball" ] || [ "$candidate" -nt "$tarball" ]; then tarball=$candidate; fi
+done
+[ -n "$tarball" ] || { echo "check-build: no qonnect-core-*.tar.gz in $dist" >&2; exit 1; }
+python3 "$here/scan_tarball.py" "$tarball"
 path=$(mktemp -d)
 trap 'rm -rf "$path"' EXIT
 ansible-galaxy collection install "$tarball" -p "$path" --force >/dev/null
@@ -25,4 +33,4 @@ for f in "$installed"/plugins/inventory/*.py; do
   count=$((count + 1))
 done
 [ -f "$installed/controller/pyproject.toml" ] || { echo "tarball lacks controller/ (roles install it)" >&2; exit 1; }
-echo "check-build: $(basename "$tarball") installs; ansible-doc rendered $count plugins"
+echo "check-build: $(basename "$tarball") holds no secrets, installs; ansible-doc rendered $count plugins"

@@ -9,11 +9,20 @@ everything ``up`` recorded in the demo directory.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import Any
 
-DEFAULT_DIR = "demo-state"
+
+def default_dir() -> Path:
+    """Demo state (tokens, keys, kubeconfigs, the KB database) lives outside any checkout, so a
+    collection build from the checkout can never pack it: $XDG_STATE_HOME/qonnect/demo."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "qonnect" / "demo"
+
+
+DEFAULT_DIR = default_dir()
 
 
 def add_parser(subparsers: Any) -> None:
@@ -22,11 +31,11 @@ def add_parser(subparsers: Any) -> None:
     sub = parser.add_subparsers(dest="demo_command", metavar="ACTION")
     sub.required = True
     up = sub.add_parser("up", help="start everything and play the five steps")
-    up.add_argument("--dir", type=Path, default=Path(DEFAULT_DIR),
+    up.add_argument("--dir", type=Path, default=DEFAULT_DIR,
                     help="directory for state, logs, tokens (default %(default)s)")
     up.set_defaults(func=_up)
     down = sub.add_parser("down", help="stop everything the demo started")
-    down.add_argument("--dir", type=Path, default=Path(DEFAULT_DIR), help="the demo's directory")
+    down.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the demo's directory")
     down.set_defaults(func=_down)
 
 
