@@ -14,17 +14,19 @@ one pass; nothing here raises anything else for bad input.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils import spec_yaml
 from ansible_collections.qonnect.core.plugins.module_utils.quantity import parse_quantity
-
-try:
-    import yaml
-except ImportError:  # pragma: no cover - exercised only without PyYAML
-    yaml = None
+from ansible_collections.qonnect.core.plugins.module_utils.spec_yaml import (
+    MAX_FILE_BYTES,
+    MAX_TOTAL_BYTES,
+    SpecYamlError,
+)
 
 try:
     import jmespath
@@ -37,10 +39,31 @@ KIND = "Application"
 TIERS = ("cloud", "fog", "edge", "any")
 CRITERIA = ("energy", "cost", "performance", "latency")
 QONNECT_BUNDLES = (("cloud_svc", "cloud"), ("fog_svc", "fog"), ("edge_svc", "edge"))
+# QONNECT's address placeholders in its bundles, replaced by the address of the cluster chosen
+# for that tier (QONNECT's agents do it; qonnect's deployer does it here).
+QONNECT_PLACEHOLDERS = {"cloud": "[CLOUD_CLUSTER_IP]", "fog": "[FOG_CLUSTER_IP]",
+                        "edge": "[EDGE_CLUSTER_IP]"}
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 RESOURCES = ("cpu", "memory", "ephemeral_storage")
 
+# Documented limits (docs/qos-spec.md), checked before the work they protect.
+MAX_SERVICES = 100
+MAX_OBJECTS_PER_SERVICE = 250
+MAX_REPLICAS = 1000
+MAX_OBJECT_DATA_BYTES = 2**20  # a ConfigMap's or Secret's data, as Kubernetes limits it
+MAX_QUANTITY = 2.0**63  # beyond what a Kubernetes quantity can hold
+LIMITS = {
+    **spec_yaml.LIMITS,
+    "services": MAX_SERVICES,
+    "objects_per_service": MAX_OBJECTS_PER_SERVICE,
+    "replicas": MAX_REPLICAS,
+    "configmap_bytes": MAX_OBJECT_DATA_BYTES,
+}
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Kinds whose pod template's requests count towards a service's footprint.
 _POD_TEMPLATE_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job",
                        "ReplicationController")
@@ -144,31 +167,70 @@ class Application:
         )
 
 
-def load_application_file(path: str) -> Application:
-    """Load a spec file; manifests given by file are resolved relative to the spec's folder."""
+def load_application_file(path: str, bundles: dict[str, str] | None = None) -> Application:
+    """Load a spec file; manifests given by file are resolved relative to the spec's folder.
+
+    ``bundles`` maps QONNECT's tier keys (cloud_svc, fog_svc, edge_svc) to manifest files, as
+    QONNECT's API receives them beside the Application file.
+    """
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise QosSpecError([f"{path}: cannot read the spec: {exc.strerror or exc}"]) from None
-    return load_application(text, base_dir=os.path.dirname(os.path.abspath(path)), source=path)
+        text = spec_yaml.read_bounded(path, what="spec")
+    except SpecYamlError as exc:
+        raise QosSpecError(exc.errors) from None
+    return load_application(text, base_dir=os.path.dirname(os.path.abspath(path)), source=path,
+                            bundles=bundles)
+
+
+def read_spec(data: Any, source: str) -> tuple[Any, list[str]]:
+    """A spec as data plus the duplicate-key errors of its YAML; QosSpecError when unreadable."""
+    try:
+        if isinstance(data, (bytes, bytearray)):
+            if len(data) > MAX_FILE_BYTES:
+                raise SpecYamlError([f"{source}: larger than the limit of {MAX_FILE_BYTES} bytes"])
+            data = spec_yaml.decode(bytes(data), source)
+        if isinstance(data, str):
+            docs, duplicates = spec_yaml.load(data, source)
+            return (docs[0] if docs else None), duplicates
+        spec_yaml.check_tree(data)
+    except SpecYamlError as exc:
+        raise QosSpecError(exc.errors) from None
+    return data, []
 
 
 def load_application(data: dict | str, base_dir: str | None = None,
-                     source: str | None = None) -> Application:
+                     source: str | None = None,
+                     bundles: dict[str, str] | None = None) -> Application:
     """Validate a spec (dict or YAML text) and return the normalised :class:`Application`."""
     base_dir = base_dir or os.getcwd()
-    if isinstance(data, str):
-        data = _parse_yaml_single(data, source or "<spec>")
+    data, duplicates = read_spec(data, source or "<spec>")
     if not isinstance(data, dict):
-        raise QosSpecError([f"{source or '<spec>'}: expected a mapping (the Application), "
-                            f"got {_typename(data)}"])
+        raise QosSpecError([*duplicates, f"{source or '<spec>'}: expected a mapping (the "
+                                         f"Application), got {_typename(data)}"])
     api = data.get("apiVersion")
-    if api == QONNECT_API_VERSION:
-        return _Loader(base_dir).qonnect(data)
-    if api == API_VERSION:
-        return _Loader(base_dir).native(data)
-    raise QosSpecError([f"apiVersion: {api!r} is not one of {API_VERSION}, {QONNECT_API_VERSION}"])
+    loader = _Loader(base_dir)
+    loader.errors.extend(duplicates)
+    try:
+        if api == QONNECT_API_VERSION:
+            return loader.qonnect(data, bundles or {})
+        if bundles:
+            loader.err("bundles", "tier bundles are only for QONNECT's format "
+                                  f"(apiVersion {QONNECT_API_VERSION})")
+        if api == API_VERSION:
+            return loader.native(data)
+    except SpecYamlError as exc:  # a limit hit while reading a manifest: stop, with the rest
+        raise QosSpecError(loader.errors + exc.errors) from None
+    except RecursionError:  # pragma: no cover - depth is bounded before; a last guard
+        raise QosSpecError([*loader.errors, "spec: nested too deeply"]) from None
+    raise QosSpecError([*loader.errors, f"apiVersion: {api!r} is not one of {API_VERSION}, "
+                                        f"{QONNECT_API_VERSION}"])
+
+
+def finite_quantity(value: Any) -> float:
+    """A quantity that a cluster can hold: ValueError also for .inf, NaN and '1e400'."""
+    number = parse_quantity(value)
+    if not math.isfinite(number) or abs(number) >= MAX_QUANTITY:
+        raise ValueError(value)
+    return number
 
 
 def _typename(value: Any) -> str:
@@ -177,32 +239,12 @@ def _typename(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _require_yaml() -> None:
-    if yaml is None:
-        raise QosSpecError(["PyYAML is required to read YAML: install it with 'pip install PyYAML'"])
-
-
-def _yaml_error(exc: Exception, source: str) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    if mark is not None:
-        return f"{source}:{mark.line + 1}:{mark.column + 1}: YAML syntax error: {problem}"
-    return f"{source}: YAML syntax error: {problem}"
-
-
-def _parse_yaml_single(text: str, source: str) -> Any:
-    _require_yaml()
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise QosSpecError([_yaml_error(exc, source)]) from None
-
-
 def _sum_requests(manifests: list[dict]) -> dict:
     """Per-replica requests of a service: one pod of every workload in its manifests.
 
     Follows Kubernetes' effective request: max(sum of containers, largest init container),
     and a container's limits stand in for missing requests (as the API server defaults them).
+    Malformed parts count as nothing here: validation reports them.
     """
     total = dict.fromkeys(RESOURCES, 0.0)
     for manifest in manifests:
@@ -212,21 +254,22 @@ def _sum_requests(manifests: list[dict]) -> dict:
         app = dict.fromkeys(RESOURCES, 0.0)
         init = dict.fromkeys(RESOURCES, 0.0)
         for key, acc, combine in (("containers", app, _add), ("initContainers", init, max)):
-            for container in pod.get(key) or []:
-                res = (container or {}).get("resources") or {}
-                req = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+            for container in _as_list(pod.get(key)):
+                res = _as_dict(_as_dict(container).get("resources"))
+                req = {**_as_dict(res.get("limits")), **_as_dict(res.get("requests"))}
                 for name in RESOURCES:
                     raw = req.get(name.replace("_", "-"))
                     if raw is not None:
                         try:
-                            acc[name] = combine(acc[name], parse_quantity(raw))
+                            acc[name] = combine(acc[name], finite_quantity(raw))
                         except ValueError:
                             pass  # reported by validation
         for name in RESOURCES:
             total[name] += max(app[name], init[name])
     total["cpu"] = round(total["cpu"], 6)
-    total["memory"] = round(total["memory"])
-    total["ephemeral_storage"] = round(total["ephemeral_storage"])
+    total["memory"] = round(total["memory"]) if math.isfinite(total["memory"]) else 0
+    total["ephemeral_storage"] = (round(total["ephemeral_storage"])
+                                  if math.isfinite(total["ephemeral_storage"]) else 0)
     return total
 
 
@@ -234,18 +277,27 @@ def _add(a: float, b: float) -> float:
     return a + b
 
 
-def _pod_spec(manifest: dict) -> dict | None:
+def _as_dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _as_list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _pod_spec(manifest: Any) -> dict | None:
+    """The pod spec inside a manifest, None when it has none or a part of the way is not a mapping."""
     if not isinstance(manifest, dict):
         return None
     kind = manifest.get("kind")
-    spec = manifest.get("spec") or {}
+    spec = _as_dict(manifest.get("spec"))
     if kind == "Pod":
         return spec
     if kind in _POD_TEMPLATE_KINDS:
-        return ((spec.get("template") or {}).get("spec")) or None
+        return _as_dict(_as_dict(spec.get("template")).get("spec")) or None
     if kind == "CronJob":
-        job = (spec.get("jobTemplate") or {}).get("spec") or {}
-        return ((job.get("template") or {}).get("spec")) or None
+        job = _as_dict(_as_dict(spec.get("jobTemplate")).get("spec"))
+        return _as_dict(_as_dict(job.get("template")).get("spec")) or None
     return None
 
 
@@ -258,12 +310,52 @@ def _pod_path(kind: str | None) -> str:
     return "spec.template.spec"
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def label_key_problem(key: Any) -> str | None:
+    """Why `key` is not a Kubernetes label key ([prefix/]name), None when it is one."""
+    if not isinstance(key, str) or not key:
+        return f"{key!r} is not a label key (a non-empty string)"
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"{key!r} is not a label key: the prefix must be a DNS subdomain"
+    if not _LABEL_NAME.match(name):
+        return (f"{key!r} is not a label key: the name part must be at most 63 letters, digits, "
+                "'-', '_' or '.', starting and ending with a letter or digit")
+    return None
+
+
+def label_value_problem(value: Any) -> str | None:
+    """Why `value` is not a Kubernetes label value, None when it is one."""
+    if not isinstance(value, str):
+        return f"{value!r} is {_typename(value)}, not a string (quote it)"
+    if not _LABEL_VALUE.match(value):
+        return (f"{value!r} is not a label value: at most 63 letters, digits, '-', '_' or '.', "
+                "starting and ending with a letter or digit")
+    return None
+
+
+def substitute(value: Any, replacements: dict[str, str]) -> Any:
+    """A copy of `value` with every placeholder in its strings replaced (QONNECT's addresses)."""
+    if isinstance(value, dict):
+        return {k: substitute(v, replacements) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, replacements) for v in value]
+    if isinstance(value, str):
+        for old, new in replacements.items():
+            value = value.replace(old, new)
+    return value
+
+
 class _Loader:
     """Walks one spec, collecting every error instead of stopping at the first."""
 
     def __init__(self, base_dir: str):
         self.base_dir = base_dir
         self.errors: list[str] = []
+        self.bytes_read = 0
 
     def err(self, path: str, message: str) -> None:
         self.errors.append(f"{path}: {message}")
@@ -278,7 +370,7 @@ class _Loader:
         if value is None:
             return {}
         if not isinstance(value, dict):
-            self.err(path, f"expected a mapping, got {_typename(value)}")
+            self.err(path or "spec", f"expected a mapping, got {_typename(value)}")
             return {}
         if allowed is not None:
             for key in sorted(set(value) - set(allowed), key=str):
@@ -289,16 +381,20 @@ class _Loader:
     def weight(self, value: Any, path: str) -> float:
         if value is None:
             return 0.0
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        if not _finite(value) or not 0 <= value <= 1:
             self.err(path, f"{value!r} is not a number between 0 and 1")
             return 0.0
         return float(value)
 
-    def integer(self, value: Any, path: str, default: int, minimum: int) -> int:
+    def integer(self, value: Any, path: str, default: int, minimum: int,
+                maximum: int | None = None) -> int:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             self.err(path, f"{value!r} is not an integer >= {minimum}")
+            return default
+        if maximum is not None and value > maximum:
+            self.err(path, f"{value} is more than the limit of {maximum}")
             return default
         return value
 
@@ -309,32 +405,50 @@ class _Loader:
             return str(value)
         return value
 
+    def labels(self, value: Any, path: str) -> dict:
+        out = {}
+        for key, val in self.mapping(value, path).items():
+            problem = label_key_problem(key)
+            if problem:
+                self.err(f"{path}.{key}", problem)
+                continue
+            problem = label_value_problem(val)
+            if problem:
+                self.err(f"{path}.{key}", problem)
+                continue
+            out[key] = val
+        return out
+
     # -- manifests ------------------------------------------------------------------------
     def read_manifest_file(self, rel: Any, path: str) -> list[dict]:
         if not isinstance(rel, str) or not rel:
             self.err(path, f"{rel!r} is not a file path")
             return []
         full = rel if os.path.isabs(rel) else os.path.join(self.base_dir, rel)
+        budget = min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - self.bytes_read)
         try:
-            with open(full, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            self.err(path, f"cannot read manifest file {rel!r}: {exc.strerror or exc}")
+            text = spec_yaml.read_bounded(full, budget, what="manifest file")
+        except SpecYamlError as exc:
+            if exc.detail.startswith("cannot read"):
+                self.err(path, f"cannot read manifest file {rel!r}: {exc.detail.split(': ', 1)[-1]}")
+            elif budget < MAX_FILE_BYTES and "larger than the limit" in exc.detail:
+                self.err(path, f"{rel!r}: the files of this spec together are larger than the "
+                               f"limit of {MAX_TOTAL_BYTES // 2**20} MiB")
+            else:
+                self.err(path, f"{rel!r}: {exc.detail}")
             return []
+        self.bytes_read += len(text)
         return self.parse_manifest_text(text, path, source=full)
 
     def parse_manifest_text(self, text: str, path: str, source: str) -> list[dict]:
-        if yaml is None:
-            self.err(path, "PyYAML is required to read manifests: install it with "
-                           "'pip install PyYAML'")
-            return []
         try:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
-        except yaml.YAMLError as exc:
-            self.errors.append(_yaml_error(exc, source))
+            docs, duplicates = spec_yaml.load(text, source, path=path, multi=True)
+        except SpecYamlError as exc:
+            self.errors.extend(f"{path}: {e}" for e in exc.errors)
             return []
+        self.errors.extend(duplicates)
         out: list[dict] = []
-        for i, doc in enumerate(docs):
+        for i, doc in enumerate(d for d in docs if d is not None):
             out.extend(self.expand_list(doc, f"{path}[document {i + 1}]"))
         return out
 
@@ -358,17 +472,92 @@ class _Loader:
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
             self.err(f"{path}.metadata.name", "is required (a non-empty string)")
             ok = False
-        pod = _pod_spec(doc)
+        elif meta.get("labels") is not None:
+            before = len(self.errors)
+            self.labels(meta.get("labels"), f"{path}.metadata.labels")
+            ok = ok and len(self.errors) == before
+        spec = doc.get("spec")
+        if spec is not None and not isinstance(spec, dict):
+            self.err(f"{path}.spec", f"expected a mapping, got {_typename(spec)}")
+            return False
+        if doc.get("kind") in ("ConfigMap", "Secret"):
+            ok = self.check_data(doc, path) and ok
+        return self.check_pod(doc, path) and ok
+
+    def check_data(self, doc: dict, path: str) -> bool:
+        """A ConfigMap's or Secret's data stays under Kubernetes' 1 MiB."""
+        size = 0
+        for key in ("data", "binaryData", "stringData"):
+            data = doc.get(key)
+            if data is None:
+                continue
+            if not isinstance(data, dict):
+                self.err(f"{path}.{key}", f"expected a mapping, got {_typename(data)}")
+                return False
+            for name, value in data.items():
+                if not isinstance(value, str):
+                    self.err(f"{path}.{key}.{name}", f"{_typename(value)} is not a string "
+                                                     "(quote it)")
+                    return False
+                size += len(str(name)) + len(value)
+        if size > MAX_OBJECT_DATA_BYTES:
+            self.err(f"{path}.data", f"{doc['kind']} data of {size} bytes is more than the "
+                                     f"limit of {MAX_OBJECT_DATA_BYTES} bytes (1 MiB)")
+            return False
+        return True
+
+    def check_pod(self, doc: dict, path: str) -> bool:
+        """Each step towards the pod's containers is the right type; quantities are valid."""
+        kind = doc.get("kind")
+        if kind not in _POD_TEMPLATE_KINDS and kind not in ("Pod", "CronJob"):
+            return True
+        ok = True
+        steps = _pod_path(kind).split(".")
+        node: Any = doc
+        where = path
+        for step in steps:
+            node = node.get(step) if isinstance(node, dict) else None
+            where = f"{where}.{step}"
+            if node is None:
+                return ok
+            if not isinstance(node, dict):
+                self.err(where, f"expected a mapping, got {_typename(node)}")
+                return False
         for key in ("containers", "initContainers"):
-            for ci, container in enumerate((pod or {}).get(key) or []):
-                res = (container or {}).get("resources") or {}
-                for kind in ("requests", "limits"):
-                    for rname, raw in ((res.get(kind) or {}) if isinstance(res, dict) else {}).items():
+            containers = node.get(key)
+            if containers is None:
+                continue
+            if not isinstance(containers, list):
+                self.err(f"{where}.{key}", f"expected a list, got {_typename(containers)}")
+                ok = False
+                continue
+            for ci, container in enumerate(containers):
+                cpath = f"{where}.{key}[{ci}]"
+                if not isinstance(container, dict):
+                    self.err(cpath, f"expected a container (a mapping), got {_typename(container)}")
+                    ok = False
+                    continue
+                res = container.get("resources")
+                if res is None:
+                    continue
+                if not isinstance(res, dict):
+                    self.err(f"{cpath}.resources", f"expected a mapping, got {_typename(res)}")
+                    ok = False
+                    continue
+                for rkind in ("requests", "limits"):
+                    values = res.get(rkind)
+                    if values is None:
+                        continue
+                    if not isinstance(values, dict):
+                        self.err(f"{cpath}.resources.{rkind}",
+                                 f"expected a mapping, got {_typename(values)}")
+                        ok = False
+                        continue
+                    for rname, raw in values.items():
                         try:
-                            parse_quantity(raw)
+                            finite_quantity(raw)
                         except ValueError:
-                            self.err(f"{path}.{_pod_path(doc.get('kind'))}.{key}[{ci}]"
-                                     f".resources.{kind}.{rname}",
+                            self.err(f"{cpath}.resources.{rkind}.{rname}",
                                      f"{raw!r} is not a Kubernetes quantity (e.g. 250m, 128Mi)")
                             ok = False
         return ok
@@ -387,15 +576,21 @@ class _Loader:
                 out.extend(self.read_manifest_file(entry["file"], f"{p}.file"))
             else:
                 out.extend(self.expand_list(entry, p))
-        return out
+            if len(out) > MAX_OBJECTS_PER_SERVICE:
+                break
+        return self.bounded(out, path)
+
+    def bounded(self, objects: list[dict], path: str) -> list[dict]:
+        if len(objects) > MAX_OBJECTS_PER_SERVICE:
+            self.err(path, f"more than the limit of {MAX_OBJECTS_PER_SERVICE} objects in one "
+                           "service")
+            return objects[:MAX_OBJECTS_PER_SERVICE]
+        return objects
 
     # -- constraints ----------------------------------------------------------------------
     def selector(self, value: Any, path: str) -> dict:
         sel = self.mapping(value, path, ("matchLabels", "matchExpressions"))
-        labels = self.mapping(sel.get("matchLabels"), f"{path}.matchLabels")
-        for key, val in labels.items():
-            if not isinstance(val, str):
-                self.err(f"{path}.matchLabels.{key}", f"{val!r} is not a string")
+        labels = self.labels(sel.get("matchLabels"), f"{path}.matchLabels")
         exprs = sel.get("matchExpressions")
         out_exprs: list[dict] = []
         if exprs is not None and not isinstance(exprs, list):
@@ -405,19 +600,29 @@ class _Loader:
             p = f"{path}.matchExpressions[{i}]"
             expr = self.mapping(expr, p, ("key", "operator", "values"))
             key, op, values = expr.get("key"), expr.get("operator"), expr.get("values")
-            if not isinstance(key, str) or not key:
-                self.err(f"{p}.key", "is required (a label key)")
+            problem = label_key_problem(key)
+            if problem:
+                self.err(f"{p}.key", problem)
             if op not in SELECTOR_OPERATORS:
                 self.err(f"{p}.operator", f"{op!r} is not one of {', '.join(SELECTOR_OPERATORS)}")
-            if op in ("In", "NotIn") and (not isinstance(values, list) or not values
-                                          or not all(isinstance(v, str) for v in values)):
-                self.err(f"{p}.values", f"operator {op} needs a non-empty list of strings")
+            if values is not None and not isinstance(values, list):
+                self.err(f"{p}.values", f"expected a list of strings, got {_typename(values)}")
+                values = []
+            values = values or []
+            if op in ("In", "NotIn"):
+                if not values:
+                    self.err(f"{p}.values", f"operator {op} needs a non-empty list of strings")
+                for vi, val in enumerate(values):
+                    problem = label_value_problem(val)
+                    if problem:
+                        self.err(f"{p}.values[{vi}]", problem)
             if op in ("Exists", "DoesNotExist") and values:
                 self.err(f"{p}.values", f"must be empty for operator {op}")
-            out_exprs.append({"key": key, "operator": op, "values": list(values or [])})
+            out_exprs.append({"key": key, "operator": op,
+                              "values": [v for v in values if isinstance(v, str)]})
         out: dict = {}
         if labels:
-            out["match_labels"] = {str(k): str(v) for k, v in labels.items()}
+            out["match_labels"] = labels
         if out_exprs:
             out["match_expressions"] = out_exprs
         return out
@@ -435,6 +640,8 @@ class _Loader:
             jmespath.compile(value)
         except jmespath.exceptions.JMESPathError as exc:
             self.err(path, f"{value!r} is not a valid JMESPath expression: {exc}")
+        except (RecursionError, ValueError, TypeError) as exc:
+            self.err(path, f"{value!r} is not a valid JMESPath expression ({type(exc).__name__})")
         return value
 
     def max_latency(self, value: Any, path: str) -> list[dict]:
@@ -448,7 +655,7 @@ class _Loader:
             loc, ms = item.get("from"), item.get("ms")
             if not isinstance(loc, str) or not loc:
                 self.err(f"{p}.from", "is required (the name of a location)")
-            if isinstance(ms, bool) or not isinstance(ms, (int, float)) or ms <= 0:
+            if not _finite(ms) or ms <= 0:
                 self.err(f"{p}.ms", f"{ms!r} is not a positive number of milliseconds")
                 continue
             out.append({"from": loc, "ms": float(ms)})
@@ -459,33 +666,35 @@ class _Loader:
         out = {}
         for key, raw in value.items():
             try:
-                qty = parse_quantity(raw)
+                qty = finite_quantity(raw)
                 if qty < 0:
                     raise ValueError(raw)
             except ValueError:
                 self.err(f"{path}.{key}", f"{raw!r} is not a non-negative Kubernetes quantity "
                                           "(e.g. 500m, 1Gi)")
                 continue
-            out[key] = qty if key == "cpu" else int(qty)
+            if key in ("cpu", "memory"):
+                out[key] = qty if key == "cpu" else int(qty)
         return out
 
     # -- formats --------------------------------------------------------------------------
-    def metadata(self, data: dict) -> tuple[str, str, dict, dict]:
+    def metadata(self, data: dict, allowed: tuple[str, ...]) -> tuple[str, str, dict, dict]:
         meta = data.get("metadata")
         if not isinstance(meta, dict):
             self.err("metadata", f"expected a mapping with at least 'name', got {_typename(meta)}")
             meta = {}
+        self.mapping(meta, "metadata", allowed)
         name = self.name(meta.get("name"), "metadata.name")
         ns = meta.get("namespace")
         namespace = self.name(ns, "metadata.namespace") if ns is not None else name
-        labels = self.mapping(meta.get("labels"), "metadata.labels")
-        return name, namespace, {str(k): str(v) for k, v in labels.items()}, meta
+        labels = self.labels(meta.get("labels"), "metadata.labels")
+        return name, namespace, labels, meta
 
     def native(self, data: dict) -> Application:
         self.mapping(data, "", ("apiVersion", "kind", "metadata", "spec"))
         if data.get("kind") != KIND:
             self.err("kind", f"{data.get('kind')!r} is not {KIND}")
-        name, namespace, labels = self.metadata(data)[:3]
+        name, namespace, labels = self.metadata(data, ("name", "namespace", "labels"))[:3]
         spec = self.mapping(data.get("spec"), "spec", ("objective", "services"))
         obj = self.mapping(spec.get("objective"), "spec.objective", CRITERIA)
         objective = {k: self.weight(obj.get(k), f"spec.objective.{k}") for k in CRITERIA}
@@ -493,6 +702,10 @@ class _Loader:
         if not isinstance(raw_services, list) or not raw_services:
             self.err("spec.services", "expected a non-empty list of services")
             raw_services = []
+        if len(raw_services) > MAX_SERVICES:
+            self.err("spec.services", f"{len(raw_services)} services are more than the limit "
+                                      f"of {MAX_SERVICES}")
+            raw_services = raw_services[:MAX_SERVICES]
         services = [self.service(s, f"spec.services[{i}]") for i, s in enumerate(raw_services)]
         self.check_graph(services)
         return self.finish(Application(name=name, namespace=namespace, labels=labels,
@@ -503,10 +716,11 @@ class _Loader:
         raw = self.mapping(raw, path, allowed)
         name = self.name(raw.get("name"), f"{path}.name")
         tier = raw.get("tier", "any")
-        if tier not in TIERS:
+        if not isinstance(tier, str) or tier not in TIERS:
             self.err(f"{path}.tier", f"{tier!r} is not one of {', '.join(TIERS)}")
-        replicas = self.integer(raw.get("replicas"), f"{path}.replicas", 1, 1)
-        spread = self.integer(raw.get("spread"), f"{path}.spread", 1, 1)
+            tier = "any"
+        replicas = self.integer(raw.get("replicas"), f"{path}.replicas", 1, 1, MAX_REPLICAS)
+        spread = self.integer(raw.get("spread"), f"{path}.spread", 1, 1, MAX_REPLICAS)
         if spread > replicas:
             self.err(f"{path}.spread", f"{spread} is more than replicas ({replicas}): each "
                                        "cluster needs at least one replica")
@@ -519,7 +733,7 @@ class _Loader:
         cp = f"{path}.constraints"
         manifests = self.manifests(raw.get("manifests"), f"{path}.manifests")
         return Service(
-            name=name, tier=tier if tier in TIERS else "any", replicas=replicas, spread=spread,
+            name=name, tier=tier, replicas=replicas, spread=spread,
             depends_on=sorted(set(deps)),
             cluster_selector=self.selector(cons.get("clusterSelector"), f"{cp}.clusterSelector"),
             filter=self.jmes_filter(cons.get("filter"), f"{cp}.filter"),
@@ -543,11 +757,17 @@ class _Loader:
                     self.err(f"spec.services[{i}].dependsOn",
                              f"{dep!r} is not a service of this application")
 
-    def qonnect(self, data: dict) -> Application:
-        """QONNECT's format: one service per tier bundle, each placed on one cluster of it."""
+    def qonnect(self, data: dict, bundles: dict[str, str]) -> Application:
+        """QONNECT's format: one service per tier bundle, each placed on one cluster of it.
+
+        The bundles sit in ``spec`` or at the top level, or come beside the file (``bundles``:
+        tier key -> manifest file, as QONNECT's API takes them as multipart fields).
+        """
+        keys = tuple(k for k, _tier in QONNECT_BUNDLES)
+        self.mapping(data, "", ("apiVersion", "kind", "metadata", "spec", *keys))
         if data.get("kind") != KIND:
             self.err("kind", f"{data.get('kind')!r} is not {KIND}")
-        name, namespace, labels, meta = self.metadata(data)
+        name, namespace, labels, meta = self.metadata(data, ("name", "namespace", "labels", "qos"))
         qos = self.mapping(meta.get("qos"), "metadata.qos", ("energy", "pricing", "performance"))
         if not qos:
             self.err("metadata.qos", "is required (energy, pricing, performance weights)")
@@ -557,20 +777,34 @@ class _Loader:
             "performance": self.weight(qos.get("performance"), "metadata.qos.performance"),
             "latency": 0.0,
         }
-        spec = self.mapping(data.get("spec"), "spec")
+        spec = self.mapping(data.get("spec"), "spec", keys)
+        if not isinstance(bundles, dict):
+            self.err("bundles", f"expected a mapping of {', '.join(keys)} to files")
+            bundles = {}
+        for key in sorted(set(bundles) - set(keys), key=str):
+            self.err(f"bundles.{key}", f"unknown tier bundle; expected one of {', '.join(keys)}")
         services = []
         for key, tier in QONNECT_BUNDLES:
             where = "spec" if key in spec else ""
             raw = spec.get(key, data.get(key))
-            if raw is None:
-                continue
             path = f"{where}.{key}" if where else key
-            manifests = self.bundle(raw, path)
+            if key in bundles:
+                if raw is not None:
+                    self.err(f"bundles.{key}", f"given twice: also in the spec at {path}")
+                manifests = self.bounded(self.read_manifest_file(bundles[key], f"bundles.{key}"),
+                                         f"bundles.{key}")
+                if not manifests and not any(e.startswith(f"bundles.{key}") for e in self.errors):
+                    self.err(f"bundles.{key}", "holds no manifests")
+            elif raw is None:
+                continue
+            else:
+                manifests = self.bundle(raw, path)
             services.append(Service(name=f"{tier}-svc", tier=tier, manifests=manifests,
                                     requests=_sum_requests(manifests)))
         if not services:
             self.err("spec", "expected at least one of cloud_svc, fog_svc, edge_svc "
-                             "(a manifest file, YAML text or a list of manifests)")
+                             "(a manifest file, YAML text or a list of manifests; or give the "
+                             "bundle files beside the Application, e.g. --bundle cloud_svc=FILE)")
         return self.finish(Application(name=name, namespace=namespace, labels=labels,
                                        objective=objective, services=services,
                                        source_format=QONNECT_API_VERSION))
@@ -592,4 +826,4 @@ class _Loader:
             return []
         if not found and not any(e.startswith(path) for e in self.errors):
             self.err(path, "holds no manifests")
-        return found
+        return self.bounded(found, path)
