@@ -3,7 +3,9 @@
 Each attempt gets its own private data dir (kept, so the artifacts tell what happened). Secrets
 never go into extra vars or environment variables (the runner's ``command`` artifact records
 the environment): the playbook gets the *path* of the KB token file. The run is cancelled as
-soon as ``still_valid()`` turns false (the leader lost its term), so a deposed leader stops.
+soon as ``still_valid()`` turns false (the leader lost its term), so a deposed leader stops:
+every process of the run is killed, wherever it moved (see proctree), not only its process
+group. The playbook also checks the KB fence before each cluster-changing step.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from qonnect.rla import proctree
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,14 @@ class Executor:
     token_file: str
     timeout: float = 300.0
     extra: dict[str, Any] | None = None  # extra vars added to every run (e.g. kb_ca_path)
+    owner: str = ""  # this replica's process-tree owner id (proctree); set by the controller
+
+    def mark(self, ident: str) -> str:
+        return f"{self.owner or 'unowned'}/{ident}"
+
+    def kill_all(self) -> int:
+        """Kill every process of every run of this replica (shutdown)."""
+        return proctree.kill_marked(f"{self.owner or 'unowned'}/")
 
     def run(self, decision: dict[str, Any], attempt: int, token: dict[str, int],
             still_valid: Callable[[], bool]) -> Outcome:
@@ -78,14 +90,18 @@ class Executor:
             extravars["service"] = decision["service"]
         bindir = os.path.dirname(sys.executable)
         envvars = {"PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
-                   "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "0"}
+                   "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "0",
+                   proctree.MARK: self.mark(ident)}
         if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
             envvars["ANSIBLE_COLLECTIONS_PATH"] = os.environ["ANSIBLE_COLLECTIONS_PATH"]
         cancelled = threading.Event()
 
         def cancel() -> bool:
-            if not still_valid():
+            if not cancelled.is_set() and not still_valid():
                 cancelled.set()
+                killed = proctree.kill_marked(self.mark(ident))  # at once, not at the runner's pace
+                log.warning("decision %s attempt %d cancelled: killed %d process(es)", decision["id"],
+                            attempt, killed)
             return cancelled.is_set()
 
         log.info("decision %s attempt %d: running %s for %s (token %s)", decision["id"], attempt,
@@ -98,6 +114,8 @@ class Executor:
             )
         except Exception as exc:  # runner could not even start (missing playbook, bad dir)
             return Outcome(FAILED, f"ansible-runner could not run: {exc}", str(pdd), None)
+        finally:  # nothing of the run outlives it (timeout, cancel, a worker that setsid()ed)
+            proctree.kill_marked(self.mark(ident))
         artifacts = str(pdd / "artifacts" / "run")
         if cancelled.is_set() or runner.status == "canceled":
             return Outcome(CANCELLED, "cancelled: this replica lost its leadership term", artifacts, runner.rc)

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from _rla_stack import wait_for
+from qonnect.rla import proctree
 from qonnect.rla.executor import CANCELLED, FAILED, SUCCEEDED, Executor, default_playbook
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -28,6 +34,10 @@ PLAYBOOK = """
       ansible.builtin.fail:
         msg: "asked to fail"
       when: fail | default(false) | bool
+    - name: a slow cluster step in the module (Ansible's worker has called setsid by now)
+      ansible.builtin.command:
+        argv: ["{{ ansible_playbook_python }}", "-c", "import sys, time; time.sleep(6); open(sys.argv[1], 'w').write('late')", "{{ marker }}"]
+      when: marker is defined
 """
 
 SECRET = "s3cr3t-kb-token-value-123456"
@@ -44,7 +54,7 @@ def executor(tmp_path: Path) -> Executor:
     token.write_text(SECRET)
     token.chmod(0o600)
     return Executor(str(playbook), str(tmp_path / "runs"), "http://127.0.0.1:9", str(token), timeout=60,
-                    extra={"out": str(tmp_path / "out.json")})
+                    extra={"out": str(tmp_path / "out.json")}, owner=proctree.new_owner("test"))
 
 
 def _all_text(path: Path) -> str:
@@ -82,3 +92,53 @@ def test_run_is_cancelled_when_leadership_is_lost(executor: Executor):
 def test_default_playbook_is_the_collections_migrate():
     path = default_playbook()
     assert path.endswith("playbooks/migrate.yml") and Path(path).is_file()
+
+
+def test_cancel_kills_the_whole_process_tree_not_only_the_group(executor: Executor, tmp_path: Path):
+    """The module runs under Ansible's worker, which called setsid(): a process-group kill misses it."""
+    marker = tmp_path / "late-write"
+    executor.extra = dict(executor.extra, marker=str(marker))
+    leader = threading.Event()
+    leader.set()
+    started = tmp_path / "out.json"
+    threading.Thread(target=lambda: (wait_for(started.exists, 60), time.sleep(1.5), leader.clear()),
+                     daemon=True).start()
+    outcome = executor.run(DECISION, 1, {"term": 1, "seq": 2}, leader.is_set)
+    assert outcome.result == CANCELLED
+    assert proctree.marked(executor.owner + "/") == [], "processes of the cancelled run are still alive"
+    time.sleep(7)  # the module would have written its marker 6 s after it started
+    assert not marker.exists(), "the cancelled run's module kept going and wrote after the cancel"
+
+
+SIGKILLED_REPLICA = """
+import sys, threading
+from qonnect.rla import proctree
+from qonnect.rla.executor import Executor
+owner = proctree.new_owner("victim")
+proctree.Watchdog(owner).start()
+executor = Executor(sys.argv[1], sys.argv[2], "http://127.0.0.1:9", sys.argv[3], timeout=60,
+                    extra={"out": sys.argv[4], "marker": sys.argv[5]}, owner=owner)
+print(owner, flush=True)
+executor.run({"id": "d1.1", "app": "shop", "reason": "r", "exclude": []}, 1, {"term": 1, "seq": 1},
+             lambda: True)
+"""
+
+
+def test_a_sigkilled_replicas_run_dies_with_it(executor: Executor, tmp_path: Path):
+    marker, out = tmp_path / "late-write", tmp_path / "out.json"
+    proc = subprocess.Popen([sys.executable, "-c", SIGKILLED_REPLICA, executor.playbook, str(tmp_path / "runs2"),
+                             executor.token_file, str(out), str(marker)], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        owner = proc.stdout.readline().strip()
+        wait_for(out.exists, 60, what="the run to start")
+        time.sleep(1.5)
+        assert proctree.marked(owner + "/"), "the run's processes carry the marker"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        wait_for(lambda: not proctree.marked(owner + "/"), 5, what="the orphaned run to be killed")
+        time.sleep(6)
+        assert not marker.exists(), "the run of a SIGKILLed replica kept going and wrote"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
