@@ -185,6 +185,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
     kb_argspec,
     kb_client_from_params,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import (
     Deployer,
@@ -255,7 +256,8 @@ def run(module: AnsibleModule) -> tuple[dict, bool]:
 
     if params["state"] == "absent":
         deployer = Deployer(app.name, app.namespace, services, {}, targets(kb, old_clusters, overrides),
-                            previous=old_clusters, check_mode=module.check_mode)
+                            previous=old_clusters, check_mode=module.check_mode,
+                            before_step=fence_guard(kb, params.get("fencing")))
         result = deployer.remove()
         if params["record"] and not module.check_mode and previous:
             kb.put_placement(app.name, {"desired": {}, "current": {}}, params.get("fencing"))
@@ -273,7 +275,7 @@ def run(module: AnsibleModule) -> tuple[dict, bool]:
     deployer = Deployer(
         app.name, app.namespace, services, chosen, targets(kb, new_clusters | old_clusters, overrides),
         previous=old_clusters, check_mode=module.check_mode, wait=params["wait"],
-        wait_timeout=params["wait_timeout"],
+        wait_timeout=params["wait_timeout"], before_step=fence_guard(kb, params.get("fencing")),
     )
     result = deployer.run()
     result["plan"] = plan

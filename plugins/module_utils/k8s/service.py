@@ -124,6 +124,7 @@ class Deployer:
         wait: bool = True,
         wait_timeout: float = 60.0,
         client_factory: Callable[[Target], Any] | None = None,
+        before_step: Callable[[str], None] | None = None,
     ):
         self.application = application
         self.namespace = namespace
@@ -134,6 +135,7 @@ class Deployer:
         self.wait = wait
         self.wait_timeout = wait_timeout
         self.client_factory = client_factory or (lambda t: get_client(t.name, t.kubeconfig, t.context))
+        self.before_step = before_step  # e.g. the controller's fence check; raises to stop
         self.plan_clusters = sorted({e["cluster"] for entries in plan.values() for e in entries})
         self.old_clusters = sorted(set(previous or ()) - set(self.plan_clusters))
         missing = [c for c in self.plan_clusters + self.old_clusters if c not in targets]
@@ -253,18 +255,26 @@ class Deployer:
             for outcome in delete_namespace(work.client, self.namespace, self.application, self.check_mode):
                 work.result.record(outcome)
 
+    def _step(self, name: str) -> None:
+        """Call the before_step hook before a step that changes clusters."""
+        if self.before_step is not None and not self.check_mode:
+            self.before_step(name)
+
     def run(self) -> dict:
         """Apply the plan; returns {changed, failed, message, clusters, diff}."""
         for cluster in self.plan_clusters:
             self.work[cluster].desired = self.desired_for(cluster)
         deadline = time.monotonic() + self.wait_timeout
+        self._step("apply")
         self._each(self.plan_clusters, self._make)
         self._each(self.plan_clusters, lambda w: self._wait(w, deadline))
         failed = [c for c in self.plan_clusters if self.work[c].result.status != "ok"]
         if not failed:
+            self._step("switch")
             self._each(self.plan_clusters, self._switch)
             failed = [c for c in self.plan_clusters if self.work[c].result.status != "ok"]
         if not failed:
+            self._step("prune")
             self._each(self.plan_clusters + self.old_clusters, self._break)
             failed = [c for c in self.plan_clusters if self.work[c].result.status != "ok"]
         else:
@@ -274,6 +284,7 @@ class Deployer:
 
     def remove(self) -> dict:
         """Delete everything qonnect applied for the application on all known clusters."""
+        self._step("remove")
         self.old_clusters = sorted(set(self.plan_clusters) | set(self.old_clusters))
         self.plan_clusters = []
         for work in self.work.values():
