@@ -1,74 +1,43 @@
-"""The fence check the controller's migration runs before each cluster-changing step."""
+# Copyright: qonnect.core contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fence checks between the steps of a controller's migration.
+
+A controller leader announces its fencing token to the KB (``PUT /api/v1/fence``) before it
+acts; the KB then refuses older tokens. The KB write at the end of a deploy is fenced, but the
+clusters are changed before it (apply, switch, prune), so a deposed leader's run must also
+stop between those steps: ``fence_guard`` returns a check the deployer calls before each one.
+"""
 
 from __future__ import annotations
 
-import pytest
-import qonnect._collection as _collection_on_path  # noqa: F401 - makes the collection importable
-from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError, fence_guard
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import Deployer, Target
+from typing import Any, Callable
 
 
-class KB:
-    def __init__(self, fence: dict | Exception) -> None:
-        self.fence = fence
-        self.asked = 0
-
-    def request(self, method: str, path: str) -> dict:
-        assert (method, path) == ("GET", "/api/v1/fence")
-        self.asked += 1
-        if isinstance(self.fence, Exception):
-            raise self.fence
-        return self.fence
+class FencedError(ValueError):
+    """A newer controller leader holds the fence: this run must not change anything more."""
 
 
-class Cluster:
-    """Records writes; serves every kind, holds nothing."""
+def newer_fence(fence: dict, token: dict) -> bool:
+    """Whether the KB's fence is newer than the run's token."""
+    return (int(fence.get("term") or 0), int(fence.get("seq") or 0)) > (int(token["term"]), int(token["seq"]))
 
-    def __init__(self) -> None:
-        self.writes: list[str] = []
 
-    def resource(self, api_version: str, kind: str) -> object:
-        return object()
-
-    def get(self, *args: object, **kwargs: object) -> None:
+def fence_guard(kb: Any, token: dict | None) -> Callable[[str], None] | None:
+    """A check to call before each cluster-changing step; None for runs without a token (a
+    user's deploy). Fails closed: a KB that cannot be asked stops the run too."""
+    if not token:
         return None
 
-    def list(self, *args: object, **kwargs: object) -> list:
-        return []
+    def check(step: str) -> None:
+        try:
+            fence = kb.request("GET", "/api/v1/fence")
+        except Exception as exc:  # the KB client's errors and transport errors alike
+            raise FencedError(f"fencing: cannot check the controller fence before {step} ({exc}); "
+                              "stopping so a deposed leader cannot change clusters") from None
+        if newer_fence(fence or {}, token):
+            raise FencedError(
+                f"fencing: stopped before {step}: a newer controller leader holds the fence "
+                f"(term {fence.get('term')}, seq {fence.get('seq')}) > this run's token "
+                f"(term {token['term']}, seq {token['seq']})")
 
-    def apply(self, obj: dict, dry_run: bool = False) -> dict:
-        self.writes.append(f"apply {obj['kind']}")
-        return obj
-
-    def delete(self, *args: object, **kwargs: object) -> bool:
-        self.writes.append("delete")
-        return True
-
-
-def test_no_token_no_check():
-    assert fence_guard(KB({"term": 9, "seq": 9}), None) is None
-
-
-def test_current_token_passes_and_newer_fence_stops():
-    token = {"term": 3, "seq": 7}
-    fence_guard(KB({"term": 3, "seq": 7}), token)("apply")
-    fence_guard(KB({"term": 2, "seq": 99}), token)("apply")
-    with pytest.raises(FencedError, match=r"before switch.*term 4"):
-        fence_guard(KB({"term": 4, "seq": 1}), token)("switch")
-
-
-def test_unreachable_kb_stops_the_run():
-    with pytest.raises(FencedError, match="cannot check"):
-        fence_guard(KB(OSError("connection refused")), {"term": 1, "seq": 1})("prune")
-
-
-def test_deployer_checks_the_fence_before_it_changes_a_cluster():
-    cluster = Cluster()
-    kb = KB({"term": 5, "seq": 1})
-    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}}
-    deployer = Deployer("shop", "shop", {"web": [manifest]}, {"web": [{"cluster": "edge-1"}]},
-                        {"edge-1": Target("edge-1", "/nonexistent")}, client_factory=lambda t: cluster,
-                        wait=False, before_step=fence_guard(kb, {"term": 4, "seq": 9}))
-    with pytest.raises(FencedError, match="before apply"):
-        deployer.run()
-    assert cluster.writes == [] and kb.asked == 1
+    return check
