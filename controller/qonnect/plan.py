@@ -35,6 +35,9 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("plan", help="compute a placement plan and explain it",
                               description=__doc__.splitlines()[0])
     p.add_argument("--spec", required=True, help="QoS spec (qonnect.io/v1 or QONNECT format)")
+    p.add_argument("--bundle", action="append", default=[], metavar="TIER_KEY=FILE",
+                   help="QONNECT's tier manifest bundle beside its Application file, e.g. "
+                        "cloud_svc=productpage.yaml (repeatable; as QONNECT's API takes them)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--inventory", help="inventory file (JSON or YAML, the KB's format)")
     src.add_argument("--kb", help="Knowledge Base URL (with --token-file)")
@@ -49,9 +52,22 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def bundles(values: list[str]) -> dict[str, str]:
+    """--bundle KEY=FILE options as a mapping (files made absolute against the working dir)."""
+    out: dict[str, str] = {}
+    for value in values:
+        key, sep, path = value.partition("=")
+        if not sep or not key or not path:
+            raise UserError(f"--bundle {value!r}: expected TIER_KEY=FILE, e.g. cloud_svc=productpage.yaml")
+        if key in out:
+            raise UserError(f"--bundle {key}: given twice")
+        out[key] = os.path.abspath(path)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        app = load_application_file(args.spec)
+        app = load_application_file(args.spec, bundles=bundles(args.bundle))
     except QosSpecError as exc:
         raise UserError(f"{args.spec} is not a valid QoS spec:\n  " + "\n  ".join(exc.errors))
     inventory = _inventory(args)

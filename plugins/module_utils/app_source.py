@@ -17,40 +17,66 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     Application,
     QosSpecError,
     load_application,
+    read_spec,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.spec_yaml import (
+    SpecYamlError,
+    read_bounded,
 )
 
-try:
-    import yaml
+MAX_ERRORS_IN_MSG = 20
 
-    HAS_YAML = True
-except ImportError:
-    HAS_YAML = False
+# The `bundles` option of the modules that take a spec: QONNECT's tier manifest files given
+# beside its Application file (QONNECT's API takes them as multipart fields).
+BUNDLES_ARGSPEC = {"bundles": {"type": "dict"}}
 
 
-def read_source(params: dict[str, Any]) -> tuple[dict, str]:
-    """The raw spec of `spec` or `src`, and the folder its manifest paths are relative to."""
+def spec_failure(exc: QosSpecError) -> dict:
+    """fail_json arguments for a bad spec: every error in `errors`, and in `msg` as well, so the
+    default callback's one line already names the paths."""
+    shown = exc.errors[:MAX_ERRORS_IN_MSG]
+    more = len(exc.errors) - len(shown)
+    msg = f"invalid QoS spec ({len(exc.errors)} error{'s' if len(exc.errors) != 1 else ''}): " + "; ".join(shown)
+    if more:
+        msg += f"; and {more} more (see errors)"
+    return {"msg": msg, "errors": exc.errors}
+
+
+def unexpected(exc: BaseException) -> str:
+    """The message for an error no check foresaw (a bug): its type and text, no traceback."""
+    return f"unexpected {type(exc).__name__}: {str(exc)[:500]} (please report this as a bug)"
+
+
+def _bundles(params: dict[str, Any]) -> dict[str, str]:
+    """The `bundles` option with relative paths made absolute (against the working directory)."""
+    raw = params.get("bundles") or {}
+    return {str(k): os.path.abspath(os.path.expanduser(v)) if isinstance(v, str) else v
+            for k, v in raw.items()}
+
+
+def read_source(params: dict[str, Any]) -> tuple[Any, str, str]:
+    """The raw spec of `spec` or `src` (dict or bounded text), its folder and its name."""
     if params.get("spec") is not None:
-        return params["spec"], os.getcwd()
-    if not HAS_YAML:
-        raise ValueError("src: reading a spec file needs PyYAML (pip install PyYAML)")
+        return params["spec"], os.getcwd(), "spec"
     try:
-        with open(params["src"], encoding="utf-8") as handle:
-            raw = yaml.safe_load(handle)
-    except OSError as exc:
-        raise QosSpecError([f"{params['src']}: cannot read the spec: {exc.strerror or exc}"]) from None
-    except yaml.YAMLError as exc:
-        raise QosSpecError([f"{params['src']}: not valid YAML: {exc}"]) from None
-    return raw, os.path.dirname(os.path.abspath(params["src"]))
+        text = read_bounded(params["src"], what="spec")
+    except SpecYamlError as exc:
+        raise QosSpecError(exc.errors) from None
+    return text, os.path.dirname(os.path.abspath(params["src"])), params["src"]
 
 
 def inline(raw: dict, app: Application) -> dict:
-    """The raw spec with every manifest reference replaced by the manifests themselves."""
+    """The raw spec with every manifest reference (and given bundle) replaced by the manifests."""
     out = copy.deepcopy(raw)
     if out.get("apiVersion") == QONNECT_API_VERSION:
+        if not isinstance(out.get("spec"), dict):
+            out["spec"] = {}
         for key, tier in QONNECT_BUNDLES:
-            holder = out["spec"] if isinstance(out.get("spec"), dict) and key in out["spec"] else out
-            if key in holder:
+            holder = out if key in out and key not in out["spec"] else out["spec"]
+            try:
                 holder[key] = app.service(f"{tier}-svc").manifests
+            except KeyError:
+                continue
         return out
     for index, service in enumerate(app.services):  # the loader keeps the services' order
         out["spec"]["services"][index]["manifests"] = service.manifests
@@ -59,9 +85,10 @@ def inline(raw: dict, app: Application) -> dict:
 
 def load_given(params: dict[str, Any]) -> tuple[Application, dict]:
     """Validate the spec of `spec`/`src` (every error at once); returns it with inline manifests."""
-    raw, base_dir = read_source(params)
-    app = load_application(raw, base_dir=base_dir, source=params.get("src") or "spec")
-    return app, inline(raw, app)
+    raw, base_dir, source = read_source(params)
+    app = load_application(raw, base_dir=base_dir, source=source, bundles=_bundles(params))
+    data = read_spec(raw, source)[0]
+    return app, inline(data, app)
 
 
 def stored_application(kb: Any, name: str) -> dict | None:

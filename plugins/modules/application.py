@@ -34,6 +34,18 @@ options:
       - Path of a QoS spec file (YAML). Manifest files it names are resolved relative to its folder.
       - Mutually exclusive with O(spec).
     type: path
+  bundles:
+    description:
+      - QONNECT's tier manifest bundles given as files beside its Application file (as QONNECT's
+        API takes them), mapping C(cloud_svc), C(fog_svc) and C(edge_svc) to a manifest file.
+      - Only with QONNECT's format. Relative paths are resolved against the working directory.
+    type: dict
+  check_placement:
+    description:
+      - Store the spec only if it can be placed on the Knowledge Base's current inventory, so an
+        unplaceable spec never becomes the current version.
+    type: bool
+    default: true
   state:
     description: Whether the application should be stored or removed.
     type: str
@@ -87,11 +99,15 @@ errors:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
+    BUNDLES_ARGSPEC,
     load_given,
+    spec_failure,
     store,
     stored_application,
+    unexpected,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
+    compute_plan,
     kb_argspec,
     kb_client_from_params,
 )
@@ -124,6 +140,8 @@ def run(module: AnsibleModule) -> dict:
     app, body = load_given(params)
     if params.get("name") and params["name"] != app.name:
         raise ValueError(f"name: {params['name']!r} differs from the spec's metadata.name {app.name!r}")
+    if params["check_placement"]:  # a spec becomes current only once it places (issue 13.5)
+        compute_plan(app, kb.inventory(), {"scorer": "weighted", "hysteresis": 0.1}, False)
     result = store(kb, app, body, module.check_mode)
     result["application"] = summary(app)
     return result
@@ -136,19 +154,33 @@ def main() -> None:
             spec={"type": "dict"},
             src={"type": "path"},
             state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+            check_placement={"type": "bool", "default": True},
+            **BUNDLES_ARGSPEC,
         ),
         mutually_exclusive=[("spec", "src")],
         required_if=[("state", "present", ("spec", "src"), True)],
         supports_check_mode=True,
     )
+    from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import (
+        InventoryError,
+        PlacementError,
+    )
+
     try:
         result = run(module)
     except QosSpecError as exc:
-        module.fail_json(msg=f"invalid QoS spec ({len(exc.errors)} errors)", errors=exc.errors)
+        module.fail_json(**spec_failure(exc))
+    except InventoryError as exc:
+        module.fail_json(msg=str(exc).split("\n", 1)[0], errors=exc.errors)
+    except PlacementError as exc:
+        module.fail_json(msg=f"not stored: the spec cannot be placed: {exc}", service=exc.service,
+                         constraint=exc.constraint)
     except KBError as exc:
         module.fail_json(msg=str(exc), status=exc.status)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
+    except Exception as exc:  # a bug: still a message, never a bare "Module failed"
+        module.fail_json(msg=unexpected(exc))
     if not module._diff:
         result.pop("diff", None)
     module.exit_json(**result)

@@ -26,6 +26,11 @@ options:
   src:
     description: Path of a QoS spec file, instead of a stored application.
     type: path
+  bundles:
+    description:
+      - QONNECT's tier manifest files beside its Application file (C(cloud_svc), C(fog_svc),
+        C(edge_svc) to a file), with O(src) or O(spec) in QONNECT's format.
+    type: dict
   scorer:
     description:
       - How clusters are ranked. V(weighted) is the default objective, V(borda) is QONNECT's original
@@ -120,7 +125,12 @@ errors:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.qonnect.core.plugins.module_utils.app_source import load_app_from_params
+from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
+    BUNDLES_ARGSPEC,
+    load_app_from_params,
+    spec_failure,
+    unexpected,
+)
 from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
     PLAN_ARGSPEC,
     compute_plan,
@@ -137,6 +147,7 @@ def main() -> None:
             explain={"type": "bool", "default": True},
             inventory={"type": "dict"},
             **PLAN_ARGSPEC,
+            **BUNDLES_ARGSPEC,
         ),
         mutually_exclusive=[("spec", "src", "name")],
         required_one_of=[("spec", "src", "name")],
@@ -155,7 +166,9 @@ def main() -> None:
         app = load_app_from_params(params, kb)
         inventory = params["inventory"] if params.get("inventory") is not None else kb.inventory()
         plan = compute_plan(app, inventory, params, params["explain"])
-    except (QosSpecError, InventoryError) as exc:
+    except QosSpecError as exc:
+        module.fail_json(**spec_failure(exc))
+    except InventoryError as exc:
         module.fail_json(msg=str(exc).split("\n", 1)[0], errors=exc.errors)
     except PlacementError as exc:
         module.fail_json(msg=str(exc), service=exc.service, constraint=exc.constraint)
@@ -163,6 +176,8 @@ def main() -> None:
         module.fail_json(msg=str(exc), status=exc.status)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
+    except Exception as exc:  # a bug: still a message, never a bare "Module failed"
+        module.fail_json(msg=unexpected(exc))
     module.exit_json(changed=False, plan=plan)
 
 

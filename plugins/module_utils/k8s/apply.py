@@ -179,14 +179,21 @@ def comparable(obj: dict | None) -> dict | None:
 def apply_one(client: Any, desired: dict, live: dict | None, check_mode: bool) -> dict:
     """Apply one object; returns {key, action, changed, before, after}.
 
-    `live` is the current object (None when absent). Check mode uses a server dry-run when the
-    object exists, and reports the desired object as-is when it would be created.
+    `live` is the current object (None when absent). Check mode uses a server dry-run, for an
+    object that would be created too (falling back to the desired object when the server
+    cannot dry-run it, e.g. its namespace does not exist yet).
     """
     key = object_key(desired)
     if up_to_date(live, desired):
         return {"key": key, "action": "unchanged", "changed": False}
     if check_mode and live is None:
-        return {"key": key, "action": "create", "changed": True, "before": None, "after": comparable(desired)}
+        # A server dry-run shows the object as it would be created (with server defaults), so a
+        # diff of the real run afterwards matches; without its namespace yet, the object itself.
+        try:
+            after = client.apply(desired, dry_run=True)
+        except Exception:  # any refusal of a dry run: show the desired object instead
+            after = desired
+        return {"key": key, "action": "create", "changed": True, "before": None, "after": comparable(after)}
     if is_stub(live) != is_stub(desired) and live is not None and desired["kind"] == "Service":
         # A Service switching between ExternalName and a real one cannot be merged cleanly.
         if check_mode:

@@ -59,3 +59,51 @@ def delete_namespace(client: Any, namespace: str, application: str, check_mode: 
         client.delete("v1", "Namespace", namespace)
     return [{"key": object_key(live), "action": "delete", "changed": True,
              "before": comparable(live), "after": None}]
+
+
+# Kinds an application commonly has beyond the defaults; a sweep looks for these too (a kind
+# the cluster does not serve simply lists empty).
+SWEEP_KINDS = (
+    *DEFAULT_PRUNE_KINDS,
+    ("networking.k8s.io/v1", "Ingress"),
+    ("batch/v1", "CronJob"),
+    ("batch/v1", "Job"),
+    ("v1", "PersistentVolumeClaim"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"),
+)
+
+
+def _gone_or_owned(obj: dict) -> bool:
+    """Already being deleted, or owned by another object that takes it along (pods, replica sets)."""
+    meta = obj.get("metadata") or {}
+    return bool(meta.get("deletionTimestamp") or meta.get("ownerReferences"))
+
+
+def sweep(client: Any, application: str, kinds: list[tuple[str, str]] | None, check_mode: bool) -> list[dict]:
+    """Delete every object labelled with the application in any namespace, then its namespaces.
+
+    Used by removal and by the roll-back of a failed deploy: it needs no record of where things
+    were applied, only the qonnect.io/application label, so nothing an interrupted or failed run
+    applied can stay behind. A second sweep finds nothing and reports no change.
+    """
+    selector = f"{MANAGED_BY}=qonnect,{APP_LABEL}={application}"
+    wanted = list(SWEEP_KINDS) + [k for k in (kinds or []) if k not in SWEEP_KINDS]
+    results = []
+    for api_version, kind in wanted:
+        for obj in client.list(api_version, kind, None, selector):
+            if _gone_or_owned(obj):
+                continue
+            meta = obj["metadata"]
+            if not check_mode:
+                client.delete(api_version, kind, meta["name"], meta.get("namespace"))
+            results.append({"key": object_key(obj), "action": "delete", "changed": True,
+                            "before": comparable(obj), "after": None})
+    for ns in client.list("v1", "Namespace", None, selector):
+        if _gone_or_owned(ns):
+            continue
+        if not check_mode:
+            client.delete("v1", "Namespace", ns["metadata"]["name"])
+        results.append({"key": object_key(ns), "action": "delete", "changed": True,
+                        "before": comparable(ns), "after": None})
+    return results

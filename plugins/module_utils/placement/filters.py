@@ -150,7 +150,9 @@ class JmesFilter(Filter):
         return bool(ctx.service.filter)
 
     def constraint(self, ctx):
-        return f"filter {ctx.service.filter!r}"
+        errors = [e for e in ctx.fleet.cache.get(("jmespath-errors", ctx.service.filter)) or [] if e]
+        cause = f" (it raised {errors[0]})" if errors else ""
+        return f"filter {ctx.service.filter!r}{cause}"
 
     def mask(self, ctx):
         expr = ctx.service.filter
@@ -161,18 +163,27 @@ class JmesFilter(Filter):
             compiled = jmespath.compile(expr)
             facts = ctx.fleet.cache.setdefault(
                 "facts", [c.facts() for c in ctx.fleet.inventory.clusters])
-            ctx.fleet.cache[key] = np.array([_truthy(compiled, f) for f in facts], dtype=bool)
+            outcomes = [_truthy(compiled, f) for f in facts]
+            ctx.fleet.cache[key] = np.array([ok for ok, _ in outcomes], dtype=bool)
+            ctx.fleet.cache[("jmespath-errors", expr)] = [err for _, err in outcomes]
         return ctx.fleet.cache[key]
 
     def reason(self, ctx, c):
+        errors = ctx.fleet.cache.get(("jmespath-errors", ctx.service.filter)) or []
+        if c < len(errors) and errors[c]:
+            return f"filter {ctx.service.filter!r} failed on this cluster's facts: {errors[c]}"
         return f"filter {ctx.service.filter!r} is false for this cluster"
 
 
-def _truthy(compiled, facts: dict) -> bool:
+def _truthy(compiled, facts: dict) -> tuple[bool, str]:
+    """Whether the filter holds, and why evaluating it failed (a cluster that raises does not
+    qualify, and the cause is kept for the explanation)."""
     try:
-        return bool(compiled.search(facts))
-    except jmespath.exceptions.JMESPathError:
-        return False  # e.g. a type error on this cluster's facts: it does not qualify
+        return bool(compiled.search(facts)), ""
+    except jmespath.exceptions.JMESPathError as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    except (TypeError, ValueError, ArithmeticError, RecursionError) as exc:
+        return False, f"{type(exc).__name__}: {exc}"
 
 
 class MaxLatency(Filter):
