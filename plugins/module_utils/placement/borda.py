@@ -16,7 +16,7 @@ clusters in rank, then clusters without kept nodes (using all their eligible nod
 from __future__ import annotations
 
 from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import PlacementError
-from ansible_collections.qonnect.core.plugins.module_utils.placement.explain import row, sort_rows
+from ansible_collections.qonnect.core.plugins.module_utils.placement.explain import row
 from ansible_collections.qonnect.core.plugins.module_utils.placement.filters import (
     CONSTRAINT_FILTERS,
     ServiceContext,
@@ -110,19 +110,28 @@ def _cluster_nodes(fleet, ranking, c: int) -> list[int]:
 
 
 def _explain(fleet, ranking, weights, ok, reasons) -> list[dict]:
+    """Rows in QONNECT's order: the sum of kept nodes' scores, ties by the total score of all
+    the cluster's nodes (QONNECT's second key, given as ``total_all_nodes``), then name; the
+    clusters the constraints rejected follow by name."""
     clusters = fleet.node_cluster[ranking["idx"]]
     kept = ranking["kept"]
-    rows = []
+    all_nodes = np.bincount(clusters, weights=ranking["score"], minlength=fleet.num_clusters)
+    by_cluster = {}
     for c, name in enumerate(fleet.cluster_names):
         if not ok[c]:
-            rows.append(row(name, False, reasons.get(c, ""), {}, None))
+            by_cluster[c] = row(name, False, reasons.get(c, ""), {}, None)
             continue
         sel = (clusters == c) & kept
         criteria = {k: {"score": float(ranking["counts"][k][sel].sum()), "weight": weights[k]}
                     for k in ("energy", "pricing", "capacity")}
         if ranking["has_kept"][c]:
-            rows.append(row(name, True, "", criteria, ranking["kept_sum"][c]))
+            entry = row(name, True, "", criteria, ranking["kept_sum"][c])
         else:
-            rows.append(row(name, False, f"no node scored at or above the mean "
-                                         f"({ranking['mean']:.2f})", criteria, 0.0))
-    return sort_rows(rows)
+            entry = row(name, False, f"no node scored at or above the mean "
+                                     f"({ranking['mean']:.2f})", criteria, 0.0)
+        entry["total_all_nodes"] = round(float(all_nodes[c]), 6)
+        by_cluster[c] = entry
+    ranked = [by_cluster[c] for c in ranking["ranked"]]
+    rest = sorted((r for c, r in by_cluster.items() if c not in set(ranking["ranked"])),
+                  key=lambda r: r["cluster"])
+    return ranked + rest
