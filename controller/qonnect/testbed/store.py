@@ -91,6 +91,9 @@ RESOURCES: dict[str, ResourceType] = {
             "deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",), ("status", "scale"), ("all",)
         ),
         ResourceType("leases", "lease", "Lease", "coordination.k8s.io", "v1", True),
+        # served so real applications' bundles apply whole (QONNECT's Bookinfo has Ingresses);
+        # stored only: the emulator runs no ingress controller
+        ResourceType("ingresses", "ingress", "Ingress", "networking.k8s.io", "v1", True, ("ing",)),
     )
 }
 
