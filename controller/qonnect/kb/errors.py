@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from qonnect.kb.specs import SpecError
-from qonnect.kb.storage import is_unavailable
+from qonnect.kb.storage import is_conflict, is_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,10 @@ async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
         log.error("database unavailable: %s", exc)
         return JSONResponse({"detail": "the KB database is unavailable, retry later"},
                             status_code=503, headers={"Retry-After": "1"})
+    if is_conflict(exc):
+        log.warning("write conflict with another KB instance persisted: %s", exc)
+        return JSONResponse({"detail": "conflict with a concurrent write through another KB "
+                                       "instance, retry"}, status_code=409)
     log.exception("unexpected error")
     return JSONResponse({"detail": "internal error"}, status_code=500)
 

@@ -282,11 +282,19 @@ Placement = Annotated[
 ]
 
 
-class Fencing(Strict):
-    """The controller's fencing token: its Raft term and a sequence number within the term."""
+FENCE_MAX = 2**53 - 1  # exact in every JSON parser (IEEE doubles); far beyond any real term
+FenceInt = Annotated[int, Field(strict=True, ge=0, le=FENCE_MAX)]
 
-    term: Count
-    seq: Count
+
+class Fencing(Strict):
+    """The controller's fencing token: its Raft term and a sequence number within the term.
+
+    Strict integers (no "9", true or 6.0) up to 2^53-1: a bigger value is no counter a
+    controller reaches, only a way to lock the placement (an admin can reset the token).
+    """
+
+    term: FenceInt
+    seq: FenceInt
 
 
 class PlacementIn(Strict):

@@ -68,7 +68,7 @@ def patch_cluster(conn: Conn, name: str, changes: dict[str, Any], now: float) ->
 
 
 def delete_cluster(conn: Conn, name: str) -> None:
-    if conn.one("SELECT 1 FROM clusters WHERE name = ?", (name,)) is None:
+    if conn.one("SELECT 1 FROM clusters WHERE name = ?" + _for_update(conn), (name,)) is None:
         raise not_found("cluster", name)
     for table in ("nodes", "workloads", "latencies"):
         conn.execute(f"DELETE FROM {table} WHERE cluster = ?", (name,))
@@ -77,6 +77,12 @@ def delete_cluster(conn: Conn, name: str) -> None:
 
 # -- agent reports ------------------------------------------------------------------------
 _CHUNK = 300  # rows per multi-row statement (far below both databases' parameter limits)
+
+
+def _for_update(conn: Conn) -> str:
+    """Row locks on PostgreSQL, taken in one order (by name) by every KB instance, so two
+    instances' batches touching the same clusters queue instead of deadlocking."""
+    return " ORDER BY name FOR UPDATE" if conn.dialect == "postgresql" else ""
 
 
 def _chunks(rows: list, size: int = _CHUNK) -> list[list]:
@@ -129,7 +135,8 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
     known: set[str] = set()
     for part in _chunks(names):
         known.update(r[0] for r in conn.all(
-            f"SELECT name FROM clusters WHERE name IN ({', '.join('?' * len(part))})", part))
+            f"SELECT name FROM clusters WHERE name IN ({', '.join('?' * len(part))})"
+            + _for_update(conn), part))
     beat: dict[str, tuple] = {}
     nodes: dict[str, tuple[int, float, Report]] = {}
     workloads: dict[str, tuple[int, Report]] = {}
@@ -177,6 +184,7 @@ def put_application(conn: Conn, name: str, spec: dict[str, Any], normalized: dic
     """Store a new version unless the normalised spec equals the current one."""
     normalized_text = dumps(normalized)
     digest = _digest(normalized_text)
+    conn.lock("application", name)
     row = conn.one("SELECT version, digest, created FROM applications WHERE name = ?", (name,))
     if row is not None and row[1] == digest:
         return {"version": row[0], "changed": False}
@@ -201,6 +209,7 @@ def _digest(text: str) -> str:
 
 
 def delete_application(conn: Conn, name: str) -> None:
+    conn.lock("application", name)
     if conn.one("SELECT 1 FROM applications WHERE name = ?", (name,)) is None:
         raise not_found("application", name)
     for table, col in (("application_versions", "name"), ("placements", "application"),
@@ -210,25 +219,43 @@ def delete_application(conn: Conn, name: str) -> None:
 
 # -- placements ---------------------------------------------------------------------------
 def put_placement(conn: Conn, app: str, body: PlacementIn, now: float) -> None:
-    """Write desired/current placement; a fencing token older than the stored one is a 409."""
+    """Write desired/current placement, fenced by the controller's (term, seq).
+
+    An older token is a 409; the same token again is accepted only with the same content (a
+    retry), otherwise 409 too: two writers holding one token is exactly what fencing excludes.
+    The application's lock makes the compare-and-write atomic across KB instances.
+    """
+    conn.lock("application", app)
     if conn.one("SELECT 1 FROM applications WHERE name = ?", (app,)) is None:
         raise not_found("application", app)
-    row = conn.one("SELECT term, seq FROM placements WHERE application = ?", (app,))
+    row = conn.one("SELECT term, seq, desired, current FROM placements WHERE application = ?",
+                   (app,))
     term, seq = (row[0], row[1]) if row else (None, None)
+    given = body.model_fields_set
+    dumped = body.model_dump(exclude_none=True)
+    values = {k: dumps(dumped[k]) if k in dumped else None
+              for k in ("desired", "current") if k in given}
     fence = body.fencing
     if fence is not None:
         check_fence(conn, fence.term, fence.seq, "placement")
-        if term is not None and (fence.term, fence.seq) < (term, seq):
+    if fence is not None and term is not None:
+        if (fence.term, fence.seq) < (term, seq):
             raise HTTPException(
                 409,
                 f"fencing: (term {fence.term}, seq {fence.seq}) is older than the stored "
                 f"(term {term}, seq {seq}); a newer controller leader has written since",
             )
+        if (fence.term, fence.seq) == (term, seq):
+            stored = {"desired": row[2], "current": row[3]}
+            if any(stored[k] != v for k, v in values.items()):
+                raise HTTPException(
+                    409,
+                    f"fencing: (term {term}, seq {seq}) was already used for a different "
+                    "placement; each write needs a new fencing token",
+                )
+            return  # the same write again: nothing to change
+    if fence is not None:
         term, seq = fence.term, fence.seq
-    given = body.model_fields_set
-    dumped = body.model_dump(exclude_none=True)
-    values = {k: dumps(dumped[k]) if k in dumped else None
-              for k in ("desired", "current") if k in given}
     if row is None:
         conn.execute(
             "INSERT INTO placements (application, desired, current, term, seq, updated)"
@@ -239,6 +266,20 @@ def put_placement(conn: Conn, app: str, body: PlacementIn, now: float) -> None:
         sets = [f"{k} = ?" for k in values] + ["term = ?", "seq = ?", "updated = ?"]
         conn.execute(f"UPDATE placements SET {', '.join(sets)} WHERE application = ?",
                      (*values.values(), term, seq, now, app))
+
+
+def reset_fencing(conn: Conn, app: str, now: float) -> None:
+    """Forget the stored fencing token (admin only): the next controller write sets it anew.
+
+    The way out when a token was stored that no controller will ever exceed.
+    """
+    conn.lock("application", app)
+    if conn.one("SELECT 1 FROM applications WHERE name = ?", (app,)) is None:
+        raise not_found("application", app)
+    if conn.one("SELECT 1 FROM placements WHERE application = ?", (app,)) is None:
+        raise not_found("placement of application", app)
+    conn.execute("UPDATE placements SET term = NULL, seq = NULL, updated = ? WHERE application = ?",
+                 (now, app))
 
 
 # -- the controller fence -----------------------------------------------------------------

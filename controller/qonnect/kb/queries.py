@@ -6,10 +6,16 @@ Ages and health are computed here, at read time, from the KB's own receive times
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+from fastapi import HTTPException
+
+from qonnect.kb.jsonsafe import storable_problems
 from qonnect.kb.ops import not_found
 from qonnect.kb.storage import Conn
+
+log = logging.getLogger(__name__)
 
 _CLUSTER_COLS = (
     "name, tier, location, server, kubeconfig, context, labels, created, updated,"
@@ -114,15 +120,54 @@ def _application(row: tuple) -> dict[str, Any]:
             "application": json.loads(normalized), "created": created, "updated": updated}
 
 
+def _unservable(name: str, version: int, record: dict[str, Any]) -> str | None:
+    """Why a stored record (written before the KB refused such specs) cannot be answered."""
+    problems = storable_problems(record)
+    if not problems:
+        return None
+    log.warning("application %r version %s cannot be served and is left out: %s", name, version,
+                "; ".join(problems))
+    return "; ".join(problems)
+
+
+def _poisoned(name: str, why: str) -> HTTPException:
+    return HTTPException(409, f"application {name!r}: the stored spec cannot be served ({why}); "
+                              "PUT a valid spec or DELETE the application")
+
+
 def list_applications(conn: Conn) -> list[dict]:
-    return [_application(r) for r in conn.all(_APP_SQL + " ORDER BY a.name")]
+    """Every application that can be served; one poisoned record never hides the others."""
+    out = []
+    for row in conn.all(_APP_SQL + " ORDER BY a.name"):
+        try:
+            record = _application(row)
+        except (ValueError, RecursionError) as exc:
+            log.warning("application %r cannot be decoded and is left out: %s", row[0], exc)
+            continue
+        if _unservable(row[0], row[1], record) is None:
+            out.append(record)
+    return out
 
 
-def get_application(conn: Conn, name: str) -> dict:
-    row = conn.one(_APP_SQL + " WHERE a.name = ?", (name,))
+def get_application(conn: Conn, name: str, version: int | None = None) -> dict:
+    """The current version, or the given one (with the application's created/updated)."""
+    if version is None:
+        row = conn.one(_APP_SQL + " WHERE a.name = ?", (name,))
+    else:
+        row = conn.one(
+            "SELECT a.name, v.version, v.spec, v.normalized, a.created, a.updated"
+            " FROM applications a JOIN application_versions v ON v.name = a.name"
+            " WHERE a.name = ? AND v.version = ?", (name, version))
     if row is None:
         raise not_found("application", name)
-    return _application(row)
+    try:
+        record = _application(row)
+    except (ValueError, RecursionError) as exc:
+        raise _poisoned(name, type(exc).__name__) from None
+    why = _unservable(name, row[1], record)
+    if why:
+        raise _poisoned(name, why)
+    return record
 
 
 def list_versions(conn: Conn, name: str, version: int | None = None) -> list[dict]:
@@ -136,8 +181,18 @@ def list_versions(conn: Conn, name: str, version: int | None = None) -> list[dic
         raise not_found("application", name)
     if not rows:
         raise not_found("version", f"{name}@{version}")
-    return [{"version": v, "created": c, "spec": json.loads(s), "application": json.loads(n)}
-            for v, c, s, n in rows]
+    out = []
+    for v, c, s, n in rows:
+        try:
+            record = {"version": v, "created": c, "spec": json.loads(s), "application": json.loads(n)}
+        except (ValueError, RecursionError) as exc:
+            raise _poisoned(name, type(exc).__name__) from None
+        why = _unservable(name, v, record)
+        if why is None:
+            out.append(record)
+        elif version is not None:
+            raise _poisoned(name, why)
+    return out
 
 
 # -- placements ---------------------------------------------------------------------------

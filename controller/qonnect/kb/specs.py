@@ -7,6 +7,7 @@ clients inline the manifests before sending (``qos.load_application`` does the r
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 from typing import Any
@@ -16,6 +17,8 @@ import qonnect._collection as _collection_on_path  # noqa: F401
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils import qos
+
+from qonnect.kb.jsonsafe import storable_problems
 
 log = logging.getLogger(__name__)
 _FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -55,7 +58,9 @@ def _bundle_paths(spec: dict[str, Any], out: list[str]) -> None:
 
 def validate(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     """Return the normalised Application as a dict, or raise SpecError."""
-    problems: list[str] = []
+    problems = storable_problems(spec)
+    if problems:  # checked first: nothing below may see a value it cannot store or return
+        raise SpecError(problems)
     _file_references(spec, "", problems)
     _bundle_paths(spec, problems)
     if problems:
@@ -63,11 +68,18 @@ def validate(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="qkb-spec-") as empty:
         try:
             app = qos.load_application(spec, base_dir=empty)
+            if app.name != name:
+                raise SpecError([f"metadata.name: {app.name!r} does not match the name in the "
+                                 f"URL {name!r}"])
+            normalized = app.to_dict()
+            problems = storable_problems(normalized, "application")
+            json.dumps(normalized, allow_nan=False)
         except qos.QosSpecError as exc:
             raise SpecError(list(exc.errors)) from None
-        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError,
+                UnicodeError) as exc:
             log.warning("the QoS validator failed on a spec for %r: %r", name, exc)
-            raise SpecError([f"spec: cannot be validated ({type(exc).__name__}: {exc})"]) from None
-    if app.name != name:
-        raise SpecError([f"metadata.name: {app.name!r} does not match the name in the URL {name!r}"])
-    return app.to_dict()
+            raise SpecError([f"spec: cannot be validated ({type(exc).__name__})"]) from None
+    if problems:
+        raise SpecError(problems)
+    return normalized

@@ -53,6 +53,16 @@ class Conn:
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
         return self.execute(sql, params).fetchone()
 
+    def lock(self, kind: str, name: str) -> None:
+        """Hold a lock on one named record until the transaction ends, across KB processes.
+
+        Several KB instances may share one PostgreSQL database; a read-then-write (a fenced
+        placement, a new application version) must not interleave with another instance's. On
+        SQLite ``BEGIN IMMEDIATE`` already makes every write transaction exclusive.
+        """
+        if self.dialect == "postgresql":
+            self.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"{kind}/{name}",))
+
     def begin(self, write: bool = True) -> None:
         if self.dialect == "sqlite":
             self.raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -186,10 +196,20 @@ class Database:
             conn.close()
 
 
+def is_conflict(exc: BaseException) -> bool:
+    """True for errors another KB instance's concurrent transaction caused (deadlock,
+    serialization failure, a key it inserted first): the same write, retried, succeeds."""
+    if psycopg is None or not isinstance(exc, psycopg.Error):
+        return False
+    state = exc.sqlstate or ""
+    return state.startswith("40") or state == "23505"  # transaction rollback; unique violation
+
+
 def is_unavailable(exc: BaseException) -> bool:
     """True for errors that mean 'database down', answered with 503 instead of 500."""
     if isinstance(exc, StorageError):
         return True
     if isinstance(exc, sqlite3.OperationalError):
         return True
-    return psycopg is not None and isinstance(exc, psycopg.OperationalError)
+    return (psycopg is not None and isinstance(exc, psycopg.OperationalError)
+            and not is_conflict(exc))

@@ -18,6 +18,7 @@ per payload: agent reports are merged this way with a few set-based statements p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -27,10 +28,11 @@ from typing import Any, TypeVar
 
 from fastapi import HTTPException
 
-from qonnect.kb.storage import Conn, Database, is_unavailable
+from qonnect.kb.storage import Conn, Database, is_conflict, is_unavailable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+CONFLICT_RETRIES = 5
 _STOP = object()
 
 
@@ -50,6 +52,20 @@ class _Bulk:
     def __init__(self, kind: str, payload: Any) -> None:
         self.kind = kind
         self.payload = payload
+
+
+class _Locked:
+    """A write that needs a named lock (``Conn.lock``); the writer takes the locks of a whole
+    batch first, in sorted order, so KB instances sharing a database never deadlock on them."""
+
+    __slots__ = ("fn", "key")
+
+    def __init__(self, fn: Callable[[Conn], Any], key: tuple[str, str]) -> None:
+        self.fn = fn
+        self.key = key
+
+    def __call__(self, conn: Conn) -> Any:
+        return self.fn(conn)
 
 
 class GroupWriter:
@@ -75,11 +91,12 @@ class GroupWriter:
         if self._conn is not None:
             self._conn.close()
 
-    async def submit(self, fn: Callable[[Conn], T]) -> T:
-        """Queue a write and wait until it is committed (or failed)."""
+    async def submit(self, fn: Callable[[Conn], T], lock: tuple[str, str] | None = None) -> T:
+        """Queue a write and wait until it is committed (or failed); ``lock`` names the record
+        it reads and then writes (kind, name), locked for its transaction."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._queue.put((fn, loop, fut))
+        self._queue.put((fn if lock is None else _Locked(fn, lock), loop, fut))
         return await fut
 
     async def submit_bulk(self, kind: str, payload: Any) -> Any:
@@ -106,7 +123,13 @@ class GroupWriter:
                     stop = True
                     break
                 batch.append(nxt)
-            self._apply(batch)
+            try:
+                self._apply(batch)
+            except Exception as exc:  # never let the writer thread die: fail this batch only
+                log.exception("the writer failed on a batch of %d writes", len(batch))
+                for _fn, loop, fut in batch:
+                    with contextlib.suppress(RuntimeError):
+                        loop.call_soon_threadsafe(_settle, [(fut, False, exc)])
             if stop:
                 return
 
@@ -134,10 +157,16 @@ class GroupWriter:
                 pass
 
     def _alone(self, entry: tuple) -> tuple[bool, Any]:
-        try:
-            return self._transaction([entry])[0]
-        except Exception as exc:
-            return (False, exc)
+        """One write in its own transaction; retried while another KB instance sharing the
+        database made it fail (deadlock, a key inserted first): re-run, it reads their data."""
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                return self._transaction([entry])[0]
+            except Exception as exc:
+                if not is_conflict(exc) or attempt == CONFLICT_RETRIES - 1:
+                    return (False, exc)
+                time.sleep(0.005 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def _transaction(self, batch: list[tuple]) -> list[tuple[bool, Any]]:
         try:
@@ -149,6 +178,8 @@ class GroupWriter:
         results: list[tuple[bool, Any]] = []
         started = time.perf_counter()
         try:
+            for key in sorted({entry[0].key for entry in batch if isinstance(entry[0], _Locked)}):
+                conn.lock(*key)
             i = 0
             while i < len(batch):
                 fn = batch[i][0]

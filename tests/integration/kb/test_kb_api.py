@@ -263,7 +263,11 @@ def test_placements_are_fenced(live_kb, fresh):
             ctl.put_placement(app, {"current": desired}, stale)
         assert err.value.status == 409 and "fencing" in err.value.message
     assert ctl.get_placement(app)["current"] is None
-    ctl.put_placement(app, {"current": desired}, {"term": 2, "seq": 7})  # equal: accepted
+    ctl.put_placement(app, {"desired": desired}, {"term": 2, "seq": 7})  # the same write again
+    with pytest.raises(KBError) as err:  # the same token for another write: a second writer
+        ctl.put_placement(app, {"current": desired}, {"term": 2, "seq": 7})
+    assert err.value.status == 409 and "already used" in err.value.message
+    ctl.put_placement(app, {"current": desired}, {"term": 2, "seq": 8})
     ctl.put_placement(app, {"desired": {}}, {"term": 3, "seq": 0})
     placed = live_kb.admin.put_placement(app, {"current": desired})  # admin: no fencing needed
     assert placed["fencing"] == {"term": 3, "seq": 0} and placed["desired"] == {}

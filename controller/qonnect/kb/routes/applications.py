@@ -57,9 +57,10 @@ async def put_application(
     require(who, "admin", action="write applications")
     normalized = await run_in_threadpool(specs.validate, name, spec)
     result = await kb.writer.submit(
-        lambda conn: ops.put_application(conn, name, spec, normalized, time.time()))
-    with kb.db.reader() as conn:
-        record = queries.get_application(conn, name)
+        lambda conn: ops.put_application(conn, name, spec, normalized, time.time()),
+        lock=("application", name))
+    with kb.db.reader() as conn:  # this write's version, even if another one followed
+        record = queries.get_application(conn, name, result["version"])
     record["changed"] = result["changed"]
     return record
 
@@ -69,7 +70,8 @@ async def put_application(
 async def delete_application(name: Name, who: Who, kb: KB) -> Response:
     """Forget an application, its versions and its placement."""
     require(who, "admin", action="delete applications")
-    await kb.writer.submit(lambda conn: ops.delete_application(conn, name))
+    await kb.writer.submit(lambda conn: ops.delete_application(conn, name),
+                           lock=("application", name))
     return Response(status_code=204)
 
 
@@ -107,6 +109,19 @@ async def put_placement(app: Name, body: PlacementIn, who: Who, kb: KB) -> dict:
     require(who, "admin", "controller", action="write placements")
     if body.fencing is None and who.role != "admin":
         raise HTTPException(403, "fencing: is required for controller tokens ({term, seq})")
-    await kb.writer.submit(lambda conn: ops.put_placement(conn, app, body, time.time()))
+    await kb.writer.submit(lambda conn: ops.put_placement(conn, app, body, time.time()),
+                           lock=("application", app))
+    with kb.db.reader() as conn:
+        return queries.get_placement(conn, app)
+
+
+@router.delete("/placements/{app}/fencing", response_model=PlacementOut, responses=errors(404),
+               tags=["placements"])
+async def reset_fencing(app: Name, who: Who, kb: KB) -> dict:
+    """Forget the stored fencing token (admin only), e.g. after a bogus token so large that no
+    controller would ever exceed it; the next fenced write sets it again."""
+    require(who, "admin", action="reset fencing tokens")
+    await kb.writer.submit(lambda conn: ops.reset_fencing(conn, app, time.time()),
+                           lock=("application", app))
     with kb.db.reader() as conn:
         return queries.get_placement(conn, app)
