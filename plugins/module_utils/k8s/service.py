@@ -42,8 +42,10 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.prune import (
     DEFAULT_PRUNE_KINDS,
     delete_namespace,
     prune,
+    sweep,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.waiter import wait_ready
+from ansible_collections.qonnect.core.plugins.module_utils.qos import substitute
 
 DOMAIN_LABEL = "qonnect.io/service-domain"
 
@@ -61,9 +63,11 @@ class Target:
     kubeconfig: str
     context: str | None = None
     domain: str = ""
+    address: str = ""  # what QONNECT's [TIER_CLUSTER_IP] placeholders become (default: domain)
 
     def __post_init__(self) -> None:
         self.domain = self.domain or service_domain(self.name)
+        self.address = self.address or self.domain
 
 
 @dataclass
@@ -100,6 +104,7 @@ class _ClusterWork:
     live: dict[str, dict] = field(default_factory=dict)
     namespace_live: dict | None = None
     workloads: list[tuple[str, str]] = field(default_factory=list)
+    rolled_back: list[dict] = field(default_factory=list)
 
 
 def _deferred(desired: dict, live: dict | None) -> bool:
@@ -125,6 +130,8 @@ class Deployer:
         wait_timeout: float = 60.0,
         client_factory: Callable[[Target], Any] | None = None,
         before_step: Callable[[str], None] | None = None,
+        placeholders: dict[str, str] | None = None,
+        own_replicas: bool = False,
     ):
         self.application = application
         self.namespace = namespace
@@ -136,6 +143,11 @@ class Deployer:
         self.wait_timeout = wait_timeout
         self.client_factory = client_factory or (lambda t: get_client(t.name, t.kubeconfig, t.context))
         self.before_step = before_step  # e.g. the controller's fence check; raises to stop
+        # service -> placeholder replaced in every manifest by the address of its cluster
+        self.placeholders = dict(placeholders or {})
+        # QONNECT's bundles keep their Deployments' own replica counts
+        self.own_replicas = own_replicas
+        self.previous = set(previous or ())
         self.plan_clusters = sorted({e["cluster"] for entries in plan.values() for e in entries})
         self.old_clusters = sorted(set(previous or ()) - set(self.plan_clusters))
         missing = [c for c in self.plan_clusters + self.old_clusters if c not in targets]
@@ -160,16 +172,24 @@ class Deployer:
             if m.get("kind") == "Service"
         }
 
+    def replacements(self) -> dict[str, str]:
+        """Placeholder -> address of the cluster chosen for its service (QONNECT's bundles)."""
+        return {token: self.targets[self.plan[service][0]["cluster"]].address
+                for service, token in self.placeholders.items() if self.plan.get(service)}
+
     def desired_for(self, cluster: str) -> list[dict]:
         objs = [namespace_object(self.namespace, self.application)]
+        replacements = self.replacements()
         for service in sorted(self.services):
             entries = [e for e in self.plan.get(service, []) if e["cluster"] == cluster]
             if entries:
                 entry = entries[0]
+                replicas = None if self.own_replicas else entry.get("replicas")
                 for manifest in self.services[service]:
                     objs.append(
-                        prepare(manifest, self.application, service, self.namespace,
-                                entry.get("replicas"), entry.get("nodes") or None)
+                        prepare(substitute(manifest, replacements) if replacements else manifest,
+                                self.application, service, self.namespace,
+                                replicas, entry.get("nodes") or None)
                     )
             elif service in self.plan:
                 for name, target in self._address(service).items():
@@ -197,6 +217,22 @@ class Deployer:
             return
         with ThreadPoolExecutor(max_workers=min(16, len(clusters))) as pool:
             list(pool.map(guarded, clusters))
+
+    def _discover(self, work: _ClusterWork) -> None:
+        """Every kind this cluster will get is served there (checked on all before any write)."""
+        target = self.targets[work.result.cluster]
+        work.client = self.client_factory(target)
+        missing = []
+        for api_version, kind in sorted({(o["apiVersion"], o["kind"]) for o in work.desired}):
+            try:
+                work.client.resource(api_version, kind)
+            except K8sError as exc:
+                if exc.status != 404:
+                    raise
+                missing.append(f"{api_version} {kind}")
+        if missing:
+            raise K8sError(work.result.cluster, "the cluster does not serve " + ", ".join(missing)
+                           + "; nothing was applied anywhere", 404)
 
     def _snapshot(self, work: _ClusterWork) -> None:
         target = self.targets[work.result.cluster]
@@ -264,6 +300,13 @@ class Deployer:
         """Apply the plan; returns {changed, failed, message, clusters, diff}."""
         for cluster in self.plan_clusters:
             self.work[cluster].desired = self.desired_for(cluster)
+        self._each(self.plan_clusters, self._discover)
+        refused = [c for c in self.plan_clusters if self.work[c].result.status != "ok"]
+        if refused:
+            for cluster in self.plan_clusters + self.old_clusters:
+                if cluster not in refused:
+                    self.work[cluster].result.status = "skipped"
+            return self._summary(refused)
         deadline = time.monotonic() + self.wait_timeout
         self._step("apply")
         self._each(self.plan_clusters, self._make)
@@ -280,43 +323,101 @@ class Deployer:
         else:
             for cluster in self.old_clusters:
                 self.work[cluster].result.status = "skipped"
+            self._roll_back()
         return self._summary(failed)
 
+    def _roll_back(self) -> None:
+        """After a failed deploy, remove everything from clusters that did not serve before.
+
+        A first deploy leaves nothing behind; a re-placement keeps the previous placement
+        serving on its clusters (as before) and clears only the clusters it was adding.
+        """
+        if self.check_mode:
+            return
+        added = [c for c in self.plan_clusters if c not in self.previous]
+        if not added:
+            return
+        self._step("rollback")  # a newer controller decision may own these clusters now
+
+        def clear(work: _ClusterWork) -> None:
+            outcomes = []
+            try:
+                client = work.client or self.client_factory(self.targets[work.result.cluster])
+                outcomes = sweep(client, self.application, self.kinds(), False)
+            except K8sError as exc:
+                work.result.error = f"{work.result.error}; roll-back failed: {exc.message}"
+            work.rolled_back = outcomes
+
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(added)))) as pool:
+            list(pool.map(lambda c: clear(self.work[c]), added))
+
+    def kinds(self) -> list[tuple[str, str]]:
+        """Kinds to look for when sweeping: the defaults plus every kind the application has."""
+        own = sorted({(m.get("apiVersion"), m.get("kind")) for ms in self.services.values()
+                      for m in ms if isinstance(m, dict) and m.get("kind") != "Namespace"})
+        return list(DEFAULT_PRUNE_KINDS) + [k for k in own if k not in DEFAULT_PRUNE_KINDS]
+
     def remove(self) -> dict:
-        """Delete everything qonnect applied for the application on all known clusters."""
+        """Delete everything labelled with the application on every given cluster (a sweep by
+        the qonnect.io/application label in all namespaces, then its namespaces)."""
         self._step("remove")
         self.old_clusters = sorted(set(self.plan_clusters) | set(self.old_clusters))
         self.plan_clusters = []
         for work in self.work.values():
             work.result.in_plan = False
             work.desired = []
-        self._each(self.old_clusters, self._break)
-        return self._summary([])
 
-    def _summary(self, failed: list[str]) -> dict:
+        def clear(work: _ClusterWork) -> None:
+            work.client = self.client_factory(self.targets[work.result.cluster])
+            for outcome in sweep(work.client, self.application, self.kinds(), self.check_mode):
+                work.result.record(outcome)
+
+        self._each(self.old_clusters, clear)
+        failed = [r.cluster for r in (w.result for w in self.work.values()) if r.status != "ok"]
+        return self._summary(failed, removing=True)
+
+    def _summary(self, failed: list[str], removing: bool = False) -> dict:
         results = [self.work[c].result for c in sorted(self.work)]
         warnings = [
             f"{r.cluster}: {r.error} (cluster left the plan; its old objects may remain)"
-            for r in results if not r.in_plan and r.error
+            for r in results if not r.in_plan and r.error and not removing
         ]
-        before: dict[str, dict] = {}
-        after: dict[str, dict] = {}
-        for r in results:
-            for o in r.objects:
-                if o["changed"]:
-                    before.setdefault(r.cluster, {})[o["key"]] = o.get("before")
-                    after.setdefault(r.cluster, {})[o["key"]] = o.get("after")
+        diff = [object_diff(r.cluster, o) for r in results for o in r.objects if o["changed"]]
+        rolled_back = {c: len(w.rolled_back) for c, w in self.work.items() if w.rolled_back}
+        would = "would " if self.check_mode else ""
         if failed:
-            message = "deploy failed on {}; the previous placement keeps serving".format(
-                ", ".join(f"{c} ({self.work[c].result.error})" for c in failed)
-            )
+            what = "removal" if removing else "deploy"
+            message = "{} failed on {}".format(
+                what, ", ".join(f"{c} ({self.work[c].result.error})" for c in failed))
+            if not removing:
+                message += ("; nothing was left on clusters it was adding" if rolled_back or
+                            not self.previous else "")
+                message += "; the previous placement keeps serving" if self.previous else ""
+        elif removing:
+            touched = sorted(r.cluster for r in results if r.changed)
+            message = (f"{would}remove from " + ", ".join(touched)) if touched else "nothing to remove"
         else:
-            message = "deployed to " + (", ".join(self.plan_clusters) or "no cluster")
+            message = f"{'would deploy' if would else 'deployed'} to " + (
+                ", ".join(self.plan_clusters) or "no cluster")
         return {
             "changed": any(r.changed for r in results),
             "failed": bool(failed),
             "message": message,
             "warnings": warnings,
             "clusters": {r.cluster: r.to_dict() for r in results},
-            "diff": {"before": before, "after": after},
+            "rolled_back": rolled_back,
+            "diff": diff,
         }
+
+
+def object_header(cluster: str, key: str) -> str:
+    """'<cluster>: <Kind> <namespace>/<name>' (cluster-scoped: '<cluster>: <Kind> <name>')."""
+    kind, namespace, name = key.split("/")[-3:]
+    return f"{cluster}: {kind} {namespace + '/' if namespace else ''}{name}"
+
+
+def object_diff(cluster: str, outcome: dict) -> dict:
+    """One Ansible diff entry per changed object (Ansible shows a list of them one by one)."""
+    header = object_header(cluster, outcome["key"])
+    return {"before_header": header, "after_header": header,
+            "before": outcome.get("before") or {}, "after": outcome.get("after") or {}}

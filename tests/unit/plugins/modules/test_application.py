@@ -6,11 +6,33 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible_collections.qonnect.core.plugins.modules import application, placement
 
 ROOT = Path(__file__).resolve().parents[4]
 ENERGY = str(ROOT / "examples" / "bookinfo" / "energy-first.yml")
 PAPER = json.loads((ROOT / "examples" / "inventories" / "paper.json").read_text())
+
+
+@pytest.fixture(autouse=True)
+def paper_inventory(kb):
+    """The application module stores a spec only once it places on the KB's inventory."""
+    kb.inventory_doc = PAPER
+
+
+def test_unplaceable_spec_is_not_stored(run_module, kb):
+    """Issue 13.5: an impossible maxLatency is refused and never becomes the current version."""
+    assert run_module(application, {"src": ENERGY})["version"] == 1
+    spec = yaml.safe_load(Path(ENERGY).read_text())
+    for service in spec["spec"]["services"]:
+        for entry in service["manifests"]:
+            entry["file"] = str(Path(ENERGY).parent / entry["file"])
+    spec["spec"]["services"][0].setdefault("constraints", {})["maxLatency"] = [
+        {"from": "edge-1", "ms": 0.001}]
+    out = run_module(application, {"spec": spec})
+    assert out["failed"] and out["msg"].startswith("not stored: the spec cannot be placed")
+    assert "maxLatency" in out["msg"] and kb.writes == 1
+    assert kb.apps["bookinfo"]["version"] == 1
 
 
 def test_store_inlines_manifests_and_is_idempotent(run_module, kb):

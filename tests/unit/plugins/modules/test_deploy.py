@@ -68,7 +68,7 @@ def test_check_mode_touches_nothing(run_module, kb, federation):
     writes = kb.writes
     out = run_module(deploy, {"name": "bookinfo"}, check_mode=True, diff=True)
     assert out["changed"] and not log and kb.writes == writes and not kb.events
-    assert "apps/v1/Deployment/bookinfo/ratings-v1" in out["diff"]["after"]["edge-1"]
+    assert "edge-1: Deployment bookinfo/ratings-v1" in {d["after_header"] for d in out["diff"]}
 
 
 def test_given_plan_is_checked(run_module, federation):

@@ -57,7 +57,7 @@ def test_second_run_changes_nothing(fleet):
     out = deployer(clusters, PLAN_A, previous={"c1", "c2"}).run()
     assert out["changed"] is False and not out["failed"]
     assert len(log) == writes
-    assert out["diff"] == {"before": {}, "after": {}}
+    assert out["diff"] == []
 
 
 def test_migration_is_make_before_break(fleet):
@@ -105,7 +105,9 @@ def test_check_mode_touches_nothing(fleet):
     clusters, log = fleet
     out = deployer(clusters, PLAN_A, check_mode=True).run()
     assert out["changed"] and not log
-    assert "apps/v1/Deployment/shop/front-v1" in out["diff"]["after"]["c1"]
+    headers = {d["after_header"] for d in out["diff"]}
+    assert "c1: Deployment shop/front-v1" in headers  # one diff per object (issue 14.6)
+    assert "would deploy to" in out["message"]
     deployer(clusters, PLAN_A).run()
     writes = len(log)
     out = deployer(clusters, PLAN_B, previous={"c1", "c2"}, check_mode=True).run()
