@@ -76,12 +76,14 @@ class NodeSpec:
     energy_kwh: float
     price_eur_h: float
     labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "profile": self.profile, "cpu": self.cpu, "memory": self.memory,
                 "ephemeral_storage": self.ephemeral_storage, "pods": self.pods,
                 "bandwidth_gbps": self.bandwidth_gbps, "energy_kwh": self.energy_kwh,
-                "price_eur_h": self.price_eur_h, "labels": dict(self.labels)}
+                "price_eur_h": self.price_eur_h, "labels": dict(self.labels),
+                "taints": [dict(t) for t in self.taints]}
 
 
 @dataclass
@@ -102,6 +104,7 @@ class Fleet:
     name: str
     clusters: list[ClusterSpec]
     latency_ms: dict[str, dict[str, float]]
+    start_delays: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load(profile: str) -> dict[str, Any]:
@@ -148,7 +151,7 @@ def _node(cluster: str, tier: str, index: int, count: int, entry: dict[str, Any]
         known = ", ".join(sorted(node_profiles)) or "none defined"
         raise ProfileError(f"{where}.profile: unknown node profile {prof_name!r} (known: {known})")
     merged = {**DEFAULT_NODE, **_mapping(node_profiles.get(prof_name), f"node_profiles.{prof_name}"),
-              **{k: v for k, v in entry.items() if k not in ("profile", "name", "labels")}}
+              **{k: v for k, v in entry.items() if k not in ("profile", "name", "labels", "taints")}}
     if "cpu" not in merged or "memory" not in merged:
         raise ProfileError(f"{where}: needs cpu and memory (directly or from its profile)")
     name = entry.get("name") or (f"{cluster}-worker" if count == 1 else f"{cluster}-worker-{index + 1}")
@@ -164,11 +167,54 @@ def _node(cluster: str, tier: str, index: int, count: int, entry: dict[str, Any]
             price_eur_h=quantity(merged["price_eur_h"], f"{where}.price_eur_h"),
             labels={**_labels(_mapping(node_profiles.get(prof_name), "").get("labels"), where),
                     **_labels(entry.get("labels"), f"{where}.labels")},
+            taints=_taints(entry["taints"] if "taints" in entry else
+                           _mapping(node_profiles.get(prof_name), "").get("taints"), f"{where}.taints"),
         )
     except ProfileError:
         raise
     except (TypeError, ValueError) as exc:
         raise ProfileError(f"{where}: {exc}") from None
+
+
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _taints(value: Any, where: str) -> list[dict[str, str]]:
+    """Node taints as `kubectl taint` sets them: key, optional value, effect."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ProfileError(f"{where}: expected a list of {{key, value, effect}}")
+    out = []
+    for i, taint in enumerate(value):
+        taint = _mapping(taint, f"{where}[{i}]")
+        key, effect = taint.get("key"), taint.get("effect")
+        if not isinstance(key, str) or not re.fullmatch(r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", key):
+            raise ProfileError(f"{where}[{i}].key: expected a label-like key, got {key!r}")
+        if effect not in _TAINT_EFFECTS:
+            raise ProfileError(f"{where}[{i}].effect: expected one of {list(_TAINT_EFFECTS)}, got {effect!r}")
+        item = {"key": key, "effect": effect}
+        if taint.get("value") not in (None, ""):
+            item["value"] = str(taint["value"])
+        out.append(item)
+    return out
+
+
+def parse_start_delays(value: Any) -> list[dict[str, Any]]:
+    """Per-image start delays: [{image: glob, seconds: S, jitter: J}], first match wins."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ProfileError("start_delays: expected a list of {image, seconds, jitter}")
+    out = []
+    for i, rule in enumerate(value):
+        rule = _mapping(rule, f"start_delays[{i}]")
+        if not isinstance(rule.get("image"), str) or not rule["image"]:
+            raise ProfileError(f"start_delays[{i}].image: expected an image pattern such as 'docker.io/istio/*'")
+        out.append({"image": rule["image"],
+                    "seconds": quantity(rule.get("seconds", 0), f"start_delays[{i}].seconds"),
+                    "jitter": quantity(rule.get("jitter", 0), f"start_delays[{i}].jitter")})
+    return out
 
 
 def _generated(gen: dict[str, Any], tiers: list[str], clusters: int | None, nodes: int | None,
@@ -264,4 +310,5 @@ def expand(data: dict[str, Any], clusters: int | None = None, nodes: int | None 
         built.append(ClusterSpec(name=name, tier=tier, location=str(entry.get("location", name)),
                                  nodes=node_list, labels=_labels(entry.get("labels"), f"{where}.labels")))
     return Fleet(name=str(data.get("name", "custom")), clusters=built,
-                 latency_ms=_latency(built, _mapping(data.get("latency_ms"), "latency_ms")))
+                 latency_ms=_latency(built, _mapping(data.get("latency_ms"), "latency_ms")),
+                 start_delays=parse_start_delays(data.get("start_delays")))

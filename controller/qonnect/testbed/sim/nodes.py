@@ -60,7 +60,8 @@ def node_object(cluster: ClusterSpec, node: NodeSpec, index: int) -> dict:
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": node.name, "labels": node_labels(cluster, node),
                      "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
-        "spec": {"podCIDR": f"10.244.{index % 256}.0/24", "podCIDRs": [f"10.244.{index % 256}.0/24"]},
+        "spec": {"podCIDR": f"10.244.{index % 256}.0/24", "podCIDRs": [f"10.244.{index % 256}.0/24"],
+                 **({"taints": [dict(t) for t in node.taints]} if node.taints else {})},
         "status": {
             "capacity": dict(resources), "allocatable": dict(resources),
             "conditions": _ready_conditions(stamp),
