@@ -37,8 +37,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--not-ready-timeout",
         type=float,
-        default=120.0,
-        help="seconds a workload may stay not ready before it is reported Failed",
+        default=600.0,
+        help="seconds a workload may stay not ready (a pod failing to pull, start or be scheduled) "
+        "before it is reported Failed, unless the workload sets its own grace (annotation "
+        "qonnect.io/failure-grace-seconds, or a Deployment's progressDeadlineSeconds); default 600, "
+        "Kubernetes' default progress deadline, so that real image pulls and rescheduling fit",
     )
     p.add_argument("--outbox-size", type=int, default=120, help="reports kept while the KB is unreachable")
     p.set_defaults(func=run)

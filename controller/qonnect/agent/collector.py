@@ -20,15 +20,21 @@ from typing import Any
 import qonnect._collection as _collection_on_path  # noqa: F401
 
 # isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import (
+    GRACE_ANNOTATION,
+    progress_deadline_seconds,
+    readiness,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.taints import node_taints
 from ansible_collections.qonnect.core.plugins.module_utils.labels import labels_match
+from ansible_collections.qonnect.core.plugins.module_utils.quantity import parse_quantity_decimal
 
 try:
     import urllib3
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
-    from kubernetes.utils import parse_quantity
 except ImportError:  # pragma: no cover - the kubernetes client is a declared dependency
-    k8s_client = k8s_config = parse_quantity = urllib3 = None  # type: ignore[assignment]
+    k8s_client = k8s_config = urllib3 = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -42,24 +48,63 @@ NODE_NUMBER_LABELS = {
     "qonnect.io/price-eur-h": "price_eur_h",
 }
 RESOURCES = {"cpu": "cpu", "memory": "memory", "ephemeral-storage": "ephemeral_storage"}
-# container waiting reasons that will not fix themselves
-FAILED_WAITING = frozenset(
+# Container waiting reasons that show a pod in trouble. On real clusters most of them are often
+# transient (a flaky registry, a ConfigMap or ServiceAccount not created yet, a crash while a
+# dependency starts), so they are reported as the reason of a Progressing workload, which turns
+# Failed only after the workload's grace period (see StatusClock).
+PROBLEM_WAITING = frozenset(
     {
         "CrashLoopBackOff",
         "ImagePullBackOff",
         "ErrImagePull",
         "InvalidImageName",
+        "ErrImageNeverPull",
         "CreateContainerConfigError",
         "CreateContainerError",
         "RunContainerError",
     }
 )
+# ... and those no retry can fix: Failed at once.
+PERMANENT_WAITING = frozenset({"InvalidImageName", "ErrImageNeverPull"})
 HEALTHY, PROGRESSING, FAILED = "Healthy", "Progressing", "Failed"
 MAX_TEXT = 1024  # reasons and errors are cut here: the KB takes at most 4096 characters
+# Per-workload grace before a workload that is not ready is reported Failed: this annotation
+# (seconds; deploy sets it from the application's spec.failureGraceSeconds), else a Deployment's
+# spec.progressDeadlineSeconds, else the agent's --not-ready-timeout.
+DEFAULT_NOT_READY_TIMEOUT = 600.0  # Kubernetes' default progressDeadlineSeconds
 
 
 class CollectError(Exception):
     """The cluster could not be read; the message is safe to report (no credentials)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status  # the HTTP status the API server answered, 0 when it did not
+
+
+class ForbiddenError(CollectError):
+    """The API server answers but refuses some reads (HTTP 403): the agent lacks RBAC rights.
+
+    Not a cluster failure: the runner reports it as ``forbidden: ...`` with the cluster reachable,
+    so the controller does not move applications away from a healthy cluster.
+    """
+
+
+# Every read the collector makes: (API group, resource, verb, path). docs/rbac/agent-clusterrole.yml
+# grants exactly these; a test keeps the two the same.
+AGENT_RIGHTS = (
+    ("", "nodes", "list", "/api/v1/nodes"),
+    ("", "pods", "list", "/api/v1/pods"),
+    ("apps", "deployments", "list", "/apis/apps/v1/deployments"),
+    ("apps", "statefulsets", "list", "/apis/apps/v1/statefulsets"),
+    ("apps", "daemonsets", "list", "/apis/apps/v1/daemonsets"),
+)
+_PATHS = {resource: path for _group, resource, _verb, path in AGENT_RIGHTS}
+
+
+def right_text(group: str, resource: str, verb: str) -> str:
+    """``list deployments.apps (all namespaces)`` as kubectl auth can-i names a right."""
+    return f"{verb} {resource}{'.' + group if group else ''} (all namespaces)"
 
 
 # ---------------------------------------------------------------- quantities and nodes
@@ -67,7 +112,7 @@ class CollectError(Exception):
 
 def _quantity(value: Any) -> Decimal:
     try:
-        return Decimal(parse_quantity(value)) if value is not None else Decimal(0)
+        return parse_quantity_decimal(value) if value is not None else Decimal(0)
     except (ValueError, InvalidOperation, TypeError):
         log.warning("ignoring malformed resource quantity %r", value)
         return Decimal(0)
@@ -155,6 +200,7 @@ def summarize_node(node: Mapping[str, Any], requested: Mapping[str, Decimal] | N
         "allocatable": _as_report(_resources((node.get("status") or {}).get("allocatable"))),
         "requested": _as_report(requested or _resources(None)),
         "labels": labels,
+        "taints": node_taints(dict(node)),
     }
     for label, field in NODE_NUMBER_LABELS.items():
         summary[field] = _label_number(labels, label, name)
@@ -171,8 +217,12 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     return labels_match(labels, selector.get("matchLabels"), selector.get("matchExpressions"))
 
 
-def _pod_problem(pod: Mapping[str, Any]) -> str | None:
-    """Why this pod will not become ready on its own, or None."""
+def _pod_problem(pod: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]] = ()) -> tuple[str, bool] | None:
+    """Why this pod is not running, and whether that is permanent; None if nothing is wrong.
+
+    Permanent: an image name that can never be pulled, or requests larger than every node of the
+    cluster can hold (no rescheduling or retry will ever fit it). Everything else may clear.
+    """
     status = pod.get("status") or {}
     for cond in status.get("conditions") or []:
         if (
@@ -180,67 +230,104 @@ def _pod_problem(pod: Mapping[str, Any]) -> str | None:
             and cond.get("status") == "False"
             and cond.get("reason") == "Unschedulable"
         ):
-            return f"Unschedulable: {cond.get('message') or 'no node fits the pod'}"
+            reason = f"Unschedulable: {cond.get('message') or 'no node fits the pod'}"
+            if _never_fits(pod, nodes):
+                return f"{reason} (the pod requests more than any node of the cluster has)", True
+            return reason, False
     for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
         waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in FAILED_WAITING:
+        if waiting.get("reason") in PROBLEM_WAITING:
             detail = waiting.get("message") or f"container {cs.get('name')}"
-            return f"{waiting['reason']}: {detail}"
+            return f"{waiting['reason']}: {detail}", waiting["reason"] in PERMANENT_WAITING
     return None
 
 
-def workload_status(kind: str, obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> dict:
-    """Status, reason and replica counts of one managed workload, without timing."""
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    meta = obj.get("metadata") or {}
-    if kind == "DaemonSet":
-        desired = int(status.get("desiredNumberScheduled") or 0)
-        ready = int(status.get("numberReady") or 0)
-        updated = int(status.get("updatedNumberScheduled") or 0)
-    else:
-        desired = int(spec["replicas"]) if spec.get("replicas") is not None else 1
-        ready = int(status.get("readyReplicas") or 0)
-        updated = int(status.get("updatedReplicas") or 0)
-    observed = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
-    result = {"status": PROGRESSING, "reason": "", "replicas": desired, "ready_replicas": ready}
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
-            result.update(status=FAILED, reason=f"ProgressDeadlineExceeded: {cond.get('message', '')}")
-            return result
-        if cond.get("type") == "ReplicaFailure" and cond.get("status") == "True":
-            result.update(status=FAILED, reason=f"ReplicaFailure: {cond.get('message', '')}")
-            return result
-    if observed and ready >= desired and updated >= desired:
+def _never_fits(pod: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> bool:
+    """True when the pod's requests exceed the allocatable of every node (and there are nodes)."""
+    allocatables = [_resources((n.get("status") or {}).get("allocatable")) for n in nodes]
+    if not allocatables:
+        return False
+    wanted = pod_requests(pod)
+    return all(any(wanted[f] > alloc[f] for f in wanted if wanted[f] > 0) for alloc in allocatables)
+
+
+def workload_grace(kind: str, obj: Mapping[str, Any]) -> float | None:
+    """Seconds a not-ready workload is given before it is Failed (None: the agent's default)."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(GRACE_ANNOTATION)
+    if raw is not None:
+        try:
+            value = float(raw)
+            if value > 0 and math.isfinite(value):
+                return value
+        except ValueError:
+            pass
+        log.warning("workload %s: annotation %s=%r is not a number of seconds > 0; ignored",
+                    (obj.get("metadata") or {}).get("name"), GRACE_ANNOTATION, raw)
+    if kind == "Deployment":
+        return progress_deadline_seconds(dict(obj))
+    return None
+
+
+def workload_status(
+    kind: str,
+    obj: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    nodes: Iterable[Mapping[str, Any]] = (),
+) -> dict:
+    """Status, reason, replica counts and grace of one managed workload, without timing.
+
+    Readiness is k8s/readiness.py's (the same as deploy's). Failed at once only for what will not
+    fix itself: Kubernetes' ProgressDeadlineExceeded, an invalid image, a pod too big for every
+    node. Anything else that keeps it from being ready is a Progressing reason; the StatusClock
+    fails it after ``grace`` seconds.
+    """
+    state = readiness(dict(obj), kind)
+    result: dict[str, Any] = {"status": PROGRESSING, "reason": "", "replicas": state.desired,
+                              "ready_replicas": state.ready_replicas}
+    if state.failed:
+        result.update(status=FAILED, reason=state.failed)
+        return result
+    if state.ready:
         result["status"] = HEALTHY
         return result
-    namespace = meta.get("namespace")
-    selector = spec.get("selector")
+    result["grace"] = workload_grace(kind, obj)
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    namespace, selector = meta.get("namespace"), spec.get("selector")
+    nodes = list(nodes)
     for pod in pods:
         pmeta = pod.get("metadata") or {}
         if pmeta.get("namespace") != namespace or not _pod_active(pod):
             continue
         if selector_matches(selector, pmeta.get("labels") or {}):
-            problem = _pod_problem(pod)
+            problem = _pod_problem(pod, nodes)
             if problem:
-                result.update(status=FAILED, reason=problem)
+                result["reason"] = problem[0]
+                if problem[1]:
+                    result["status"] = FAILED
                 return result
-    result["reason"] = f"{ready}/{desired} replicas ready"
+    result["reason"] = state.reason
     return result
 
 
 class StatusClock:
-    """Remembers since when each workload has had its status, and fails slow starters.
+    """Remembers since when each workload has had its status, and fails those not ready too long.
 
-    A workload that stays Progressing longer than ``not_ready_timeout`` seconds is reported
-    Failed: some failures (a hung readiness probe, a missing node label) show no reason.
+    A workload that stays Progressing longer than its grace (``result["grace"]``, else
+    ``not_ready_timeout`` seconds) is reported Failed: a pod that keeps failing to pull, to be
+    scheduled or to start, and failures that show no reason (a hung readiness probe). Shorter
+    trouble - a surge pod waiting for capacity, a registry hiccup, a pod rescheduled after a node
+    loss - stays Progressing, because Kubernetes fixes it by itself.
     """
 
-    def __init__(self, not_ready_timeout: float, now: Callable[[], float] = time.time) -> None:
+    def __init__(self, not_ready_timeout: float = DEFAULT_NOT_READY_TIMEOUT,
+                 now: Callable[[], float] = time.time) -> None:
         self.not_ready_timeout = not_ready_timeout
         self._now = now
         self._since: dict[tuple[str, str, str], tuple[str, float]] = {}
 
     def stamp(self, key: tuple[str, str, str], result: dict) -> dict:
+        result = dict(result)
+        grace = result.pop("grace", None) or self.not_ready_timeout
         now = self._now()
         previous = self._since.get(key)
         # a Progressing workload that times out keeps the "since" of its Progressing start
@@ -248,11 +335,11 @@ class StatusClock:
             previous = (result["status"], now)
         self._since[key] = previous
         since = previous[1]
-        if result["status"] == PROGRESSING and now - since > self.not_ready_timeout:
+        if result["status"] == PROGRESSING and now - since > grace:
             result = dict(
                 result,
                 status=FAILED,
-                reason=f"NotReady: {result['reason']} for more than {self.not_ready_timeout:g}s",
+                reason=f"NotReady: {result['reason']} for more than {grace:g}s",
             )
         return dict(result, reason=result["reason"][:MAX_TEXT], since=since)
 
@@ -322,7 +409,8 @@ class Collector:
     so a cluster that comes back (perhaps with a rewritten kubeconfig) is picked up again.
     """
 
-    def __init__(self, kubeconfig: str, not_ready_timeout: float = 120.0, timeout: float = 5.0):
+    def __init__(self, kubeconfig: str, not_ready_timeout: float = DEFAULT_NOT_READY_TIMEOUT,
+                 timeout: float = 5.0):
         self.kubeconfig = kubeconfig
         self.timeout = timeout
         self.clock = StatusClock(not_ready_timeout)
@@ -334,18 +422,23 @@ class Collector:
         try:
             return json.loads(_raw_get(self._api, path, query, self.timeout)).get("items") or []
         except k8s_client.exceptions.ApiException as exc:
-            raise CollectError(f"listing {what}: HTTP {exc.status} {exc.reason}") from None
+            raise CollectError(f"listing {what}: HTTP {exc.status} {exc.reason}", int(exc.status or 0)) from None
         except ValueError as exc:
             raise CollectError(f"listing {what}: response is not JSON: {exc}") from None
         except (OSError, urllib3.exceptions.HTTPError) as exc:  # the cluster is unreachable
             exc = getattr(exc, "reason", None) or exc  # MaxRetryError wraps the real cause
             raise CollectError(f"listing {what}: {type(exc).__name__}: {_first_line(exc)}") from None
 
-    def _list_workloads(self, kind: str) -> list[dict]:
+    def _read(self, resource: str, missing: list[str], **query: str) -> list[dict]:
+        """One list call; a 403 is noted in ``missing`` (all are reported together), not raised."""
         try:
-            return self._get(f"{kind}s", f"/apis/apps/v1/{kind.lower()}s", labelSelector=MANAGED_SELECTOR)
+            return self._get(resource, _PATHS[resource], **query)
         except CollectError as exc:
-            if "HTTP 404" in str(exc):  # a minimal API server without this kind
+            if exc.status == 404 and resource not in ("nodes", "pods"):
+                return []  # a minimal API server without this kind
+            if exc.status == 403:
+                group, _res, verb, _path = next(r for r in AGENT_RIGHTS if r[1] == resource)
+                missing.append(right_text(group, resource, verb))
                 return []
             raise
 
@@ -367,19 +460,26 @@ class Collector:
             # is enough to renew an expiring token
             self._refresh(self._api.configuration)
             self._api.configuration.refresh_api_key_hook = None
-        nodes = self._get("nodes", "/api/v1/nodes")
-        pods = self._get("pods", "/api/v1/pods")
+        missing: list[str] = []
+        nodes = self._read("nodes", missing)
+        pods = self._read("pods", missing)
+        objects = {kind: self._read(f"{kind.lower()}s", missing, labelSelector=MANAGED_SELECTOR)
+                   for kind in WORKLOAD_KINDS}
+        if missing:
+            raise ForbiddenError(
+                "forbidden: the agent needs these rights: " + ", ".join(missing)
+                + " (grant the ClusterRole in docs/rbac/agent-clusterrole.yml)", 403)
         requested = requested_by_node(pods)
         node_reports = [summarize_node(n, requested.get(n["metadata"]["name"])) for n in nodes]
         workloads: list[dict] = []
         seen: set[tuple[str, str, str]] = set()
         for kind in WORKLOAD_KINDS:
-            for obj in self._list_workloads(kind):
+            for obj in objects[kind]:
                 meta = obj.get("metadata") or {}
                 labels = meta.get("labels") or {}
                 key = (kind, meta.get("namespace", ""), meta.get("name", ""))
                 seen.add(key)
-                stamped = self.clock.stamp(key, workload_status(kind, obj, pods))
+                stamped = self.clock.stamp(key, workload_status(kind, obj, pods, nodes))
                 workloads.append(
                     {
                         "namespace": key[1],

@@ -2,7 +2,9 @@
 
 Edge autonomy: the loop never stops because the cluster API or the KB is away. A cluster that
 cannot be read yields a report with ``reachable: false``, the error, and ``nodes``/``workloads``
-null (not observed, so the KB keeps what it knew). Reports the KB cannot take now stay in the
+null (not observed, so the KB keeps what it knew). A cluster that answers 403 (the agent lacks
+RBAC rights) is reachable: the report has ``reachable: true`` and the error
+``forbidden: the agent needs these rights: ...``. Reports the KB cannot take now stay in the
 outbox and go out oldest first once it answers again. The agent never changes its cluster.
 """
 
@@ -15,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from qonnect.agent.buffer import Outbox
-from qonnect.agent.collector import MAX_TEXT, CollectError
+from qonnect.agent.collector import MAX_TEXT, CollectError, ForbiddenError
 from qonnect.agent.latency import Prober
 from qonnect.agent.sequence import Sequence
 
@@ -66,6 +68,14 @@ class Agent:
             if self._cluster_down is not None:
                 log.warning("cluster %s: API reachable again", self.cluster)
             self._cluster_down = None
+        except ForbiddenError as exc:
+            # The API server answers: the cluster is up, the agent lacks rights. Reported as such
+            # (reachable, with the error), never as a cluster failure; nothing observed this time.
+            observed = {"nodes": None, "workloads": None}
+            reachable, error = True, str(exc)[:MAX_TEXT]
+            if self._cluster_down != error:
+                log.error("cluster %s: %s", self.cluster, error)
+            self._cluster_down = error
         except CollectError as exc:
             observed = {"nodes": None, "workloads": None}
             reachable, error = False, str(exc)[:MAX_TEXT]

@@ -142,6 +142,14 @@ class Resources(Strict):
     ephemeral_storage: Count = 0
 
 
+class Taint(Strict):
+    """A node taint; NoSchedule/NoExecute ones keep pods that do not tolerate them off the node."""
+
+    key: Text(317, 1)
+    value: Text(63) = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
 class NodeReport(Strict):
     name: Text(253, 1)
     ready: bool
@@ -150,6 +158,7 @@ class NodeReport(Strict):
     allocatable: Resources = Field(default_factory=Resources)
     requested: Resources = Field(default_factory=Resources)
     labels: Labels = Field(default_factory=dict)
+    taints: Annotated[list[Taint], Field(max_length=64)] = Field(default_factory=list)
     bandwidth_gbps: NonNegative | None = None
     energy_kwh: NonNegative | None = None
     price_eur_h: NonNegative | None = None
@@ -211,6 +220,7 @@ class NodeOut(Out):
     allocatable: Resources
     requested: Resources
     labels: dict[str, str]
+    taints: list[Taint] = Field(default_factory=list)
     bandwidth_gbps: float | None = None
     energy_kwh: float | None = None
     price_eur_h: float | None = None

@@ -38,6 +38,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import (
     prepare,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.namespaces import usable_namespace
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.prune import (
     DEFAULT_PRUNE_KINDS,
     delete_namespace,
@@ -237,7 +238,7 @@ class Deployer:
     def _snapshot(self, work: _ClusterWork) -> None:
         target = self.targets[work.result.cluster]
         work.client = self.client_factory(target)
-        work.namespace_live = work.client.get("v1", "Namespace", self.namespace)
+        work.namespace_live = usable_namespace(work.client, self.namespace, self.wait_timeout)
         if work.namespace_live is None:
             return
         kinds = {(o["apiVersion"], o["kind"]) for o in work.desired if o["kind"] != "Namespace"}

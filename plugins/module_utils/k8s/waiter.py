@@ -8,31 +8,17 @@ import time
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import APP_LABEL, MANAGED_BY
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import (
+    readiness,
+    workload_ready,
+)
 
-
-def workload_ready(obj: dict) -> bool:
-    """A Deployment/StatefulSet is ready when the newest spec rolled out and all replicas are ready."""
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    meta = obj.get("metadata") or {}
-    wanted = spec.get("replicas", 1)
-    if status.get("observedGeneration", 0) < meta.get("generation", 0):
-        return False
-    if obj.get("kind") == "Deployment" and (status.get("updatedReplicas") or 0) < wanted:
-        return False
-    return (status.get("readyReplicas") or 0) >= wanted and (status.get("replicas") or 0) <= max(
-        wanted, status.get("readyReplicas") or 0
-    )
+__all__ = ["not_ready_reason", "wait_ready", "workload_ready"]
 
 
 def not_ready_reason(obj: dict) -> str:
-    """The most telling condition message of a workload that is not ready."""
-    status = obj.get("status") or {}
-    for cond in status.get("conditions") or []:
-        if cond.get("status") != "True" or cond.get("reason") == "ProgressDeadlineExceeded":
-            return f"{cond.get('type')}: {cond.get('reason', '')} {cond.get('message', '')}".strip()
-    return "{} of {} replicas ready".format(
-        status.get("readyReplicas") or 0, (obj.get("spec") or {}).get("replicas", 1)
-    )
+    """Why a workload is not ready, for the deploy result (see k8s/readiness.py)."""
+    return readiness(obj).reason or "not ready"
 
 
 def wait_ready(
@@ -54,17 +40,25 @@ def wait_ready(
     kinds = sorted({kind for kind, _name in names})
     deadline = time.monotonic() + timeout
     pending: dict[tuple[str, str], str] = {n: "not found" for n in names}
+    failed: set[tuple[str, str]] = set()
     while True:
         for kind in kinds:
             for obj in client.list("apps/v1", kind, namespace, selector):
                 key = (kind, obj["metadata"]["name"])
                 if key not in pending:
                     continue
-                if workload_ready(obj):
+                state = readiness(obj, kind)
+                if state.ready:
                     del pending[key]
+                    failed.discard(key)
                 else:
-                    pending[key] = not_ready_reason(obj)
-        if not pending or time.monotonic() >= deadline:
+                    pending[key] = state.reason or "not ready"
+                    if state.failed:
+                        failed.add(key)
+                    else:
+                        failed.discard(key)
+        # Kubernetes declared a rollout failed (ProgressDeadlineExceeded): waiting longer is moot
+        if not pending or time.monotonic() >= deadline or set(pending) <= failed:
             break
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
         interval = min(interval * 1.5, 0.5)

@@ -32,6 +32,13 @@ class ServiceContext:
         self.exclude = exclude
         self.req = request_vector(service)
         self._fits = None
+        self._ok = None
+
+    def ok_nodes(self):
+        """Nodes this service may run on: eligible, with every blocking taint tolerated."""
+        if self._ok is None:
+            self._ok = self.fleet.node_ok_for(self.service)
+        return self._ok
 
     def fits(self):
         """Nodes that are eligible and have room for one more replica right now.
@@ -41,7 +48,7 @@ class ServiceContext:
         """
         if self._fits is None:
             f = self.fleet
-            ok = f.node_ok.copy()
+            ok = self.ok_nodes().copy()
             for j in np.nonzero(self.req > 0)[0]:  # a zero request fits anywhere (Kubernetes)
                 ok &= f.free[:, j] >= self.req[j] - 1e-9
             self._fits = ok
@@ -50,7 +57,7 @@ class ServiceContext:
     def node_fits(self, v: int) -> bool:
         """:meth:`fits` for one node (after its free capacity changed)."""
         free = self.fleet.free[v]
-        return bool(self.fleet.node_ok[v]) and all(
+        return bool(self.ok_nodes()[v]) and all(
             free[j] >= self.req[j] - 1e-9 for j in range(3) if self.req[j] > 0)
 
 
@@ -72,10 +79,13 @@ class Filter:
 
 class Healthy(Filter):
     def constraint(self, ctx):
-        return "health (a healthy cluster with a Ready, schedulable node without pressure)"
+        return ("health (a healthy cluster with a Ready, schedulable node without pressure or "
+                "untolerated taints)")
 
     def mask(self, ctx):
-        return ctx.fleet.healthy & ctx.fleet.has_ok_node
+        if ctx.ok_nodes() is ctx.fleet.node_ok:
+            return ctx.fleet.healthy & ctx.fleet.has_ok_node
+        return ctx.fleet.healthy & ctx.fleet.cluster_any(ctx.ok_nodes())
 
     def reason(self, ctx, c):
         f = ctx.fleet
@@ -84,7 +94,8 @@ class Healthy(Filter):
         first, count = f.node_start[c], f.node_count[c]
         if not count:
             return "cluster has no nodes"
-        why = "; ".join(f"{f.node_names[i]} {f.node_reason[i]}" for i in range(first, first + count))
+        why = "; ".join(f"{f.node_names[i]} {f.node_reason[i] or 'taints not tolerated'}"
+                        for i in range(first, first + count) if not ctx.ok_nodes()[i])
         return f"no eligible node: {why}"
 
 
@@ -220,7 +231,7 @@ class MinFree(Filter):
 
     def _free(self, ctx):
         f = ctx.fleet
-        weights = np.where(f.node_ok[:, None], f.free, 0.0)
+        weights = np.where(ctx.ok_nodes()[:, None], f.free, 0.0)
         return [np.bincount(f.node_cluster, weights=weights[:, i], minlength=f.num_clusters)
                 for i in (0, 1)]
 

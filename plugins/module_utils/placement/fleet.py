@@ -6,6 +6,13 @@ numpy operations over these arrays instead of Python loops over clusters.
 
 from __future__ import annotations
 
+import json
+
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.taints import (
+    blocks_service,
+    manifest_tolerations,
+    taint_text,
+)
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
     RESOURCES,
     Inventory,
@@ -58,10 +65,17 @@ class Fleet:
         self.bandwidth = np.array([n.bandwidth_gbps for n in nodes], dtype=float)
         self.energy = np.array([n.energy_kwh for n in nodes], dtype=float)
         self.price = np.array([n.price_eur_h for n in nodes], dtype=float)
-        self.node_ok = np.array([
+        # Ready, schedulable, no pressure, recent: the node could run a pod ...
+        self.node_usable = np.array([
             n.ready and n.schedulable and not any(n.pressure.values())
             and (n.heartbeat_age is None or n.heartbeat_age <= NODE_HEARTBEAT_TIMEOUT)
             for n in nodes], dtype=bool)
+        # ... and no NoSchedule/NoExecute taint keeps a pod without tolerations off it (a tainted
+        # control-plane node is no room for the application). Services that tolerate a taint
+        # get such nodes back through node_ok_for().
+        self.node_taints = [n.taints for n in nodes]
+        self.node_ok = self.node_usable & np.array(
+            [not blocks_service(list(t), [[]]) for t in self.node_taints], dtype=bool)
         self.node_reason = [_node_reason(n) for n in nodes]
         ok_per_cluster = np.bincount(self.node_cluster, weights=self.node_ok,
                                      minlength=self.num_clusters)
@@ -73,6 +87,17 @@ class Fleet:
         self.latency, self.lmax = self._latency_matrix()
         self.latency_to = np.ascontiguousarray(self.latency.T)  # row j: latency from all to j
         self.cache: dict = {}
+
+    def node_ok_for(self, service):
+        """Eligible nodes for one service: usable, and every blocking taint tolerated by its pods."""
+        tolerations = manifest_tolerations(getattr(service, "manifests", None) or [])
+        if tolerations == [[]] or not any(self.node_taints):
+            return self.node_ok
+        key = ("tolerated", json.dumps(tolerations, sort_keys=True))
+        if key not in self.cache:
+            self.cache[key] = self.node_usable & np.array(
+                [not blocks_service(list(t), tolerations) for t in self.node_taints], dtype=bool)
+        return self.cache[key]
 
     def _latency_matrix(self):
         """Cluster x cluster latency; unmeasured pairs count as the largest measured value."""
@@ -164,6 +189,9 @@ def _node_reason(node) -> str:
         return "under " + "/".join(pressed) + " pressure"
     if node.heartbeat_age is not None and node.heartbeat_age > NODE_HEARTBEAT_TIMEOUT:
         return f"last reported {node.heartbeat_age:.0f} s ago (> {NODE_HEARTBEAT_TIMEOUT:.0f} s)"
+    blocking = blocks_service(list(node.taints), [[]])
+    if blocking:
+        return "tainted " + ", ".join(taint_text(t) for t in blocking)
     return ""
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.taints import EFFECTS
 from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
 
 RESOURCES = ("cpu", "memory", "ephemeral_storage")
@@ -30,6 +31,8 @@ class Node:
     price_eur_h: float
     heartbeat_age: float | None
     labels: dict
+    # NoSchedule/NoExecute/PreferNoSchedule taints as {key, value, effect} (k8s/taints.py)
+    taints: tuple = ()
 
     def to_dict(self) -> dict:
         return {
@@ -38,6 +41,7 @@ class Node:
             "requested": dict(self.requested), "bandwidth_gbps": self.bandwidth_gbps,
             "energy_kwh": self.energy_kwh, "price_eur_h": self.price_eur_h,
             "heartbeat_age": self.heartbeat_age, "labels": dict(self.labels),
+            "taints": [dict(t) for t in self.taints],
         }
 
 
@@ -111,6 +115,24 @@ class _Reader:
     def labels(self, value: Any, path: str) -> dict:
         return {str(k): str(v) for k, v in self.mapping(value, path).items()}
 
+    def taints(self, value: Any, path: str) -> tuple:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self.err(path, "expected a list of taints")
+            return ()
+        out = []
+        for i, taint in enumerate(value):
+            if not isinstance(taint, dict) or not isinstance(taint.get("key"), str) or not taint["key"]:
+                self.err(f"{path}[{i}]", "expected a taint with a non-empty key")
+                continue
+            if taint.get("effect") not in EFFECTS:
+                self.err(f"{path}[{i}].effect", f"{taint.get('effect')!r} is not one of {', '.join(EFFECTS)}")
+                continue
+            out.append({"key": taint["key"], "value": str(taint.get("value") or ""),
+                        "effect": taint["effect"]})
+        return tuple(out)
+
     def resources(self, value: Any, path: str) -> dict:
         value = self.mapping(value, path)
         out = {}
@@ -141,6 +163,7 @@ class _Reader:
             price_eur_h=float(self.number(raw, "price_eur_h", path, default=0)),
             heartbeat_age=hb,
             labels=self.labels(raw.get("labels"), f"{path}.labels"),
+            taints=self.taints(raw.get("taints"), f"{path}.taints"),
         )
 
     def cluster(self, raw: Any, path: str) -> Cluster | None:

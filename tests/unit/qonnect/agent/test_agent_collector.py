@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 from qonnect.agent.collector import (
+    DEFAULT_NOT_READY_TIMEOUT,
     FAILED,
+    GRACE_ANNOTATION,
     HEALTHY,
     PROGRESSING,
     StatusClock,
@@ -12,6 +14,7 @@ from qonnect.agent.collector import (
     requested_by_node,
     selector_matches,
     summarize_node,
+    workload_grace,
     workload_status,
 )
 
@@ -120,17 +123,23 @@ def test_selector_matches(selector, labels, expected):
     assert selector_matches(selector, labels) is expected
 
 
-def deployment(replicas=2, ready=0, updated=0, conditions=None, generation=1, observed=1):
-    return {
-        "metadata": {"name": "web", "namespace": "app", "generation": generation},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}}},
-        "status": {
-            "readyReplicas": ready,
-            "updatedReplicas": updated,
-            "observedGeneration": observed,
-            "conditions": conditions or [],
-        },
+def deployment(replicas=2, ready=0, updated=0, conditions=None, generation=1, observed=1, available=None,
+               total=None, annotations=None, deadline=None):
+    status = {
+        "replicas": max(ready, updated) if total is None else total,
+        "readyReplicas": ready,
+        "availableReplicas": ready if available is None else available,
+        "updatedReplicas": updated,
+        "observedGeneration": observed,
+        "conditions": conditions or [],
     }
+    spec = {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}}}
+    if deadline is not None:
+        spec["progressDeadlineSeconds"] = deadline
+    meta = {"name": "web", "namespace": "app", "generation": generation}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"metadata": meta, "spec": spec, "status": {k: v for k, v in status.items() if v}}
 
 
 def test_deployment_all_ready_is_healthy():
@@ -143,36 +152,58 @@ def test_deployment_not_yet_observed_is_progressing():
     assert got["status"] == PROGRESSING
 
 
-def test_unschedulable_pod_fails_the_deployment_with_the_scheduler_message():
-    pending = pod(
+def unschedulable(message="0/3 nodes are available: 1 node(s) had untolerated taint "
+                  "{node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu.", cpu="250m"):
+    return pod(
         labels={"app": "web"},
         phase="Pending",
-        status={
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": "0/1 nodes: Insufficient cpu",
-                }
-            ]
-        },
+        requests=[{"cpu": cpu}],
+        status={"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                "message": message}]},
     )
+
+
+def test_an_unschedulable_surge_pod_is_progressing_with_the_scheduler_message():
+    pending = unschedulable()
     other_ns = dict(pending, metadata={"name": "q", "namespace": "other", "labels": {"app": "web"}})
-    assert workload_status("Deployment", deployment(), [other_ns])["status"] == PROGRESSING
-    got = workload_status("Deployment", deployment(), [pending])
+    assert workload_status("Deployment", deployment(), [other_ns])["reason"] == "0 of 2 replicas updated; " \
+        "0 of 2 replicas ready; 0 of 2 replicas available"
+    got = workload_status("Deployment", deployment(ready=2, updated=1, total=3), [pending], [node()])
+    assert got["status"] == PROGRESSING  # transient: it waits for capacity, Kubernetes retries
+    assert got["reason"] == "Unschedulable: " + pending["status"]["conditions"][0]["message"]
+    assert got["grace"] == 600.0  # the Deployment's default progressDeadlineSeconds
+
+
+def test_a_pod_bigger_than_every_node_is_failed_at_once():
+    got = workload_status("Deployment", deployment(), [unschedulable("0/1 nodes: Insufficient cpu", "64")],
+                          [node()])
     assert got["status"] == FAILED
-    assert got["reason"] == "Unschedulable: 0/1 nodes: Insufficient cpu"
+    assert got["reason"].startswith("Unschedulable: 0/1 nodes: Insufficient cpu (the pod requests more")
 
 
-def test_crash_looping_container_fails_the_deployment():
-    crashing = pod(
+@pytest.mark.parametrize("reason", ["CrashLoopBackOff", "ErrImagePull", "ImagePullBackOff",
+                                    "CreateContainerConfigError"])
+def test_container_trouble_is_progressing_not_failed(reason):
+    troubled = pod(
         labels={"app": "web"},
-        status={"containerStatuses": [{"name": "c", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]},
+        status={"containerStatuses": [{"name": "c", "state": {"waiting": {"reason": reason, "message": "m"}}}]},
     )
-    got = workload_status("Deployment", deployment(ready=1, updated=2), [crashing])
-    assert got["status"] == FAILED and got["reason"].startswith("CrashLoopBackOff")
+    got = workload_status("Deployment", deployment(ready=1, updated=2), [troubled])
+    assert got["status"] == PROGRESSING and got["reason"] == f"{reason}: m"
     assert got["ready_replicas"] == 1
+
+
+def test_an_invalid_image_name_is_failed_at_once():
+    bad = pod(labels={"app": "web"}, status={"containerStatuses": [
+        {"name": "c", "state": {"waiting": {"reason": "InvalidImageName", "message": "couldn't parse image"}}}]})
+    assert workload_status("Deployment", deployment(), [bad])["status"] == FAILED
+
+
+def test_replica_failure_is_progressing():
+    cond = [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+             "message": 'pods "web-1" is forbidden: error looking up service account app/web'}]
+    got = workload_status("Deployment", deployment(conditions=cond), [])
+    assert got["status"] == PROGRESSING and got["reason"].startswith("ReplicaFailure: FailedCreate")
 
 
 def test_progress_deadline_exceeded_fails_the_deployment():
@@ -185,7 +216,7 @@ def test_progress_deadline_exceeded_fails_the_deployment():
         }
     ]
     got = workload_status("Deployment", deployment(conditions=cond), [])
-    assert (got["status"], got["reason"]) == (FAILED, "ProgressDeadlineExceeded: too slow")
+    assert (got["status"], got["reason"]) == (FAILED, "Progressing: ProgressDeadlineExceeded too slow")
 
 
 def test_daemonset_counts_scheduled_nodes():
@@ -193,7 +224,10 @@ def test_daemonset_counts_scheduled_nodes():
         "metadata": {"name": "d", "namespace": "app", "generation": 1},
         "spec": {"selector": {"matchLabels": {"app": "d"}}},
         "status": {
+            "currentNumberScheduled": 3,
             "desiredNumberScheduled": 3,
+            "numberAvailable": 3,
+            "numberMisscheduled": 0,
             "numberReady": 3,
             "updatedNumberScheduled": 3,
             "observedGeneration": 1,
@@ -202,7 +236,19 @@ def test_daemonset_counts_scheduled_nodes():
     assert workload_status("DaemonSet", ds, [])["status"] == HEALTHY
     ds["status"]["numberReady"] = 2
     got = workload_status("DaemonSet", ds, [])
-    assert (got["status"], got["reason"]) == (PROGRESSING, "2/3 replicas ready")
+    assert (got["status"], got["reason"]) == (PROGRESSING, "2 of 3 pods ready")
+
+
+def test_statefulset_with_none_updated_is_not_healthy():
+    sts = {
+        "metadata": {"name": "db", "namespace": "app", "generation": 2},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "db"}}},
+        "status": {"availableReplicas": 3, "currentReplicas": 3, "currentRevision": "db-1", "observedGeneration": 2,
+                   "readyReplicas": 3, "replicas": 3, "updateRevision": "db-2"},
+    }
+    assert workload_status("StatefulSet", sts, [])["status"] == PROGRESSING
+    sts["status"].update(updatedReplicas=3, currentRevision="db-2")
+    assert workload_status("StatefulSet", sts, [])["status"] == HEALTHY
 
 
 def test_status_clock_fails_workloads_that_stay_not_ready_too_long():
@@ -224,3 +270,69 @@ def test_status_clock_fails_workloads_that_stay_not_ready_too_long():
     assert clock.stamp(key, healthy)["since"] == 1040.0
     clock.forget_except(set())
     assert clock.stamp(key, healthy)["since"] == 1050.0
+
+
+def image_pull_pod():
+    return pod(labels={"app": "web"}, phase="Pending", status={"containerStatuses": [
+        {"name": "c", "state": {"waiting": {"reason": "ErrImagePull",
+                                            "message": "failed to pull: 503 Service Unavailable"}}}]})
+
+
+def run_clock(obj, pods_at, until, step=5.0, nodes=()):
+    """Feed a clock with the agent's defaults one observation per ``step`` seconds."""
+    now = [0.0]
+    clock = StatusClock(now=lambda: now[0])
+    seen = []
+    while now[0] <= until:
+        obj_now, pods_now = pods_at(now[0], obj)
+        seen.append((now[0], clock.stamp(("Deployment", "app", "web"),
+                                         workload_status("Deployment", obj_now, pods_now, nodes))))
+        now[0] += step
+    return seen
+
+
+def test_a_transient_image_pull_failure_is_never_reported_failed():
+    def pods_at(t, obj):  # the registry hiccups for 90 s, then the pull succeeds
+        if t < 90:
+            return obj, [image_pull_pod()]
+        return deployment(replicas=2, ready=2, updated=2), []
+    seen = run_clock(deployment(), pods_at, 200)
+    assert {s["status"] for _t, s in seen} == {PROGRESSING, HEALTHY}
+    assert seen[0][1]["reason"].startswith("ErrImagePull: failed to pull")
+
+
+def test_a_permanent_image_pull_failure_is_failed_after_the_deployments_progress_deadline():
+    seen = run_clock(deployment(deadline=120), lambda t, obj: (obj, [image_pull_pod()]), 200)
+    failed = [t for t, s in seen if s["status"] == FAILED]
+    assert failed and failed[0] == 125.0  # the first look after 120 s
+    last = seen[-1][1]
+    assert last["reason"] == "NotReady: ErrImagePull: failed to pull: 503 Service Unavailable for more than 120s"
+    assert last["since"] == 0.0
+
+
+def test_the_grace_annotation_set_by_deploy_wins_and_defaults_to_kubernetes_600s():
+    annotated = deployment(annotations={GRACE_ANNOTATION: "45"}, deadline=120)
+    assert workload_grace("Deployment", annotated) == 45.0
+    assert workload_grace("Deployment", deployment()) == 600.0
+    assert workload_grace("StatefulSet", {"metadata": {}}) is None  # the agent's --not-ready-timeout
+    assert workload_grace("Deployment", deployment(annotations={GRACE_ANNOTATION: "soon"})) == 600.0
+    seen = run_clock(annotated, lambda t, obj: (obj, [image_pull_pod()]), 60)
+    assert next(t for t, s in seen if s["status"] == FAILED) == 50.0
+    assert StatusClock().not_ready_timeout == DEFAULT_NOT_READY_TIMEOUT == 600.0
+
+
+def test_a_pod_rescheduled_after_a_node_loss_is_not_failed_while_the_cluster_has_room():
+    # A real node turns NotReady after ~40 s, its pods are evicted after 300 s, the ReplicaSet
+    # makes a new pod that is scheduled on the node with room and starts after an image pull.
+    def pods_at(t, obj):
+        if t < 40:
+            return deployment(replicas=3, ready=3, updated=3), []
+        if t < 340:  # the pod on the lost node still counts, its Ready condition is Unknown
+            return deployment(replicas=3, ready=2, updated=3, available=2), []
+        if t < 400:  # evicted; the replacement is pending, then pulling
+            return deployment(replicas=3, ready=2, updated=3, available=2), [
+                pod("n2", phase="Pending", labels={"app": "web"}, requests=[{"cpu": "250m"}])]
+        return deployment(replicas=3, ready=3, updated=3), []
+    seen = run_clock(deployment(), pods_at, 500, step=10.0, nodes=[node()])
+    assert FAILED not in {s["status"] for _t, s in seen}
+    assert seen[-1][1]["status"] == HEALTHY

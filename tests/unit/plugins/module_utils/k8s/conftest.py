@@ -22,6 +22,10 @@ class MemoryCluster:
         self.ready = True
         self.down = False
         self.rv = 0
+        # A deleted namespace stays Terminating for this many reads of it (a real cluster's
+        # namespace controller first deletes its content); creates in it are refused meanwhile.
+        self.terminate_reads = 0
+        self._terminating: dict[str, int] = {}
 
     def _check(self):
         if self.down:
@@ -30,8 +34,22 @@ class MemoryCluster:
     def _key(self, api_version, kind, name, namespace):
         return (api_version, kind, namespace if kind != "Namespace" else None, name)
 
+    def resource(self, api_version, kind):
+        """Discovery: every kind is served unless listed in ``unserved``."""
+        self._check()
+        if (api_version, kind) in getattr(self, "unserved", ()):
+            raise K8sError(self.name, f"the cluster does not serve {api_version} {kind}", 404)
+        return (api_version, kind)
+
     def get(self, api_version, kind, name, namespace=None):
         self._check()
+        if kind == "Namespace" and name in self._terminating:
+            self._terminating[name] -= 1
+            if self._terminating[name] < 0:
+                del self._terminating[name]
+                self.objects.pop(self._key(api_version, kind, name, None), None)
+                for k in [k for k in self.objects if k[2] == name]:
+                    del self.objects[k]
         obj = self.objects.get(self._key(api_version, kind, name, namespace))
         return copy.deepcopy(obj) if obj else None
 
@@ -52,12 +70,15 @@ class MemoryCluster:
             n = obj["spec"].get("replicas", 1)
             r = n if self.ready else 0
             obj["status"] = {"observedGeneration": obj["metadata"]["generation"], "replicas": n,
-                             "updatedReplicas": n, "readyReplicas": r}
+                             "updatedReplicas": n, "readyReplicas": r, "availableReplicas": r}
         return obj
 
     def apply(self, obj, dry_run=False):
         self._check()
         meta = obj["metadata"]
+        ns = meta["name"] if obj["kind"] == "Namespace" else meta.get("namespace")
+        if ns in self._terminating:
+            raise K8sError(self.name, f"HTTP 403: namespace {ns} is being terminated", 403)
         if obj["kind"] != "Namespace" and self.get("v1", "Namespace", meta["namespace"]) is None:
             raise K8sError(self.name, f"HTTP 404: namespaces \"{meta['namespace']}\" not found", 404)
         key = self._key(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
@@ -82,6 +103,12 @@ class MemoryCluster:
         key = self._key(api_version, kind, name, namespace)
         if key not in self.objects:
             return False
+        if kind == "Namespace" and self.terminate_reads:
+            self._terminating[name] = self.terminate_reads
+            self.objects[key]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            self.objects[key]["status"] = {"phase": "Terminating"}
+            self.log.append((self.name, "delete", kind, name))
+            return True
         del self.objects[key]
         if kind == "Namespace":
             for k in [k for k in self.objects if k[2] == name]:
