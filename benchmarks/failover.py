@@ -105,8 +105,7 @@ def commit_latency(size: int, count: int, workdir: Path) -> dict[str, Any]:
 # -- failover ------------------------------------------------------------------------------------
 
 def ours(stack: Stack, after: int) -> list[dict[str, Any]]:
-    return [dict(e, ref=kbio.parse_ref(e["message"])) for e in stack.events(APP)
-            if e["id"] > after and e["type"].startswith("controller.")]
+    return [e for e in stack.events(APP) if e["id"] > after and kbio.trusted(e)]
 
 
 def last_id(stack: Stack) -> int:

@@ -118,9 +118,9 @@ def _run(args: argparse.Namespace) -> int:
                  tick=_positive(args.tick, "--tick"), max_attempts=args.max_attempts, settings=settings,
                  extravars=extravars, name=args.id)
     logging.getLogger("qonnect").setLevel(min(logging.getLogger().level, logging.INFO))
-    from qonnect.rla.replan import engine_replanner
+    from qonnect.rla.replan import engine_feasibility, engine_replanner
 
-    controller = Controller(cfg, replan=engine_replanner())
+    controller = Controller(cfg, replan=engine_replanner(), feasible=engine_feasibility())
     port = controller.start_http()
     log.warning("replica %s: raft %s, status http://%s:%d/status", args.id, args.self_addr, http_host, port)
     if args.ready_file:

@@ -11,10 +11,19 @@ Safety rules (why the code is shaped like this):
 - A new leader takes over another leader's running attempt only after that leader's lease ran
   out (it has stepped down and cancelled by then), and first asks the KB whether the attempt
   already succeeded; if so it records that instead of migrating again (exactly once).
+- By construction, not by timing: a new leader raises the KB's fence to the token of its leader
+  entry before it acts, so every older token (placements, controller events, and the fence check
+  the migration makes before each cluster-changing step) is refused from then on; and a run's
+  whole process tree dies on cancel and with the replica (proctree).
+- Heartbeat staleness counts only after the controller has heard from the KB for a whole
+  heartbeat timeout: a KB outage is not a mass failover.
+- Before each attempt the exclusions are re-read from current health (never frozen); an
+  unplaceable application waits in an explained state with exponential backoff.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import threading
@@ -22,10 +31,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from qonnect.rla import kbio
-from qonnect.rla.detector import Memory, Replanner, Settings, Snapshot, Trigger, detect
+from qonnect.rla import kbio, proctree
+from qonnect.rla.detector import Memory, Replanner, Settings, Snapshot, Trigger, detect, exclusions_now
 from qonnect.rla.executor import CANCELLED, SUCCEEDED, Executor, Outcome
 from qonnect.rla.raft import ProposalError, RaftNode, Timing
+from qonnect.rla.replan import Feasibility
 from qonnect.rla.statemachine import PENDING, RETRY, RUNNING
 from qonnect.rla.status import Metrics, StatusServer
 
@@ -50,6 +60,7 @@ class Config:
     commit_timeout: float = 3.0
     max_attempts: int = 4
     backoff: float = 2.0
+    defer_max: float = 60.0  # longest wait between checks of an unplaceable application
     run_timeout: float = 300.0
     settings: Settings = field(default_factory=Settings)
     timing: Timing = field(default_factory=Timing)
@@ -60,15 +71,27 @@ class Config:
 class Controller:
     """A replica: Raft node + detector + executor + status server."""
 
-    def __init__(self, cfg: Config, replan: Replanner | None = None) -> None:
+    def __init__(self, cfg: Config, replan: Replanner | None = None,
+                 feasible: Feasibility | None = None) -> None:
         from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
 
         self.cfg = cfg
         self.kb = KBClient(cfg.kb_url, cfg.token, timeout=max(2.0, cfg.tick * 3))
         self.node = RaftNode(cfg.self_addr, cfg.peers, cfg.secret, cfg.data_dir, cfg.timing)
+        self.owner = proctree.new_owner(cfg.name or cfg.self_addr)
+        self.watchdog = proctree.Watchdog(self.owner)
+        self.watchdog.start()  # kills this replica's runs if it dies, even by SIGKILL
         self.executor = Executor(cfg.playbook, f"{cfg.data_dir}/runs", cfg.kb_url, cfg.token_file,
-                                 cfg.run_timeout, cfg.extravars)
+                                 cfg.run_timeout, cfg.extravars, owner=self.owner)
         self.replan = replan
+        self.feasible = feasible
+        self.lead_token: dict[str, int] | None = None  # the fence this leader raised in the KB
+        self.kb_ok_since: float | None = None  # monotonic start of the current run of good KB reads
+        self.deferred_why: dict[str, str] = {}  # decision id -> why it waits (announced once)
+        self.to_reconcile: set[str] = set()  # clusters to clean of what the KB does not place there
+        self.reconciling: threading.Thread | None = None
+        self.reconcile_queued: dict[str, float] = {}  # cluster -> the recovery already queued
+        self.reconcile_after: dict[str, float] = {}  # cluster -> look again from then (monotonic)
         self.metrics = Metrics()
         self.memory = Memory()
         # a deposed leader stops within leader_fallback (+ a tick and the runner's cancel poll)
@@ -112,11 +135,15 @@ class Controller:
         self.wake.set()
 
     def shutdown(self) -> None:
+        killed = self.executor.kill_all()  # SIGTERM: no run of ours outlives us
+        if killed:
+            log.warning("stopping: killed %d process(es) of running migrations", killed)
         for thread in list(self.runs.values()):
             thread.join(timeout=5)
         if self.http:
             self.http.stop()
         self.node.destroy()
+        self.watchdog.stop()
 
     # -- one tick ------------------------------------------------------------------------------
 
@@ -137,21 +164,39 @@ class Controller:
         try:
             snapshot, _placements = kbio.read_snapshot(self.kb, time.time())
         except Exception as exc:
-            self.kb_state = f"unreachable: {exc}"
+            self._kb_heard(False, exc)
             self.why = f"leader of term {term}, but no decisions: cannot read the KB ({exc})"
             return
-        self.kb_state = "ok"
+        self._kb_heard(True)
+        snapshot = dataclasses.replace(snapshot, heard_for=time.monotonic() - (self.kb_ok_since or time.monotonic()))
         self.apps = {a["name"] for a in snapshot.applications}
-        self._drive_open()
+        if snapshot.heard_for < self.cfg.settings.heartbeat_timeout:
+            self.why = (f"leader of term {term}: the KB answers again since {snapshot.heard_for:.1f}s; waiting "
+                        f"{self.cfg.settings.heartbeat_timeout:g}s for agents to report before judging clusters")
+            return
+        self._drive_open(snapshot)
         if self._detect(snapshot):
-            self._drive_open()  # start what was just decided now, not a tick later
+            self._drive_open(snapshot)  # start what was just decided now, not a tick later
+        self._reconcile_recovered(snapshot)
+
+    def _kb_heard(self, ok: bool, exc: Exception | None = None) -> None:
+        """Track since when the KB answers without a gap (a gap restarts the heartbeat grace)."""
+        if ok:
+            self.kb_state = "ok"
+            if self.kb_ok_since is None:
+                self.kb_ok_since = time.monotonic()
+        else:
+            self.kb_state = f"unreachable: {exc}"
+            self.kb_ok_since = None
 
     def _take_lead(self, term: int) -> bool:
-        """Commit a 'leader' entry: proves a majority and brings the state machine up to date."""
+        """Commit a 'leader' entry (proves a majority, brings the state machine up to date), then
+        raise the KB's fence to its token before acting: older leaders' writes are refused."""
         try:  # tokens must stay above what the KB holds, even if every replica lost its log
-            floor = kbio.kb_floor(self.kb.request("GET", "/api/v1/placements")["placements"])
+            floor = kbio.kb_floor(self.kb.request("GET", "/api/v1/placements")["placements"],
+                                  kbio.fence(self.kb)[0])
         except Exception as exc:
-            self.kb_state = f"unreachable: {exc}"
+            self._kb_heard(False, exc)
             self.why = f"elected leader of term {term}, but no decisions: cannot read the KB ({exc})"
             return False
         try:
@@ -162,9 +207,22 @@ class Controller:
         if not res.get("ok"):
             self.why = f"leader entry refused: {res.get('why')}"
             return False
-        log.warning("became leader of term %d (tokens use term %s)", term, res.get("token_term"))
+        token = res["token"]
+        try:
+            fence = kbio.raise_fence(self.kb, token)
+        except Exception as exc:
+            self.why = f"elected leader of term {term}, but no decisions: cannot raise the KB fence ({exc})"
+            log.warning("leader of term %d: cannot raise the KB fence to %s: %s", term, token, exc)
+            return False
+        if (fence["term"], fence["seq"]) != (token["term"], token["seq"]):
+            self.why = f"leader entry's token {token} is older than the KB fence {fence}"
+            return False
+        log.warning("became leader of term %d; KB fence raised to %s/%s", term, token["term"], token["seq"])
         self.lead_term, self.lead_since, self.reconciled = term, time.monotonic(), False
+        self.lead_token = dict(token)
         self.memory = Memory()
+        self.deferred_why = {}
+        self.to_reconcile = {"*"}  # every cluster once: nobody may have cleaned them
         return True
 
     def _still_leader(self, term: int) -> bool:
@@ -180,8 +238,11 @@ class Controller:
             self._propose({"op": "observe", "app": app, "version": version})
         taken = sum(1 for trigger in triggers if self._decide(trigger, snapshot.now))
         inflight = len(machine.inflight)
+        waiting = [f"{d['app']} waits ({d['detail']})" for d in machine.open_decisions()
+                   if d["status"] == RETRY and str(d.get("detail", "")).startswith("unplaceable")]
         self.why = (f"leader of term {self.lead_term}: watching {len(snapshot.inventory.get('clusters', []))} "
                     f"clusters and {len(self.apps or ())} applications; {inflight} migration(s) in flight"
+                    + "".join(f"; {w}" for w in waiting)
                     + ("" if triggers or inflight else "; nothing needs doing"))
         return taken
 
@@ -190,6 +251,7 @@ class Controller:
             "op": "decide", "app": trigger.app, "service": trigger.service, "kind": trigger.kind,
             "reason": trigger.reason, "exclude": list(trigger.exclude), "key": trigger.key,
             "detected_at": trigger.failed_at, "spec_version": trigger.spec_version, "ts": now,
+            "pinned": list(trigger.pinned),
         })
         if not res or not res.get("ok"):
             if res:
@@ -213,7 +275,7 @@ class Controller:
             if fresh or not any(e["ref"]["id"] == decision["id"] and e["type"] == kbio.DECISION
                                 for e in kbio.decision_story(self.kb, decision["app"], limit=50)):
                 kbio.post(self.kb, kbio.DECISION, decision,
-                          f"decided to re-place {decision['app']}: {decision['reason']}")
+                          f"decided to re-place {decision['app']}: {decision['reason']}", fence=self.lead_token)
         except Exception as exc:
             log.warning("cannot record decision %s in the KB: %s", decision["id"], exc)
             return False
@@ -237,7 +299,8 @@ class Controller:
             res = self._propose({
                 "op": "decide", "app": event["application"], "kind": event.get("reason") or "recovered",
                 "reason": f"recovered from the KB record of decision {r['id']}: {event['message'][:500]}",
-                "exclude": r["exclude"], "key": f"recovered:{r['id']}", "detected_at": event.get("ts"),
+                "exclude": list(r.get("exclude") or []), "key": f"recovered:{r['id']}",
+                "detected_at": event.get("ts"),
             })
             if res and res.get("ok"):
                 log.warning("decision %s re-committed from the KB record of lost decision %s", res["id"], r["id"])
@@ -246,14 +309,14 @@ class Controller:
                         "exclude": r["exclude"], "token": {"term": r["term"], "seq": r["seq"]}}
                 try:
                     kbio.post(self.kb, kbio.SUPERSEDED, lost, f"every replica lost its log; carried on as "
-                              f"decision {res['id']}")
+                              f"decision {res['id']}", fence=self.lead_token)
                 except Exception as exc:
                     log.info("could not mark %s superseded: %s", r["id"], exc)
         self.reconciled = True
 
     # -- migrations ------------------------------------------------------------------------------
 
-    def _drive_open(self) -> None:
+    def _drive_open(self, snapshot: Snapshot) -> None:
         machine = self.node.machine
         now = time.time()
         for decision in machine.open_decisions():
@@ -276,9 +339,47 @@ class Controller:
                     continue
                 log.warning("decision %s: taking over attempt %d of %s (its leader is gone)",
                             did, decision["attempts"], decision["owner"])
-                self._start(decision)
-            elif status == PENDING or (status == RETRY and now >= decision["not_before"]):
-                self._start(decision)
+                if self._prepare(decision, snapshot):
+                    self._start(machine.get(did) or decision)
+            elif (status == PENDING or (status == RETRY and now >= decision["not_before"])) and self._prepare(
+                    decision, snapshot):
+                self._start(machine.get(did) or decision)
+
+    def _prepare(self, decision: dict[str, Any], snapshot: Snapshot) -> bool:
+        """Before an attempt: re-read health (exclusions as they are now), drop a decision whose
+        trigger is gone, and wait - explained, with backoff - while nothing can be placed."""
+        did, app = decision["id"], decision["app"]
+        avoid, on_down = exclusions_now(snapshot, self.memory, self.cfg.settings, app, decision.get("pinned") or [])
+        if decision["kind"] == "cluster-down" and not on_down and decision["attempts"] + decision.get(
+                "deferrals", 0) > 0:
+            self._end_decision(decision, "cancel", f"no longer needed: {app} runs on no down cluster now "
+                               f"({', '.join(decision['exclude']) or 'none'} back or left)")
+            return False
+        exclude = sorted(avoid)
+        if exclude != list(decision["exclude"]):
+            res = self._propose({"op": "retarget", "id": did, "exclude": exclude})
+            if not res or not res.get("ok"):
+                return False
+            log.warning("decision %s: exclusions re-read from current health: %s -> %s", did,
+                        ", ".join(decision["exclude"]) or "none", ", ".join(exclude) or "none")
+        record = next((a for a in snapshot.applications if a.get("name") == app), None)
+        why = self.feasible(record, snapshot.inventory, tuple(exclude)) if self.feasible and record else None
+        if why is None:
+            self.deferred_why.pop(did, None)
+            return True
+        current = self.node.machine.get(did) or decision
+        wait = min(self.cfg.defer_max, self.cfg.backoff * 2 ** int(current.get("deferrals", 0)))
+        detail = f"unplaceable: {why}; next check in {wait:.0f}s"
+        res = self._propose({"op": "defer", "id": did, "detail": detail, "not_before": time.time() + wait})
+        if res and res.get("ok") and self.deferred_why.get(did) != why:
+            self.deferred_why[did] = why
+            log.warning("decision %s: %s waits: %s", did, app, detail)
+            try:
+                kbio.post(self.kb, kbio.DEFERRED, self.node.machine.get(did) or decision,
+                          f"{app} waits: {why}; checked again with exponential backoff", fence=self.lead_token)
+            except Exception as exc:
+                log.info("cannot record that %s waits: %s", did, exc)
+        return False
 
     def _completed_before(self, decision: dict[str, Any]) -> bool:
         """The previous leader's attempt finished (per the KB): record success instead of rerunning."""
@@ -297,7 +398,7 @@ class Controller:
                         decision["id"], done)
             try:
                 kbio.post(self.kb, kbio.SUCCEEDED, decision, f"confirmed after leader change: {done}",
-                          decision["attempts"], decision["attempt_token"])
+                          decision["attempts"], decision["attempt_token"], fence=self.lead_token)
             except Exception as exc:
                 log.info("could not post confirmation for %s: %s", decision["id"], exc)
         return True
@@ -378,7 +479,8 @@ class Controller:
 
     def _gave_up(self, decision: dict[str, Any], why: str) -> None:
         try:
-            kbio.post(self.kb, kbio.GAVE_UP, decision, f"decision ended without success: {why}")
+            kbio.post(self.kb, kbio.GAVE_UP, decision, f"decision ended without success: {why}",
+                      fence=self.lead_token)
         except Exception as exc:
             log.info("cannot post end of %s: %s", decision["id"], exc)
 
@@ -393,14 +495,70 @@ class Controller:
     # -- status --------------------------------------------------------------------------------
 
     def _ping_kb(self) -> None:
-        if time.monotonic() - self._last_kb_ping < 5.0:
+        """Followers keep track of the KB too, so a new leader knows whether it just came back."""
+        if time.monotonic() - self._last_kb_ping < min(5.0, self.cfg.settings.heartbeat_timeout / 3):
             return
         self._last_kb_ping = time.monotonic()
         try:
             self.kb.healthz()
-            self.kb_state = "ok"
+            self._kb_heard(True)
         except Exception as exc:
-            self.kb_state = f"unreachable: {exc}"
+            self._kb_heard(False, exc)
+
+    # -- recovered clusters ----------------------------------------------------------------------
+
+    def _reconcile_recovered(self, snapshot: Snapshot) -> None:
+        """Clean clusters that came back (and all once per leadership) in a background thread."""
+        for name, since in self.memory.recovered_at.items():
+            if self.reconcile_queued.get(name) != since:
+                self.reconcile_queued[name] = since
+                self.to_reconcile.add(name)
+        for name, when in list(self.reconcile_after.items()):
+            if time.monotonic() >= when:
+                del self.reconcile_after[name]
+                self.to_reconcile.add(name)
+        if self.reconciling is not None and self.reconciling.is_alive():
+            return
+        if "*" in self.to_reconcile:
+            self.to_reconcile = {c["name"] for c in snapshot.inventory.get("clusters", [])}
+        down = set(exclusions_now(snapshot, self.memory, self.cfg.settings, "", [])[0])
+        ready = sorted(c for c in self.to_reconcile if c not in down)
+        if not ready:
+            return
+        self.to_reconcile -= set(ready)
+        term, token = self.lead_term, dict(self.lead_token or {})
+        thread = threading.Thread(target=self._reconcile, args=(ready, term, token), name="reconcile", daemon=True)
+        self.reconciling = thread
+        thread.start()
+
+    def _reconcile(self, clusters: list[str], term: int | None, token: dict[str, int]) -> None:
+        from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError, fence_guard
+
+        from qonnect.rla.reconcile import reconcile_cluster
+
+        guard = fence_guard(self.kb, token)
+
+        def before_step(step: str) -> None:
+            if term is None or not self._still_leader(term):
+                raise FencedError(f"no longer leader of term {term}: stopped before {step}")
+            guard(step)  # type: ignore[misc]
+
+        for cluster in clusters:
+            try:
+                done, later = reconcile_cluster(cluster, self.kb, lambda app: app in self.node.machine.inflight,
+                                                before_step)
+            except Exception as exc:
+                log.warning("reconciling %s failed: %s; retried later", cluster, exc)
+                later, done = True, []
+            if later:
+                self.reconcile_after[cluster] = time.monotonic() + 10.0
+            for app, line in done:
+                log.warning("reconciled %s: %s", cluster, line)
+                try:
+                    self.kb.post_event({"type": kbio.RECONCILED, "reason": "orphans-removed", "message": line,
+                                        "cluster": cluster, "application": app, "fencing": token})
+                except Exception as exc:
+                    log.info("cannot record the reconciliation of %s: %s", cluster, exc)
 
     def _follower_why(self) -> str:
         peers = self.node.peer_status()

@@ -7,6 +7,9 @@ unit-testable. The controller loop turns triggers into committed decisions.
 Rules (one trigger per application at most; the first rule that fires wins):
 1. cluster down: heartbeat older than ``heartbeat_timeout``, or its agent says the cluster API is
    unreachable -> re-place every application with a service there, without the down clusters.
+   Heartbeat age is only evidence once the controller has heard from the KB for a whole
+   heartbeat timeout (``Snapshot.heard_for``): right after a KB outage every heartbeat is old
+   because nobody could report, not because every cluster failed.
 2. no ready node: every node of a cluster NotReady/unschedulable for longer than ``node_grace``
    (the cluster could not reschedule) -> move the services placed there.
 3. workload Failed (the agent also reports Progressing past its timeout as Failed), or
@@ -50,6 +53,7 @@ class Trigger:
     service: str | None = None
     spec_version: int | None = None
     failed_at: float | None = None  # best estimate of when the problem began (for detect_seconds)
+    pinned: tuple[str, ...] = ()  # clusters avoided for this trigger's own reason (not cluster health)
 
     @property
     def key(self) -> str:
@@ -65,6 +69,8 @@ class Memory:
     healthy_since: dict[str, float] = field(default_factory=dict)
     no_ready_node_since: dict[str, float] = field(default_factory=dict)
     progressing_since: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    down_seen: set[str] = field(default_factory=set)  # clusters this leader saw down
+    recovered_at: dict[str, float] = field(default_factory=dict)  # seen down, then back: when
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,7 @@ class Snapshot:
     workloads: list[dict[str, Any]]
     applications: list[dict[str, Any]]
     now: float
+    heard_for: float | None = None  # seconds the controller has read the KB without a gap (None: unknown)
 
 
 # replan(app_record, inventory, current_placement, exclude, hysteresis) -> (new placement, why)
@@ -96,8 +103,11 @@ def down_clusters(snapshot: Snapshot, settings: Settings) -> dict[str, tuple[str
     """cluster -> (why it is considered down, estimated time it went down)."""
     down: dict[str, tuple[str, float]] = {}
     now = snapshot.now
+    grace = snapshot.heard_for is not None and snapshot.heard_for < settings.heartbeat_timeout
     for cluster in snapshot.inventory.get("clusters", []):
         age = cluster.get("heartbeat_age")
+        if grace and (age is None or age > settings.heartbeat_timeout):
+            continue  # the KB was out of reach a moment ago: agents had no chance to report yet
         if age is None:
             down[cluster["name"]] = ("no heartbeat ever received", now)
         elif age > settings.heartbeat_timeout:
@@ -116,8 +126,13 @@ def update_memory(memory: Memory, snapshot: Snapshot, down: dict[str, tuple[str,
         name = cluster["name"]
         if name in down:
             memory.healthy_since.pop(name, None)
+            memory.down_seen.add(name)
+            memory.recovered_at.pop(name, None)
         else:
             memory.healthy_since.setdefault(name, now)
+            if name in memory.down_seen:
+                memory.down_seen.discard(name)
+                memory.recovered_at[name] = now
         nodes = cluster.get("nodes") or []
         if nodes and not any(n.get("ready") and n.get("schedulable", True) for n in nodes):
             memory.no_ready_node_since.setdefault(name, now)
@@ -185,35 +200,58 @@ def _first_trigger(app: str, services: dict[str, set[str]], snapshot: Snapshot, 
                    version: int | None, log: DecisionLog) -> Trigger | None:
     now = snapshot.now
     on_down = sorted({c for cs in services.values() for c in cs if c in down})
+    unstable = recently_recovered(services, memory, settings, now)
     if on_down:
         why = "; ".join(f"cluster {c} down: {down[c][0]}" for c in on_down)
         hit = sorted(s for s, cs in services.items() if cs & set(on_down))
-        return Trigger(app, "cluster-down", f"{why} (services {', '.join(hit)})", tuple(sorted(down)),
-                       None, version, min(down[c][1] for c in on_down))
+        return Trigger(app, "cluster-down", f"{why} (services {', '.join(hit)})",
+                       tuple(sorted(set(down) | unstable)), None, version, min(down[c][1] for c in on_down))
     on_no_node = sorted({c for cs in services.values() for c in cs if c in no_node})
     if on_no_node:
-        c = on_no_node[0]
-        return Trigger(app, "node-not-ready", f"cluster {c} has no Ready schedulable node for "
-                       f"{now - no_node[c]:.0f}s > {settings.node_grace:g}s and could not reschedule",
-                       tuple(sorted(set(on_no_node) | set(down))), None, version, no_node[c])
+        why = "; ".join(f"cluster {c} has no Ready schedulable node for {now - no_node[c]:.0f}s"
+                        for c in on_no_node)
+        return Trigger(app, "node-not-ready", f"{why} (> {settings.node_grace:g}s) and could not reschedule",
+                       tuple(sorted(set(on_no_node) | set(down) | unstable)), None, version,
+                       min(no_node[c] for c in on_no_node), tuple(on_no_node))
     for w in sorted(snapshot.workloads, key=lambda w: (w.get("service", ""), w.get("cluster", ""))):
         if w.get("application") != app or w.get("cluster") not in services.get(w.get("service", ""), ()):
             continue
         cluster, service = w["cluster"], w.get("service")
         if w.get("status") == "Failed":
             return Trigger(app, "workload-failed", f"service {service} Failed on {cluster}: "
-                           f"{w.get('reason') or 'no reason given'}", tuple(sorted({cluster} | set(down))),
-                           service, version, float(w.get("since") or now))
+                           f"{w.get('reason') or 'no reason given'}",
+                           tuple(sorted({cluster} | set(down) | unstable)), service, version,
+                           float(w.get("since") or now), (cluster,))
         since = memory.progressing_since.get((cluster, app, service or ""))
         if w.get("status") == "Progressing" and since is not None and now - since > settings.progressing_timeout:
             return Trigger(app, "workload-stuck", f"service {service} Progressing on {cluster} for "
                            f"{now - since:.0f}s > {settings.progressing_timeout:g}s",
-                           tuple(sorted({cluster} | set(down))), service, version, since)
+                           tuple(sorted({cluster} | set(down) | unstable)), service, version, since, (cluster,))
     known = log.versions.get(app)
     if version is not None and known is not None and version != known:
         return Trigger(app, "spec-changed", f"application spec changed: version {known} -> {version}",
                        tuple(sorted(down)), None, version, now)
     return None
+
+
+def recently_recovered(services: dict[str, set[str]], memory: Memory, settings: Settings,
+                       now: float) -> set[str]:
+    """Clusters back for less than ``stable_seconds`` that run none of the app's services: a
+    migration must not move other services onto them (a flapping cluster)."""
+    hosting = {c for cs in services.values() for c in cs}
+    return {c for c, since in memory.recovered_at.items()
+            if now - since < settings.stable_seconds and c not in hosting}
+
+
+def exclusions_now(snapshot: Snapshot, memory: Memory, settings: Settings, app: str,
+                   pinned: tuple[str, ...] | list[str]) -> tuple[set[str], set[str]]:
+    """(clusters to avoid as health is now, the down ones among them on which the app runs),
+    for a retry or a takeover: a decision's exclusions are re-read, never frozen."""
+    down = down_clusters(snapshot, settings)
+    placement = (snapshot.inventory.get("placements") or {}).get(app) or {}
+    services = placed_clusters(placement)
+    on_down = {c for cs in services.values() for c in cs if c in down}
+    return set(down) | set(pinned) | recently_recovered(services, memory, settings, snapshot.now), on_down
 
 
 def _may_drift(app: str, log: DecisionLog, now: float, settings: Settings) -> bool:

@@ -2,14 +2,15 @@
 
 The KB is the durable record of every decision (pysyncobj's journal is not fsynced): a decision
 is written as an event before anything acts on it, each attempt's start and outcome too, so a
-new leader - even one whose replicas all lost their logs - can tell what was done. Events carry
-a machine-readable reference ``[decision ID token TERM/SEQ attempt N]`` at the end of a message
-written for people.
+new leader - even one whose replicas all lost their logs - can tell what was done. Each event
+carries a structured reference to its decision (``ref``: id, token, attempt, exclusions) and
+the writer's fencing token (``fencing``), which the KB refuses once a newer leader raised the
+fence. Only events the KB says were written under a controller token are trusted: an agent or a
+person cannot make the controller re-commit a decision.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from qonnect.rla.detector import Snapshot
@@ -22,35 +23,41 @@ CANCELLED = "controller.migration.cancelled"
 ENDED = {SUCCEEDED: "succeeded", FAILED: "failed", CANCELLED: "cancelled"}
 GAVE_UP = "controller.decision.ended"  # a decision ended without success (gave up, cancelled)
 SUPERSEDED = "controller.decision.superseded"  # lost with every replica's log; re-decided as another
+DEFERRED = "controller.decision.deferred"  # no attempt now: e.g. no eligible cluster; retried later
+RECONCILED = "controller.cluster.reconciled"  # a recovered cluster was cleaned of what the KB does not place
 DONE = (SUCCEEDED, GAVE_UP, SUPERSEDED)  # a decision with one of these events has ended
-_REF = re.compile(r"\[decision (?P<id>[\w.]+) token (?P<term>\d+)/(?P<seq>\d+)"
-                  r"(?: attempt (?P<attempt>\d+))?(?: exclude (?P<exclude>[\w.,-]*))?\]$")
+FENCE_PATH = "/api/v1/fence"
 
 
-def ref(decision: dict[str, Any], attempt: int | None = None, token: dict[str, int] | None = None) -> str:
-    """The machine-readable tail of an event message (the exclusions only on the decision itself)."""
+def ref(decision: dict[str, Any], attempt: int | None = None, token: dict[str, int] | None = None) -> dict[str, Any]:
+    """The structured reference of an event to its decision (the exclusions only on the decision)."""
     token = token or decision["token"]
-    tail = f" attempt {attempt}" if attempt is not None else f" exclude {','.join(decision['exclude'])}"
-    return f"[decision {decision['id']} token {token['term']}/{token['seq']}{tail}]"
-
-
-def parse_ref(message: str) -> dict[str, Any] | None:
-    """The reference at the end of one of our event messages, or None."""
-    match = _REF.search(message or "")
-    if not match:
-        return None
-    return {"id": match["id"], "term": int(match["term"]), "seq": int(match["seq"]),
-            "attempt": int(match["attempt"]) if match["attempt"] else None,
-            "exclude": [c for c in (match["exclude"] or "").split(",") if c]}
+    return {"id": decision["id"], "term": int(token["term"]), "seq": int(token["seq"]), "attempt": attempt,
+            "exclude": list(decision["exclude"]) if attempt is None else []}
 
 
 def post(kb: Any, etype: str, decision: dict[str, Any], text: str, attempt: int | None = None,
-         token: dict[str, int] | None = None) -> None:
-    """Write one event about a decision (raises KBError when the KB refuses or is away)."""
-    cluster = decision["exclude"][0] if len(decision["exclude"]) == 1 else None
-    message = f"{text} {ref(decision, attempt, token)}"
-    kb.post_event({"type": etype, "reason": decision.get("kind") or "", "message": message[-8000:],
-                   "application": decision["app"], "cluster": cluster})
+         token: dict[str, int] | None = None, fence: dict[str, int] | None = None) -> dict[str, Any]:
+    """Write one event about a decision under fencing token ``fence`` (default: the attempt's or
+    the decision's own token). Raises KBError when the KB refuses (409: a newer leader) or is away."""
+    excluded = decision["exclude"]
+    cluster = excluded[0] if len(excluded) == 1 else None
+    names = f" (clusters {', '.join(excluded)})" if len(excluded) > 1 and attempt is None else ""
+    fencing = fence or token or decision["token"]
+    return kb.post_event({"type": etype, "reason": decision.get("kind") or "", "message": (text + names)[-8000:],
+                          "application": decision["app"], "cluster": cluster, "ref": ref(decision, attempt, token),
+                          "fencing": {"term": int(fencing["term"]), "seq": int(fencing["seq"])}})
+
+
+def raise_fence(kb: Any, token: dict[str, int]) -> dict[str, Any]:
+    """Announce a new leader's token to the KB; from then on older tokens are refused."""
+    return kb.request("PUT", FENCE_PATH, {"term": int(token["term"]), "seq": int(token["seq"])})
+
+
+def fence(kb: Any) -> tuple[int, int]:
+    """The KB's controller fence (term, seq)."""
+    found = kb.request("GET", FENCE_PATH)
+    return int(found.get("term") or 0), int(found.get("seq") or 0)
 
 
 def current_placement(record: dict[str, Any]) -> dict[str, Any]:
@@ -69,21 +76,21 @@ def read_snapshot(kb: Any, now: float) -> tuple[Snapshot, list[dict[str, Any]]]:
     return snapshot, placements
 
 
-def kb_floor(placements: list[dict[str, Any]]) -> int:
-    """The newest fencing term the KB has accepted."""
-    return max([int((p.get("fencing") or {}).get("term") or 0) for p in placements] or [0])
+def kb_floor(placements: list[dict[str, Any]], fence_term: int = 0) -> int:
+    """The newest fencing term the KB has accepted (placements and the controller fence)."""
+    return max([int((p.get("fencing") or {}).get("term") or 0) for p in placements] + [fence_term])
+
+
+def trusted(event: dict[str, Any]) -> bool:
+    """A controller event the KB says a controller token wrote, with its structured reference."""
+    return (str(event.get("type", "")).startswith("controller.") and event.get("role") == "controller"
+            and isinstance(event.get("ref"), dict) and bool(event["ref"].get("id")))
 
 
 def decision_story(kb: Any, app: str, limit: int = 500) -> list[dict[str, Any]]:
-    """Our events about an application, oldest first, each with its parsed reference."""
+    """Our events about an application, oldest first (only those written under a controller token)."""
     events = kb.list_events(application=app, limit=limit)
-    story = []
-    for event in events:
-        if event.get("type", "").startswith("controller."):
-            parsed = parse_ref(event.get("message", ""))
-            if parsed:
-                story.append(dict(event, ref=parsed))
-    return sorted(story, key=lambda e: e.get("id", 0))
+    return sorted((e for e in events if trusted(e)), key=lambda e: e.get("id", 0))
 
 
 def done_in_kb(kb: Any, decision: dict[str, Any]) -> str | None:

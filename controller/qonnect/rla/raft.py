@@ -5,8 +5,16 @@ machine is pure, and the controller loop decides what to propose.
 
 pysyncobj's wire format is pickle; with a password it is Fernet-encrypted and authenticated
 (HMAC checked before anything is unpickled), so a shared secret is mandatory: a node refuses to
-start without one. The journal is a memory-mapped file that is not fsynced per entry, which is
-why the controller also writes every decision to the KB before acting on it.
+start without one, or with one shorter than 32 bytes or visibly not random. The journal is a
+memory-mapped file that is not fsynced per entry, which is why the controller also writes every
+decision to the KB before acting on it.
+
+Before authentication pysyncobj buffers whatever a connection sends (a frame header claiming
+2 GiB, then megabytes, cost the leader seconds of CPU in quadratic byte concatenation and forced
+an election). Here (``GuardedTransport``) only configured peers' addresses may connect, only a
+configured peer may identify itself (no read-only nodes, no utility commands), a frame and the
+per-connection buffer are bounded - tightly until the first authenticated message - and a frame
+over the bound closes the connection.
 """
 
 from __future__ import annotations
@@ -20,14 +28,20 @@ from pathlib import Path
 from typing import Any
 
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj import tcp_connection as _tcp
+from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.monotonic import monotonic
 from pysyncobj.syncobj import SyncObjException
+from pysyncobj.transport import TCPTransport
 
 from qonnect.rla.statemachine import DecisionLog
 
 log = logging.getLogger(__name__)
 
-MIN_SECRET_BYTES = 16
+MIN_SECRET_BYTES = 32
+MIN_SECRET_DISTINCT = 12  # 32 bytes from a CSPRNG (hex, base64) have far more distinct characters
+PRE_AUTH_MAX_BYTES = 64 * 1024  # a peer's first messages (key exchange, its address) are < 1 KiB
+MAX_FRAME_BYTES = 64 * 1024 * 1024  # an authenticated peer's frame (entries, snapshot chunks)
 
 
 class RaftConfigError(ValueError):
@@ -49,7 +63,12 @@ def read_secret(path: str | os.PathLike[str] | None) -> str:
         raise RaftConfigError(f"--raft-secret-file {path}: permissions {oct(mode & 0o777)} let other "
                               "users read the secret; expected 0600 or stricter")
     if len(secret.encode()) < MIN_SECRET_BYTES:
-        raise RaftConfigError(f"--raft-secret-file {path}: secret must be at least {MIN_SECRET_BYTES} bytes")
+        raise RaftConfigError(f"--raft-secret-file {path}: secret must be at least {MIN_SECRET_BYTES} bytes "
+                              "(generate one: python -c 'import secrets; print(secrets.token_hex(32))')")
+    if len(set(secret)) < MIN_SECRET_DISTINCT:
+        raise RaftConfigError(f"--raft-secret-file {path}: secret is not random (only {len(set(secret))} "
+                              "distinct characters); generate one: python -c 'import secrets; "
+                              "print(secrets.token_hex(32))'")
     return secret
 
 
@@ -59,6 +78,91 @@ def check_address(value: str, field: str) -> str:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise RaftConfigError(f"{field}: expected HOST:PORT with a port in 1..65535, got {value!r}")
     return value
+
+
+# -- transport hardening --------------------------------------------------------------------------
+
+def _guarded_read(self: Any) -> bool:
+    """pysyncobj's read step with a bound on what one connection may have buffered."""
+    sock = self._TcpConnection__socket
+    try:
+        incoming = sock.recv(self._TcpConnection__recvBufferSize)
+    except OSError as e:
+        if e.errno not in (_tcp.socket.errno.EAGAIN, _tcp.socket.errno.EWOULDBLOCK):
+            self.disconnect()
+        return False
+    if sock.getsockopt(_tcp.socket.SOL_SOCKET, _tcp.socket.SO_ERROR) or not incoming:
+        self.disconnect()
+        return False
+    buffer = self._TcpConnection__readBuffer
+    if not isinstance(buffer, bytearray):  # appending to bytes copies it all: quadratic
+        buffer = self._TcpConnection__readBuffer = bytearray(buffer)
+    buffer += incoming
+    limit = MAX_FRAME_BYTES + 4 if getattr(self, "qonnect_authenticated", False) else PRE_AUTH_MAX_BYTES
+    if len(buffer) > limit:
+        log.warning("raft: closing a connection that sent %d bytes unparsed (limit %d)", len(buffer), limit)
+        self.disconnect()
+        return False
+    return True
+
+
+def _guarded_parse(self: Any) -> Any:
+    """pysyncobj's frame parser, refusing frame lengths over the bound before buffering them."""
+    buffer = self._TcpConnection__readBuffer
+    if len(buffer) < 4:
+        return None
+    length = _tcp.struct.unpack("i", bytes(buffer[:4]))[0]
+    limit = MAX_FRAME_BYTES if getattr(self, "qonnect_authenticated", False) else PRE_AUTH_MAX_BYTES - 4
+    if length < 0 or length > limit:
+        log.warning("raft: closing a connection announcing a %d-byte frame (limit %d)", length, limit)
+        self.disconnect()
+        return None
+    if isinstance(buffer, bytearray):  # pysyncobj's parser and Fernet expect bytes
+        self._TcpConnection__readBuffer = bytes(buffer)
+    message = _original_parse(self)
+    if message is not None and self.encryptor is not None:
+        self.qonnect_authenticated = True  # it decrypted: the sender holds the secret
+    return message
+
+
+_original_parse = _tcp.TcpConnection._TcpConnection__processParseMessage  # type: ignore[attr-defined]
+_tcp.TcpConnection._TcpConnection__processRead = _guarded_read  # type: ignore[attr-defined]
+_tcp.TcpConnection._TcpConnection__processParseMessage = _guarded_parse  # type: ignore[attr-defined]
+
+
+class GuardedTransport(TCPTransport):
+    """Accepts connections only from configured peers' addresses, and only a configured peer's
+    identity after the key exchange (no read-only nodes, no utility commands)."""
+
+    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
+        super().__init__(syncObj, selfNode, otherNodes)
+        self.allowed_hosts = set()
+        for node in otherNodes:
+            host = node.address.rsplit(":", 1)[0]
+            self.allowed_hosts.add(globalDnsResolver().resolve(host) or host)
+
+    def _onNewIncomingConnection(self, conn: Any) -> None:
+        try:
+            peer = conn._TcpConnection__socket.getpeername()[0]
+        except OSError:
+            peer = None
+        if peer not in self.allowed_hosts:
+            log.warning("raft: refused a connection from %s (not a configured peer)", peer)
+            conn.disconnect()
+            return
+        super()._onNewIncomingConnection(conn)
+
+    def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
+        if self._syncObj.encryptor and not conn.sendRandKey:
+            super()._onIncomingMessageReceived(conn, message)
+            return
+        if not isinstance(message, str) or message not in self._nodeAddrToNode:
+            log.warning("raft: refused a connection that identified as %r (not a configured peer)",
+                        str(message)[:80])
+            conn.disconnect()
+            self._unknownConnections.discard(conn)
+            return
+        super()._onIncomingMessageReceived(conn, message)
 
 
 @dataclass(frozen=True)
@@ -133,7 +237,8 @@ class RaftNode(SyncObj):
         )
         self.decisions = ReplicatedDecisions()
         self.peers = others
-        super().__init__(self_addr, others, conf=conf, consumers=[self.decisions])
+        super().__init__(self_addr, others, conf=conf, consumers=[self.decisions],
+                         transportClass=GuardedTransport)
 
     # -- fast failover --------------------------------------------------------------------------
 

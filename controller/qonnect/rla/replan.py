@@ -8,6 +8,7 @@ simply "the engine, given the current placement, would now put some service else
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from qonnect.rla.detector import Replanner
@@ -42,3 +43,35 @@ def engine_replanner(scorer: str = "weighted") -> Replanner | None:
                                f"{scorer} scorer beyond hysteresis {hysteresis:g}")
 
     return replan
+
+
+# feasible(app_record, inventory, exclude) -> None when a plan exists, else why not
+Feasibility = Callable[[dict[str, Any], dict[str, Any], tuple[str, ...]], "str | None"]
+
+
+def engine_feasibility(scorer: str = "weighted") -> Feasibility | None:
+    """Whether the placement engine finds any plan without the excluded clusters; checked
+    before each attempt so an unplaceable service waits, explained, instead of running a
+    playbook that can only fail."""
+    from qonnect._collection import ensure_importable
+
+    try:
+        ensure_importable()
+        from ansible_collections.qonnect.core.plugins.module_utils.placement import place
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import PlacementError
+        from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+    except ImportError as exc:
+        log.warning("placement engine unavailable (%s): no feasibility check before migrations", exc)
+        return None
+
+    def feasible(record: dict[str, Any], inventory: dict[str, Any], exclude: tuple[str, ...]) -> str | None:
+        try:
+            app = Application.from_dict(record["application"])
+            place(app, inventory, scorer=scorer, exclude=exclude, explain=False)
+        except PlacementError as exc:
+            return f"{exc.service}: no eligible cluster ({exc.constraint}) without {', '.join(exclude) or 'none'}"
+        except Exception as exc:  # a bad spec or inventory: let the playbook report it
+            log.info("feasibility check of %s skipped: %s", record.get("name"), exc)
+        return None
+
+    return feasible

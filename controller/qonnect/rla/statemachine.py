@@ -104,7 +104,8 @@ class DecisionLog:
         op = cmd.get("op")
         handler = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
         if handler is None:
-            raise CommandError(f"field 'op' must be one of leader, decide, start, finish, cancel, observe; got {op!r}")
+            raise CommandError("field 'op' must be one of leader, decide, start, finish, defer, retarget, cancel, "
+                               f"observe; got {op!r}")
         term = _need(cmd, "term", int)
         if term < self.term:
             self.counters["refused"] += 1
@@ -118,12 +119,15 @@ class DecisionLog:
         return dict(self.last_token)
 
     def _op_leader(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
+        """A new leader's first entry; its token is what the leader raises the KB's fence to
+        before it acts, so every token of earlier leaders is refused from then on."""
         self.leader = _need(cmd, "node", str)
         self.leader_since = float(_need(cmd, "ts", (int, float)))
         floor = cmd.get("kb_floor") or 0  # newest token term the KB holds (all replicas lost their logs)
         if isinstance(floor, int) and term + self.offset <= floor:
             self.offset = floor - term + 1
-        return {"ok": True, "term": term, "token_term": term + self.offset}
+        token = self._token(term)
+        return {"ok": True, "term": term, "token_term": term + self.offset, "token": token}
 
     def _op_decide(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
         app = _need(cmd, "app", str)
@@ -137,6 +141,7 @@ class DecisionLog:
         self.decisions[decision_id] = {
             "id": decision_id, "app": app, "service": cmd.get("service"), "kind": cmd.get("kind", ""),
             "reason": reason, "exclude": sorted(str(c) for c in exclude), "key": cmd.get("key", ""),
+            "pinned": sorted(str(c) for c in cmd.get("pinned") or []),
             "token": token, "node": cmd.get("node"), "decided_at": float(cmd.get("ts", 0.0)),
             "detected_at": cmd.get("detected_at"), "spec_version": cmd.get("spec_version"),
             "status": PENDING, "attempts": 0, "attempt_token": None, "attempt_term": 0, "owner": None,
@@ -189,6 +194,31 @@ class DecisionLog:
         else:
             self._end(decision, FAILED, cmd)
         return {"ok": True, "id": decision["id"], "status": decision["status"]}
+
+    def _op_defer(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
+        """No attempt now (e.g. no eligible cluster): stay open, explained, until not_before.
+        Costs no attempt, so a long outage is a visible state with backoff, not a retry loop."""
+        decision = self._open(cmd)
+        if isinstance(decision, str):
+            return {"ok": False, "why": decision}
+        if decision["status"] == RUNNING:
+            return {"ok": False, "why": f"attempt {decision['attempts']} of {decision['id']} is running"}
+        decision["status"] = RETRY
+        decision["owner"] = None
+        decision["detail"] = str(_need(cmd, "detail", str))[:2000]
+        decision["not_before"] = float(_need(cmd, "not_before", (int, float)))
+        decision["deferrals"] = int(decision.get("deferrals", 0)) + 1
+        return {"ok": True, "id": decision["id"], "status": RETRY, "deferrals": decision["deferrals"]}
+
+    def _op_retarget(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
+        """Before an attempt: the clusters to avoid as health is now, not as it was at decision time."""
+        decision = self._open(cmd)
+        if isinstance(decision, str):
+            return {"ok": False, "why": decision}
+        if decision["status"] == RUNNING and decision["attempt_term"] >= term:
+            return {"ok": False, "why": f"attempt {decision['attempts']} of {decision['id']} is running"}
+        decision["exclude"] = sorted(str(c) for c in _need(cmd, "exclude", list))
+        return {"ok": True, "id": decision["id"], "exclude": decision["exclude"]}
 
     def _op_cancel(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
         decision = self._open(cmd)

@@ -7,6 +7,7 @@ The HTTP server is the standard library's: it serves a few small documents, read
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -113,7 +114,20 @@ class StatusServer:
             def log_message(self, format: str, *args: Any) -> None:  # quiet: scraped every few seconds
                 pass
 
-        self.server = ThreadingHTTPServer((host, port), Handler)
+            def handle(self) -> None:
+                """A client that gave up (timed out) is normal, not a traceback in the log."""
+                try:
+                    super().handle()
+                except (BrokenPipeError, ConnectionResetError, TimeoutError):
+                    self.close_connection = True
+
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                """A client that went away is not worth a traceback; anything else is."""
+                if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError, TimeoutError)):
+                    super().handle_error(request, client_address)
+
+        self.server = Server((host, port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, name="status-http", daemon=True)

@@ -122,6 +122,7 @@ class Stack:
         self.replicas: list[Replica] = []
         self.generation = 0  # bumped by stop_replicas: a new group gets fresh names and data dirs
         self.kb_url = ""
+        self.admin: KBClient | None = None
         self.testbed_dir = root / "testbed"
         self.federation: dict[str, Any] = {}
         self.agents: dict[str, subprocess.Popen] = {}
@@ -133,24 +134,38 @@ class Stack:
 
     # -- KB ------------------------------------------------------------------------------------
 
-    def start_kb(self, heartbeat_timeout: float = 15.0) -> KBClient:
+    def start_kb(self, heartbeat_timeout: float = 15.0, port: int = 0) -> KBClient:
         db = f"sqlite://{self.root / 'kb.sqlite'}"
         port_file = self.root / "kb.port"
+        port_file.unlink(missing_ok=True)
         log = open(self.root / "kb.log", "ab")  # noqa: SIM115 - owned by the process
-        proc = subprocess.Popen(qonnect_cmd("kb", "serve", "--db", db, "--port", "0", "--port-file", str(port_file),
-                                            "--heartbeat-timeout", str(heartbeat_timeout)),
+        proc = subprocess.Popen(qonnect_cmd("kb", "serve", "--db", db, "--port", str(port), "--port-file",
+                                            str(port_file), "--heartbeat-timeout", str(heartbeat_timeout)),
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=self.env)
         log.close()
         self.procs.append(proc)
+        self.kb_proc, self.kb_heartbeat_timeout = proc, heartbeat_timeout
         port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 30, what="the KB port")
         self.kb_url = f"http://127.0.0.1:{port}"
         wait_for(self._kb_up, 30, what="the KB /healthz")
+        if getattr(self, "admin", None) is not None:  # a restart: same database, same tokens
+            return self.admin
         admin = subprocess.run(qonnect_cmd("kb", "token", "create", "--db", db, "--role", "admin"),
                                capture_output=True, text=True, timeout=60, check=True, env=self.env).stdout.strip()
         self.admin = KBClient(self.kb_url, admin)
         self.admin_token = self._token_file("admin", admin)
         self.controller_token = self._token_file("controller", self.token("controller"))
         return self.admin
+
+    def stop_kb(self) -> None:
+        """SIGKILL the KB, as a crash or a lost host would."""
+        if self.kb_proc.poll() is None:
+            os.kill(self.kb_proc.pid, signal.SIGKILL)
+            self.kb_proc.wait(timeout=10)
+
+    def restart_kb(self) -> None:
+        """The KB back on the same port with the same database."""
+        self.start_kb(self.kb_heartbeat_timeout, int(self.kb_url.rsplit(":", 1)[1]))
 
     def _kb_up(self) -> bool:
         try:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from _rla_stack import Stack, qonnect_cmd, wait_for
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 from cryptography.fernet import Fernet
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -139,8 +140,10 @@ def test_outsider_bytes_on_the_raft_port_are_never_unpickled(raft3: Stack, tmp_p
 
 @pytest.mark.parametrize("secret, expected", [
     (None, "--raft-secret-file is required"),
-    ("short", "at least 16 bytes"),
-    ("a-long-enough-secret-value", "permissions"),
+    ("short", "at least 32 bytes"),
+    ("a" * 16, "at least 32 bytes"),
+    ("a" * 48, "not random"),
+    ("0123456789abcdef0123456789abcdef", "permissions"),
 ])
 def test_refuses_to_start_without_a_proper_secret(stack: Stack, tmp_path: Path, secret, expected):
     token = tmp_path / "token"
@@ -179,3 +182,77 @@ def test_healthz_and_metrics_report_the_leader(raft3: Stack):
         with urllib.request.urlopen(replica.http + "/healthz", timeout=5) as resp:
             health = resp.read().decode()
         assert '"ok": true' in health and '"leader": "' in health
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_oversized_frames_before_authentication_are_cut_off(raft3: Stack):
+    """Issue 11: one connection claiming a 2 GiB frame and sending 32 MB cost 6.9 s of CPU and
+    forced an election. Now the connection is closed after at most 64 KiB, the leader stays."""
+    leader = raft3.wait_leader()
+    term = leader.status()["term"]
+    cpu = _cpu_seconds(leader.proc.pid)
+    host, port = leader.raft.rsplit(":", 1)
+    sent = 0
+    t0 = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        chunk = os.urandom(1 << 20)
+        try:
+            sock.sendall(struct.pack("i", 2**31 - 1))
+            while sent < 32 << 20:
+                sock.sendall(chunk)
+                sent += len(chunk)
+        except (ConnectionError, TimeoutError, OSError):
+            pass
+    assert sent < 32 << 20, "the replica kept reading an unauthenticated 2 GiB frame"
+    time.sleep(2)
+    used = _cpu_seconds(leader.proc.pid) - cpu
+    st = leader.status()
+    assert st["is_leader"] and st["term"] == term, "the attack forced a leader change"
+    assert used < 2.0, f"the leader spent {used:.1f}s of CPU on {sent} unauthenticated bytes"
+    assert time.monotonic() - t0 < 10
+    with socket.create_connection((host, int(port)), timeout=5) as sock:  # a negative length too
+        sock.sendall(struct.pack("i", -5) + b"x" * 100)
+        sock.settimeout(3)
+        assert sock.recv(10) == b"", "a negative frame length did not close the connection"
+
+
+def test_new_leader_raises_the_kb_fence_before_it_acts(raft3: Stack):
+    """Issue 11: a new leader used to only read the KB's newest token, so a deposed leader's token
+    stayed valid until the new one wrote a placement. Now each leader raises the fence first."""
+    leader = raft3.wait_leader()
+
+    def fenced() -> dict | None:
+        fence, token = raft3.admin.request("GET", "/api/v1/fence"), (leader.status() or {}).get("token")
+        return token if token and (fence["term"], fence["seq"]) == (token["term"], token["seq"]) else None
+
+    token = wait_for(fenced, 10, 0.1, "the leader's token to be the KB fence")
+    fence = dict(token)
+    leader.kill()
+    survivors = [r for r in raft3.replicas if r is not leader]
+    raft3.wait_leader(timeout=10, among=survivors)
+    raised = wait_for(lambda: (f := raft3.admin.request("GET", "/api/v1/fence")) and (f["term"], f["seq"]) > (
+        fence["term"], fence["seq"]) and f, 10, 0.1, "the new leader to raise the fence")
+    with pytest.raises(KBError) as err:  # the old leader's token is refused before any placement exists
+        KBClient(raft3.kb_url, raft3.controller_token.read_text()).post_event(
+            {"type": "controller.migration.succeeded", "application": "x", "fencing": token,
+             "ref": {"id": "d1.1", "term": token["term"], "seq": token["seq"], "attempt": 1}})
+    assert err.value.status == 409 and raised["term"] > token["term"]
+    leader.start()
+
+
+def test_status_clients_that_give_up_leave_no_tracebacks(raft3: Stack):
+    replica = raft3.replicas[0]
+    host, port = replica.http.split("//", 1)[1].rsplit(":", 1)
+    for _attempt in range(30):
+        sock = socket.create_connection((host, int(port)), timeout=5)
+        sock.sendall(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # reset: the client timed out and went away
+    time.sleep(1)
+    assert replica.status() is not None
+    log = replica.log()
+    assert "Traceback" not in log and "BrokenPipe" not in log and "ConnectionReset" not in log, log[-2000:]

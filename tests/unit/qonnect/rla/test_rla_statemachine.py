@@ -67,7 +67,30 @@ def test_takeover_compares_raft_terms_even_when_tokens_are_offset():
     assert log.apply(start(did, term=1, node="old"))["token"]["term"] == 6
     log.apply({"op": "leader", "term": 2, "node": "new", "ts": 2.0})
     res = log.apply(start(did, term=2, node="new"))
-    assert res["ok"] and res["token"] == {"term": 7, "seq": 3}
+    assert res["ok"] and res["token"] == {"term": 7, "seq": 5}  # each leader entry issues a token too
+
+
+def test_leader_entry_issues_the_token_the_new_leader_fences_with():
+    log = DecisionLog()
+    old = log.apply({"op": "leader", "term": 1, "node": "old", "ts": 1.0})["token"]
+    did = log.apply(decide(term=1))["id"]
+    attempt = log.apply(start(did, term=1, node="old"))["token"]
+    new = log.apply({"op": "leader", "term": 2, "node": "new", "ts": 2.0})["token"]
+    assert (old["term"], old["seq"]) < (attempt["term"], attempt["seq"]) < (new["term"], new["seq"])
+
+
+def test_defer_keeps_the_decision_open_without_using_an_attempt_and_retarget_updates_exclusions():
+    log = DecisionLog()
+    did = log.apply(decide())["id"]
+    res = log.apply({"op": "defer", "id": did, "term": 1, "node": "n1", "detail": "ratings: no eligible cluster",
+                     "not_before": 50.0})
+    assert res["ok"] and res["deferrals"] == 1
+    decision = log.get(did)
+    assert decision["status"] == "retry" and decision["attempts"] == 0 and decision["not_before"] == 50.0
+    assert "no eligible" in decision["detail"] and "shop" in log.inflight
+    assert log.apply({"op": "retarget", "id": did, "term": 1, "node": "n1", "exclude": ["b", "a"]})["exclude"] == ["a", "b"]
+    log.apply(start(did))
+    assert not log.apply({"op": "defer", "id": did, "term": 1, "node": "n1", "detail": "x", "not_before": 1.0})["ok"]
 
 
 def test_stale_term_is_refused_and_counted():

@@ -11,23 +11,30 @@ DECISION = {"id": "d4.17", "app": "shop", "kind": "cluster-down", "exclude": ["e
             "token": {"term": 4, "seq": 17}}
 
 
-def test_reference_roundtrip_for_decision_and_attempt():
-    text = f"decided to re-place shop: reason {kbio.ref(DECISION)}"
-    assert kbio.parse_ref(text) == {"id": "d4.17", "term": 4, "seq": 17, "attempt": None,
-                                    "exclude": ["edge-1", "fog-2"]}
-    attempt = kbio.ref(DECISION, 2, {"term": 5, "seq": 20})
-    assert kbio.parse_ref(f"attempt 2 succeeded {attempt}") == {"id": "d4.17", "term": 5, "seq": 20, "attempt": 2, "exclude": []}
-    assert kbio.parse_ref("a human wrote [decision x]") is None
+def test_references_are_structured_fields_with_the_fencing_token():
+    kb = FakeKB()
+    kbio.post(kb, kbio.DECISION, DECISION, "decided to re-place shop", fence={"term": 4, "seq": 16})
+    kbio.post(kb, kbio.SUCCEEDED, DECISION, "attempt 2 succeeded", 2, {"term": 5, "seq": 20})
+    first, second = kb.events
+    assert first["ref"] == {"id": "d4.17", "term": 4, "seq": 17, "attempt": None, "exclude": ["edge-1", "fog-2"]}
+    assert first["fencing"] == {"term": 4, "seq": 16}
+    assert "edge-1" in first["message"] and "fog-2" in first["message"], "both failed clusters are named"
+    assert second["ref"] == {"id": "d4.17", "term": 5, "seq": 20, "attempt": 2, "exclude": []}
+    assert second["fencing"] == {"term": 5, "seq": 20}
+    assert "[decision" not in first["message"], "no machine-readable prose to parse"
 
 
 class FakeKB:
-    """Records posted events (a stand-in for the HTTP client, not for a qonnect component)."""
+    """Records posted events as the KB would list them (a stand-in for the HTTP client, not for a
+    qonnect component): the role is the token's, as the KB records it."""
 
-    def __init__(self, events=()):
-        self.events = list(events)
+    def __init__(self, role="controller"):
+        self.events = []
+        self.role = role
 
     def post_event(self, event):
-        self.events.append(dict(event, id=len(self.events) + 1))
+        self.events.append(dict(event, id=len(self.events) + 1, role=self.role))
+        return self.events[-1]
 
     def list_events(self, application=None, limit=100):
         return [e for e in self.events if e.get("application") == application]
@@ -45,6 +52,12 @@ def test_unfinished_decisions_newer_than_the_log_are_found_once_per_app():
     kbio.post(kb, kbio.SUPERSEDED, DECISION, "carried on")
     assert kbio.unfinished_in_kb(kb, (0, 0), ["shop"]) == []
     assert kb.events[0]["cluster"] is None and kb.events[0]["reason"] == "cluster-down"
+
+
+def test_events_not_written_under_a_controller_token_are_not_trusted():
+    kb = FakeKB(role="agent")  # an agent's forged decision, shaped exactly like ours
+    kbio.post(kb, kbio.DECISION, DECISION, "decided")
+    assert kbio.decision_story(kb, "shop") == [] and kbio.unfinished_in_kb(kb, (0, 0), ["shop"]) == []
 
 
 def status_doc(**kw):

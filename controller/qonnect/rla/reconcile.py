@@ -1,0 +1,136 @@
+"""Reconcile a cluster that came back: remove what the KB does not place there.
+
+A migration cannot prune a cluster that is down, so the copies it left (workloads, address
+stubs pointing at old locations) would run forever. When a cluster the leader saw down is
+healthy again - and once for every cluster when a replica becomes leader - the leader lists the
+objects labelled ``qonnect.io/application`` on it and removes, through the same deployer the
+deploy module uses, every application the KB does not place there, or the services of an
+application that the KB placed elsewhere. Each removal is fenced like a migration step.
+"""
+
+from __future__ import annotations
+
+import calendar
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# A deploy applies on its new clusters before it writes the placement (make before break): what
+# is younger than this may be a deploy in progress, not an orphan.
+MIN_AGE_SECONDS = 60.0
+
+
+def _created(obj: dict[str, Any]) -> float:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp") or ""
+    try:
+        return float(calendar.timegm(time.strptime(str(stamp)[:19], "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return 0.0
+
+
+def placed_on(placement: dict[str, Any], cluster: str) -> set[str]:
+    """The services of one placement that run on ``cluster``."""
+    return {svc for svc, targets in (placement or {}).items()
+            if any(isinstance(t, dict) and t.get("cluster") == cluster for t in targets or [])}
+
+
+def found_on(client: Any) -> dict[str, dict[str, Any]]:
+    """app -> {namespace, services (real objects), stubs} of what qonnect applied on a cluster."""
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import (
+        APP_LABEL,
+        ROLE_LABEL,
+        SERVICE_LABEL,
+        WORKLOAD_KINDS,
+    )
+
+    found: dict[str, dict[str, Any]] = {}
+    kinds = [("apps/v1", k) for k in WORKLOAD_KINDS] + [("v1", "Service"), ("v1", "ConfigMap")]
+    for api_version, kind in kinds:
+        for obj in client.list(api_version, kind, None, APP_LABEL):
+            meta = obj.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            entry = found.setdefault(labels[APP_LABEL], {"namespace": meta.get("namespace"), "services": set(),
+                                                         "objects": 0, "newest": 0.0})
+            entry["objects"] += 1
+            entry["newest"] = max(entry["newest"], _created(obj))
+            if labels.get(ROLE_LABEL) != "address" and labels.get(SERVICE_LABEL):
+                entry["services"].add(labels[SERVICE_LABEL])
+    for ns in client.list("v1", "Namespace", None, APP_LABEL):
+        labels = (ns.get("metadata") or {}).get("labels") or {}
+        found.setdefault(labels[APP_LABEL], {"namespace": ns["metadata"]["name"], "services": set(), "objects": 0,
+                                             "newest": _created(ns)})
+    return found
+
+
+def reconcile_cluster(cluster: str, kb: Any, busy: Callable[[str], bool],
+                      before_step: Callable[[str], None]) -> tuple[list[tuple[str, str]], bool]:
+    """Remove from ``cluster`` what the KB does not place there; returns what was done (app,
+    text) and whether to look again later (something was too young or busy to judge).
+
+    ``busy(app)`` is true while a migration of the application is in flight (left alone);
+    ``before_step`` is the fence check, called before every change.
+    """
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import (
+        Deployer,
+        Target,
+        service_domain,
+    )
+    from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+
+    records = {c["name"]: c for c in kb.list_clusters()}
+    if cluster not in records or not records[cluster].get("kubeconfig"):
+        return [], False
+    record = records[cluster]
+    target = Target(cluster, record["kubeconfig"], record.get("context"),
+                    service_domain(cluster, record.get("labels")))
+    client = get_client(cluster, target.kubeconfig, target.context)
+    placements = {p["application"]: (p.get("current") or p.get("desired") or {})
+                  for p in kb.request("GET", "/api/v1/placements")["placements"]}
+    done = []
+    later = False
+    for app, seen in sorted(found_on(client).items()):
+        if busy(app) or time.time() - seen["newest"] < MIN_AGE_SECONDS:
+            later = True
+            continue
+        placement = placements.get(app) or {}
+        here = placed_on(placement, cluster)
+        extra = seen["services"] - here
+        if here and not extra:
+            continue
+        try:
+            spec = kb.get_application(app)
+            application = Application.from_dict(spec["application"])
+            services = {s.name: s.manifests for s in application.services}
+            namespace = application.namespace
+        except Exception:  # deleted from the KB: nothing of it should run anywhere
+            services, namespace = {}, seen["namespace"] or app
+        if not here:
+            deployer = Deployer(app, namespace, services, {}, {cluster: target}, previous={cluster},
+                                client_factory=lambda t: client, before_step=before_step)
+            result = deployer.remove()
+            done.append((app, f"removed {app} ({seen['objects']} object(s)): the KB places none of it on {cluster}"
+                        + (f" ({result.get('message')})" if result.get("failed") else "")))
+            continue
+        plan = {svc: targets for svc, targets in placement.items() if svc in services}
+        clusters = {t["cluster"] for targets in plan.values() for t in targets}
+        targets_ = {name: Target(name, records[name].get("kubeconfig") or "", records[name].get("context"),
+                                 service_domain(name, records[name].get("labels")))
+                    for name in clusters if name in records}
+        deployer = Deployer(app, namespace, services, plan, targets_, previous={cluster},
+                            client_factory=lambda t: client if t.name == cluster else get_client(
+                                t.name, t.kubeconfig, t.context), before_step=before_step, wait=False)
+        work = deployer.work[cluster]
+        work.desired = deployer.desired_for(cluster)
+        deployer._step("apply")
+        deployer._each([cluster], deployer._make)
+        deployer._step("switch")
+        deployer._each([cluster], deployer._switch)
+        deployer._step("prune")
+        deployer._each([cluster], deployer._break)
+        done.append((app, f"removed {app} service(s) {', '.join(sorted(extra))} from {cluster}: the KB "
+                          f"places them elsewhere ({work.result.status})"))
+    return done, later
