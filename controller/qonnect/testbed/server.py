@@ -58,17 +58,19 @@ class ClusterHost:
     """One emulated cluster: store, simulation, API app and its (closable) listener."""
 
     def __init__(self, spec: ClusterSpec, address: str, ssl_context: ssl.SSLContext, token: str,
-                 latency_map: latency.LatencyMap, start_delay: float, heartbeat_seconds: float) -> None:
+                 latency_map: latency.LatencyMap, start_delay: float, heartbeat_seconds: float,
+                 *, root_ca: str = "", start_delays: list | None = None, **sim_options: Any) -> None:
         self.spec = spec
         self.address = address
         self.port = 0
         self.token = token
+        self.restricted_token = secrets.token_urlsafe(32)
         self.ssl_context = ssl_context
-        self.store = Store(spec.name)
+        self.store = Store(spec.name, root_ca=root_ca)
         self.sim = ClusterSim(self.store, spec, start_delay=start_delay,
-                              heartbeat_seconds=heartbeat_seconds)
+                              heartbeat_seconds=heartbeat_seconds, start_delays=start_delays, **sim_options)
         self.app = make_app(self.store, token, middlewares=(latency.middleware(latency_map, spec.location),),
-                            version=K8S_VERSION)
+                            version=K8S_VERSION, restricted_token=self.restricted_token)
         self.runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         self._server: asyncio.AbstractServer | None = None
 
@@ -109,8 +111,9 @@ class FederationHost:
     """All clusters of a fleet in this process, with their files under one directory."""
 
     def __init__(self, fleet: Fleet, directory: Path, *, start_delay: float = 1.0,
-                 heartbeat_seconds: float = 10.0) -> None:
+                 heartbeat_seconds: float = 10.0, **sim_options: Any) -> None:
         self.fleet = fleet
+        self.sim_options = sim_options  # node timing: see sim.ClusterSim
         self.directory = directory
         self.start_delay = start_delay
         self.heartbeat_seconds = heartbeat_seconds
@@ -136,16 +139,20 @@ class FederationHost:
             context.load_cert_chain(cert_path, key_path)
             self.clusters[spec.name] = ClusterHost(
                 spec, addresses[spec.name], context, secrets.token_urlsafe(32), latency_map,
-                self.start_delay, self.heartbeat_seconds)
+                self.start_delay, self.heartbeat_seconds, root_ca=ca.cert_pem.decode(),
+                start_delays=self.fleet.start_delays, **self.sim_options)
         for host in self.clusters.values():
             await host.start()
-        kubeconfigs = {}
+        kubeconfigs, restricted = {}, {}
         for name, host in self.clusters.items():
-            doc = kubeconfig.build(name, f"https://{host.address}:{host.port}", host.token, ca.cert_pem)
+            server = f"https://{host.address}:{host.port}"
+            doc = kubeconfig.build(name, server, host.token, ca.cert_pem)
             kubeconfigs[name] = kubeconfig.write(self.directory / "kubeconfigs" / f"{name}.yaml", doc)
+            doc = kubeconfig.build(name, server, host.restricted_token, ca.cert_pem)
+            restricted[name] = kubeconfig.write(self.directory / "kubeconfigs" / "restricted" / f"{name}.yaml", doc)
         endpoints = {n: (h.address, h.port) for n, h in self.clusters.items()}
         federation.write(self.directory / FEDERATION_FILE,
-                         federation.document(self.fleet, endpoints, kubeconfigs, ca_file))
+                         federation.document(self.fleet, endpoints, kubeconfigs, ca_file, restricted))
         await self._start_admin()
 
     async def _start_admin(self) -> None:
@@ -260,9 +267,12 @@ class FederationHost:
         return web.json_response({"stopping": True})
 
 
-async def serve(fleet: Fleet, directory: Path, *, start_delay: float, heartbeat_seconds: float) -> None:
-    """Run a federation until SIGTERM/SIGINT or a shutdown request."""
-    host = FederationHost(fleet, directory, start_delay=start_delay, heartbeat_seconds=heartbeat_seconds)
+async def serve(fleet: Fleet, directory: Path, *, start_delay: float, heartbeat_seconds: float,
+                **sim_options: Any) -> None:
+    """Run a federation until SIGTERM/SIGINT or a shutdown request (sim_options: node timing
+    flags node_monitor_grace_period, default_*_toleration_seconds; None means the default)."""
+    host = FederationHost(fleet, directory, start_delay=start_delay, heartbeat_seconds=heartbeat_seconds,
+                          **{k: v for k, v in sim_options.items() if v is not None})
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, host.stopped.set)

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
+from qonnect.testbed.quantities import UPSTREAM_PATTERN, canonicalise
+
 Callback = Callable[[str, str, dict], None]
 
 
@@ -276,6 +278,7 @@ def _apply_defaults(resource: str, obj: dict, store: Store) -> None:
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
     elif resource == "pods" and isinstance(spec, dict):
         _default_pod_spec(spec)
+        _requests_from_limits(spec)
         obj.setdefault("status", {}).setdefault("phase", "Pending")
         obj["status"].setdefault("qosClass", _qos_class(spec))
     elif resource == "deployments" and isinstance(spec, dict):
@@ -318,6 +321,7 @@ def _default_pod_spec(spec: dict) -> None:
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
     for container in spec.get("containers") or []:
         if isinstance(container, dict):
             tag = str(container.get("image", "")).rsplit("/", 1)[-1]
@@ -329,6 +333,43 @@ def _default_pod_spec(spec: dict) -> None:
             for port in container.get("ports") or []:
                 if isinstance(port, dict):
                     port.setdefault("protocol", "TCP")
+
+
+def _requests_from_limits(spec: dict) -> None:
+    """SetDefaults_Pod: a limit without a request is also the request (pods, not templates)."""
+    for field in ("containers", "initContainers"):
+        for container in spec.get(field) or []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            limits = resources.get("limits") if isinstance(resources, dict) else None
+            if isinstance(limits, dict) and limits:
+                requests = resources.setdefault("requests", {})
+                if isinstance(requests, dict):
+                    for key, value in limits.items():
+                        requests.setdefault(key, value)
+
+
+TOLERATED_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def admit_pod(obj: dict, toleration_seconds: dict[str, int]) -> None:
+    """What the default admission plugins add to a new pod: ServiceAccount, Priority and
+    DefaultTolerationSeconds (NoExecute tolerations of not-ready and unreachable nodes)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+    spec["serviceAccountName"] = spec["serviceAccount"] = account
+    spec.setdefault("priority", 0)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+    for key in TOLERATED_TAINTS:
+        if any(isinstance(t, dict) and ((t.get("key") in (key, None, "") and t.get("operator") == "Exists")
+                                        or t.get("key") == key) and t.get("effect") in ("NoExecute", None, "")
+               for t in tolerations):
+            continue
+        tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                            "tolerationSeconds": int(toleration_seconds.get(key, 300))})
+    spec["tolerations"] = tolerations
 
 
 def _qos_class(spec: dict) -> str:
@@ -440,8 +481,13 @@ Event = tuple[int, str, str, dict]  # resourceVersion, type, resource, stored ob
 class Store:
     """All objects of one emulated cluster; synchronous, used from one asyncio loop."""
 
-    def __init__(self, cluster_name: str, *, history: int = 1000):
+    def __init__(self, cluster_name: str, *, history: int = 1000, root_ca: str = "") -> None:
         self.cluster_name = cluster_name
+        self.root_ca = root_ca
+        # DefaultTolerationSeconds of new pods (kube-apiserver --default-*-toleration-seconds)
+        self.toleration_seconds = dict.fromkeys(TOLERATED_TAINTS, 300)
+        # Called with a namespace's name when it starts terminating; None: clean it up at once.
+        self.namespace_terminating: Callable[[str], None] | None = None
         self._objects: dict[str, dict[_Key, dict]] = {r: {} for r in RESOURCES}
         self._rv = 0
         self._history: collections.deque[Event] = collections.deque(maxlen=history)
@@ -452,6 +498,8 @@ class Store:
         next(self._ips)  # 10.96.0.1 is the kubernetes service's address
         for name in INITIAL_NAMESPACES:
             self.create("namespaces", None, {"metadata": {"name": name}})
+        # A watch cache starts at the resourceVersion it was filled at: older ones are gone (410).
+        self._oldest_rv = self._rv
 
     # ----------------------------------------------------------------- reads
 
@@ -577,15 +625,19 @@ class Store:
         if not meta.get("name"):
             raise _invalid(rt.kind, "", [("metadata.name", "Required value: name or generateName is required")])
         if rt.namespaced:
-            self._require_namespace(namespace or "")
+            self._require_namespace(namespace or "", rt, meta["name"])
         _apply_defaults(resource, obj, self)
+        if resource == "pods":
+            admit_pod(obj, self.toleration_seconds)
         _validate(rt, obj)
         key = self._key(rt, namespace, meta["name"])
-        if key in self._objects[resource]:
+        existing = self._objects[resource].get(key)
+        if existing is not None:
+            being_deleted = "object is being deleted: " if existing["metadata"].get("deletionTimestamp") else ""
             raise ApiError(
                 409,
                 "AlreadyExists",
-                f'{self._qualified(rt)} "{meta["name"]}" already exists',
+                f'{being_deleted}{self._qualified(rt)} "{meta["name"]}" already exists',
                 {"name": meta["name"], "group": rt.group, "kind": rt.plural},
             )
         for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
@@ -599,6 +651,9 @@ class Store:
         self._commit(rt, key, obj, "ADDED")
         if resource == "namespaces":
             self.create("serviceaccounts", meta["name"], {"metadata": {"name": "default"}})
+            if self.root_ca:  # the root-ca-cert-publisher's ConfigMap
+                self.create("configmaps", meta["name"], {"metadata": {"name": "kube-root-ca.crt"},
+                                                         "data": {"ca.crt": self.root_ca}})
         return json_copy(obj)
 
     def update(
@@ -640,7 +695,7 @@ class Store:
             new["metadata"] = dict(old_meta)
         elif subresource is None:
             new = obj
-            for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+            for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"):
                 if field in old_meta:
                     meta[field] = old_meta[field]
             _keep_allocations(resource, new, old)
@@ -662,7 +717,12 @@ class Store:
             return json_copy(old)
         if dry_run:
             return new
-        self._commit(rt, self._key(rt, namespace, name), new, "MODIFIED")
+        key = self._key(rt, namespace, name)
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers") \
+                and not (resource == "namespaces" and (new.get("spec") or {}).get("finalizers")):
+            self._commit(rt, key, new, "MODIFIED")
+            return json_copy(self._remove(rt, key, cascade=True))  # the last finalizer went
+        self._commit(rt, key, new, "MODIFIED")
         return json_copy(new)
 
     def delete(
@@ -694,15 +754,84 @@ class Store:
             )
         gone = dict(obj)
         gone["metadata"] = dict(meta, deletionTimestamp=now_rfc3339())
+        if resource == "namespaces" and meta.get("deletionTimestamp"):
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on namespaces "{name}": The system is '
+                           "ensuring all content is removed from this namespace.  Upon completion, this namespace "
+                           "will automatically be purged by the system.", {"name": name, "kind": "namespaces"})
         if dry_run:
             return json_copy(gone)
+        key = self._key(rt, namespace, name)
         if resource == "namespaces":
-            for other, table in self._objects.items():
-                if RESOURCES[other].namespaced:
-                    for key in [k for k in table if k[0] == name]:
-                        self._remove(RESOURCES[other], key, cascade=False)
-        deleted = self._remove(rt, self._key(rt, namespace, name), cascade=propagation != "Orphan")
+            gone["metadata"]["deletionGracePeriodSeconds"] = 0
+            gone["status"] = dict(gone.get("status") or {}, phase="Terminating")
+            self._commit(rt, key, gone, "MODIFIED")
+            if self.namespace_terminating is not None:
+                self.namespace_terminating(name)
+            else:
+                self.finalize_namespace(name)
+            return json_copy(self._objects[resource].get(key, gone))
+        if meta.get("finalizers"):  # marked for deletion; gone when the last finalizer is removed
+            if meta.get("deletionTimestamp"):
+                return json_copy(obj)
+            gone["metadata"]["deletionGracePeriodSeconds"] = 0
+            self._commit(rt, key, gone, "MODIFIED")
+            return json_copy(gone)
+        deleted = self._remove(rt, key, cascade=propagation != "Orphan")
         return json_copy(deleted)
+
+    def finalize_namespace(self, name: str) -> bool:
+        """The namespace controller's pass over a Terminating namespace: delete its content;
+        once nothing is left, remove the namespace. Returns True when it is gone."""
+        rt = RESOURCES["namespaces"]
+        ns = self._objects["namespaces"].get(("", name))
+        if ns is None or not ns["metadata"].get("deletionTimestamp"):
+            return ns is None
+        remaining: dict[str, int] = {}
+        finalizers: dict[str, int] = {}
+        for other, table in self._objects.items():
+            if not RESOURCES[other].namespaced:
+                continue
+            for key in [k for k in table if k[0] == name]:
+                obj = table.get(key)
+                if obj is None:
+                    continue
+                if not obj["metadata"].get("deletionTimestamp"):
+                    self.delete(other, name, key[1])
+                obj = table.get(key)
+                if obj is not None:
+                    remaining[other] = remaining.get(other, 0) + 1
+                    for fin in obj["metadata"].get("finalizers") or []:
+                        finalizers[fin] = finalizers.get(fin, 0) + 1
+        if not remaining:
+            self._remove(rt, ("", name), cascade=False)
+            return True
+        stamp = now_rfc3339()
+        content = ", ".join(f"{r}. has {n} resource instances" for r, n in sorted(remaining.items()))
+        fins = ", ".join(f"{f} in {n} resource instances" for f, n in sorted(finalizers.items()))
+        conditions = [
+            {"type": "NamespaceDeletionDiscoveryFailure", "status": "False", "reason": "ResourcesDiscovered",
+             "message": "All resources successfully discovered", "lastTransitionTime": stamp},
+            {"type": "NamespaceDeletionGroupVersionParsingFailure", "status": "False", "reason": "ParsedGroupVersions",
+             "message": "All legacy kube types successfully parsed", "lastTransitionTime": stamp},
+            {"type": "NamespaceDeletionContentFailure", "status": "False", "reason": "ContentDeleted",
+             "message": "All content successfully deleted, may be waiting on finalization", "lastTransitionTime": stamp},
+            {"type": "NamespaceContentRemaining", "status": "True", "reason": "SomeResourcesRemain",
+             "message": f"Some resources are remaining: {content}", "lastTransitionTime": stamp},
+            {"type": "NamespaceFinalizersRemaining", "status": "True" if finalizers else "False",
+             "reason": "SomeFinalizersRemain" if finalizers else "ContentHasNoFinalizers",
+             "message": f"Some content in the namespace has finalizers remaining: {fins}" if finalizers
+             else "All content-preserving finalizers finished", "lastTransitionTime": stamp},
+        ]
+        old = {c["type"]: c for c in (ns.get("status") or {}).get("conditions") or []}
+        for cond in conditions:
+            before = old.get(cond["type"])
+            if before and before.get("status") == cond["status"]:
+                cond["lastTransitionTime"] = before.get("lastTransitionTime", stamp)
+        if [dict(c, lastTransitionTime=None) for c in conditions] != [
+                dict(c, lastTransitionTime=None) for c in (ns.get("status") or {}).get("conditions") or []]:
+            new = dict(ns, status={"phase": "Terminating", "conditions": conditions})
+            self._commit(rt, ("", name), new, "MODIFIED")
+        return False
 
     def subscribe(self, callback: Callback, *, copy: bool = True) -> Callable[[], None]:
         """Call callback(event_type, resource, obj) after every change; returns unsubscribe.
@@ -754,6 +883,9 @@ class Store:
                 )
         obj["kind"] = rt.kind
         obj["apiVersion"] = rt.api_version
+        if canonicalise(rt.kind, rt.api_version, obj):
+            raise ApiError(400, "BadRequest", f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                           f"quantities must match the regular expression '{UPSTREAM_PATTERN}'")
         if rt.plural == "secrets" and isinstance(obj.get("stringData"), dict):
             # real servers fold write-only stringData into base64 data
             data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
@@ -762,13 +894,25 @@ class Store:
             obj["data"] = data
         return obj
 
-    def _require_namespace(self, namespace: str) -> None:
-        if ("", namespace) not in self._objects["namespaces"]:
+    def _require_namespace(self, namespace: str, rt: ResourceType | None = None, name: str = "") -> None:
+        ns = self._objects["namespaces"].get(("", namespace))
+        if ns is None:
             raise ApiError(
                 404,
                 "NotFound",
                 f'namespaces "{namespace}" not found',
                 {"name": namespace, "kind": "namespaces"},
+            )
+        if ns["metadata"].get("deletionTimestamp") and rt is not None:
+            # the NamespaceLifecycle admission plugin
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{self._qualified(rt)} "{name}" is forbidden: unable to create new content in namespace '
+                f"{namespace} because it is being terminated",
+                {"name": name, "group": rt.group, "kind": rt.plural, "causes": [
+                    {"reason": "NamespaceTerminating", "message": f"namespace {namespace} is being terminated",
+                     "field": "metadata.namespace"}]},
             )
 
     def _generate_name(self, rt: ResourceType, namespace: str | None, prefix: str) -> str:

@@ -26,14 +26,15 @@ MAX_BODY = 8 * 1024 * 1024
 _APPLY = "application/apply-patch+yaml"
 
 
-def make_app(store: Store, token: str, *, middlewares: Iterable = (), version: str = "v1.30.0") -> web.Application:
+def make_app(store: Store, token: str, *, middlewares: Iterable = (), version: str = "v1.30.0",
+             restricted_token: str | None = None) -> web.Application:
     """An API server for store; every request but health and /version needs the bearer token."""
     if not re.fullmatch(r"v1\.\d+\.\d+", version):
         raise ValueError(f"version: expected a Kubernetes version like 'v1.30.0', got {version!r}")
     if not token:
         raise ValueError("token: expected a non-empty bearer token")
     app = web.Application(
-        middlewares=[*middlewares, error_middleware, auth_middleware(token)], client_max_size=MAX_BODY
+        middlewares=[*middlewares, error_middleware, auth_middleware(token, restricted_token)], client_max_size=MAX_BODY
     )
     app[STORE_KEY] = store
     app[VERSION_KEY] = version

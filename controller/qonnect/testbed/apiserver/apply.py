@@ -247,6 +247,23 @@ def _describe(path: Path) -> str:
     return text
 
 
+def _quote(name: str) -> str:
+    return json.dumps(name)
+
+
+def _manager_names(live: dict) -> dict[str, str]:
+    """How conflicts name a manager: '"alice"' for appliers, '"bob" using v1' for updaters."""
+    out: dict[str, str] = {}
+    for entry in live.get("metadata", {}).get("managedFields") or []:
+        if isinstance(entry, dict):
+            name = str(entry.get("manager", ""))
+            if entry.get("operation") == "Update":
+                out.setdefault(name, f"{_quote(name)} using {entry.get('apiVersion', 'v1')}")
+            else:
+                out[name] = _quote(name)
+    return out
+
+
 def server_side_apply(
     live: dict | None, applied: dict, node: Node, manager: str, force: bool, api_version: str
 ) -> dict:
@@ -266,11 +283,12 @@ def server_side_apply(
         force = True  # ownership moves from client-side to server-side apply without conflicts
     if conflicts and not force:
         conflicts.sort()
+        who = _manager_names(live)
         causes = [
-            {"reason": "FieldManagerConflict", "message": f'conflict with "{m}": {_describe(p)}', "field": _describe(p)}
+            {"reason": "FieldManagerConflict", "message": f"conflict with {who.get(m, _quote(m))}", "field": _describe(p)}
             for m, p in conflicts
         ]
-        lines = "\n".join(f'- conflict with "{m}": {_describe(p)}' for m, p in conflicts)
+        lines = "\n".join(f"- conflict with {who.get(m, _quote(m))}: {_describe(p)}" for m, p in conflicts)
         raise ApiError(
             409,
             "Conflict",

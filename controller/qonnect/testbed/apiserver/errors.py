@@ -8,6 +8,7 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
+from qonnect.testbed.apiserver.authz import check_restricted, request_info
 from qonnect.testbed.store import ApiError
 
 log = logging.getLogger(__name__)
@@ -53,15 +54,19 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return status_response(ApiError(500, "InternalError", "an error on the server has prevented the request from succeeding"))
 
 
-def auth_middleware(token: str) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
-    """Require `Authorization: Bearer <token>` on everything except health and version."""
+def auth_middleware(token: str, restricted_token: str | None = None) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    """Require `Authorization: Bearer <token>` on everything except health and version; the
+    restricted token gets only what apiserver/authz.py allows."""
     expected = f"Bearer {token}".encode()
+    restricted = f"Bearer {restricted_token}".encode() if restricted_token else None
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path.rstrip("/") not in PUBLIC_PATHS and not request.path.startswith(("/healthz/", "/livez/", "/readyz/")):
             given = request.headers.get("Authorization", "").encode()
-            if not hmac.compare_digest(given, expected):
+            if restricted is not None and hmac.compare_digest(given, restricted):
+                check_restricted(request_info(request))
+            elif not hmac.compare_digest(given, expected):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
         return await handler(request)
 

@@ -112,7 +112,9 @@ class Controller:
         try:
             action()
         except ApiError as exc:
-            if exc.code in (404, 409):  # changed under us: the next pass sees the new state
+            if exc.code == 403:  # e.g. its namespace is terminating: nothing to do
+                log.debug("%s: %s: %s", self.name, key, exc.message)
+            elif exc.code in (404, 409):  # changed under us: the next pass sees the new state
                 self.enqueue_later(key, RETRY_SECONDS)
             else:
                 log.warning("%s: %s: %s", self.name, key, exc.message)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 from qonnect.testbed.fleet import ClusterSpec
 from qonnect.testbed.sim.base import Cache
 from qonnect.testbed.sim.deployments import Deployments
 from qonnect.testbed.sim.kubelet import Kubelets
+from qonnect.testbed.sim.namespaces import NamespaceController
 from qonnect.testbed.sim.nodes import NodeController
 from qonnect.testbed.sim.objects import is_true, key_of, owner_uid
 from qonnect.testbed.sim.scheduler import Scheduler
@@ -21,20 +23,29 @@ class ClusterSim:
     """Runs the simulated kubelets and controllers of one cluster against its Store."""
 
     def __init__(self, store: Store, spec: ClusterSpec, *, start_delay: float = 1.0,
-                 heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS) -> None:
+                 heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS,
+                 start_delays: list[dict[str, Any]] | None = None,
+                 node_monitor_grace_period: float = 0.0,
+                 default_unreachable_toleration_seconds: int = 0,
+                 default_not_ready_toleration_seconds: int = 0) -> None:
         self.store = store
         self.spec = spec
         self.cache = Cache()
-        self.nodes = NodeController(store, spec, heartbeat_seconds)
+        # kube-apiserver's DefaultTolerationSeconds (the emulator's default: evict at once)
+        store.toleration_seconds = {"node.kubernetes.io/unreachable": default_unreachable_toleration_seconds,
+                                    "node.kubernetes.io/not-ready": default_not_ready_toleration_seconds}
+        self.nodes = NodeController(store, spec, heartbeat_seconds, node_monitor_grace_period)
         self.scheduler = Scheduler(store, self.cache)
-        self.kubelets = Kubelets(store, self.cache, start_delay)
+        self.kubelets = Kubelets(store, self.cache, start_delay, start_delays)
         self.deployments = Deployments(store, self.cache)
+        self.namespaces = NamespaceController(store)
         self._tasks: list[asyncio.Task] = []
         self._unsubscribe = None
 
     async def start(self) -> None:
         """Subscribe to the Store, register the nodes and start the controller tasks."""
         self._unsubscribe = self.store.subscribe(self._on_event, copy=False)
+        self.store.namespace_terminating = self.namespaces.terminating
         for resource in ("nodes", "deployments", "pods"):
             for obj in self.store.list_refs(resource)[0]:
                 self._on_event("ADDED", resource, obj)
@@ -44,6 +55,7 @@ class ClusterSim:
         self._tasks.append(asyncio.create_task(self.nodes.heartbeat(), name=f"{self.spec.name}-heartbeat"))
 
     async def stop(self) -> None:
+        self.store.namespace_terminating = None
         if self._unsubscribe:
             self._unsubscribe()
         for task in self._tasks:

@@ -80,10 +80,12 @@ def node_object(cluster: ClusterSpec, node: NodeSpec, index: int) -> dict:
 class NodeController:
     """Registers the nodes of one cluster and keeps their heartbeats going while they are up."""
 
-    def __init__(self, store: Store, cluster: ClusterSpec, heartbeat_seconds: float) -> None:
+    def __init__(self, store: Store, cluster: ClusterSpec, heartbeat_seconds: float,
+                 grace_period: float = 0.0) -> None:
         self.store = store
         self.cluster = cluster
         self.heartbeat_seconds = heartbeat_seconds
+        self.grace_period = grace_period  # kube-controller-manager --node-monitor-grace-period
         self.down: set[str] = set()
 
     def register(self) -> None:
@@ -125,9 +127,19 @@ class NodeController:
         return self.store.get("nodes", None, name)
 
     def set_down(self, name: str) -> None:
-        """The kubelet stops posting: conditions Unknown, unreachable taints, no heartbeat."""
-        node = self.node(name)
+        """The kubelet stops posting; after the grace period the node lifecycle controller sets
+        the conditions Unknown and the unreachable taints."""
+        self.node(name)
         self.down.add(name)
+        if self.grace_period > 0:
+            asyncio.get_running_loop().call_later(self.grace_period, self._lost, name)
+        else:
+            self._lost(name)
+
+    def _lost(self, name: str) -> None:
+        if name not in self.down:
+            return  # it came back within the grace period
+        node = self.node(name)
         stamp = now()
         conds = node["status"].get("conditions") or []
         for kind in ("Ready", *(p[0] for p in PRESSURE)):
