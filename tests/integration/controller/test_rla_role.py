@@ -16,7 +16,7 @@ from _rla_stack import BIN, Stack, free_port, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-SECRET = "vaulted-raft-secret-0123456789"
+SECRET = "vaulted-raft-secret-0123456789abcdef-0123"
 
 PLAY = """
 - hosts: localhost
@@ -91,5 +91,5 @@ def test_role_refuses_a_missing_secret(stack: Stack, tmp_path: Path):
                                   "controller_kb_url": "http://127.0.0.1:9", "controller_kb_token": "t",
                                   "controller_base_dir": str(tmp_path / "q"),
                                   "controller_python": str(BIN / "python"), "controller_service_manager": "process"})
-    assert out.returncode != 0 and "controller_raft_secret (at least 16 characters)" in out.stdout
+    assert out.returncode != 0 and "controller_raft_secret (at least 32 characters)" in out.stdout
     assert not (tmp_path / "q").exists()

@@ -104,6 +104,7 @@ class Play:
     def run(self, state: str) -> dict[str, int]:
         """Run the play with ``state``; it must succeed; returns the recap counts."""
         returncode, stdout, output = self.playbook(state)
+        self.last_output = output
         assert returncode == 0, output[-4000:]
         recap = re.search(r"localhost\s+:\s+(.*)", stdout.split("PLAY RECAP")[-1])
         assert recap, output[-2000:]
@@ -186,7 +187,8 @@ def test_roles_converge_idempotent_stop_absent(tmp_path):
         assert "listing nodes" in status["error"]
 
         again = play.run("started")
-        assert again["changed"] == 0 and again["failed"] == 0
+        changed = [t for t in play.last_output.split("TASK [")[1:] if "\nchanged:" in t]
+        assert again["changed"] == 0 and again["failed"] == 0, changed
 
         stopped = play.run("stopped")
         assert stopped["changed"] == 2
