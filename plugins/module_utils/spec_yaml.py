@@ -31,7 +31,8 @@ MAX_FILE_BYTES = 4 * 2**20      # one spec or manifest file, or one inline YAML 
 MAX_TOTAL_BYTES = 8 * 2**20     # all files read for one spec together
 MAX_DEPTH = 64                  # nesting of mappings and lists (aliases expanded)
 MAX_ALIASES = 256               # alias references (*name) in one file
-MAX_NODES = 400_000             # scalars, mappings and lists in one file, aliases expanded
+MAX_NODES = 100_000             # scalars, mappings and lists in one file, aliases expanded
+MAX_DOCUMENTS = 250             # YAML documents in one file (one object each)
 
 LIMITS = {
     "file_bytes": MAX_FILE_BYTES,
@@ -39,6 +40,7 @@ LIMITS = {
     "depth": MAX_DEPTH,
     "aliases": MAX_ALIASES,
     "nodes": MAX_NODES,
+    "documents": MAX_DOCUMENTS,
 }
 
 
@@ -80,7 +82,7 @@ def decode(data: bytes, source: str) -> str:
 
 def _mark(node_or_event: Any) -> str:
     mark = getattr(node_or_event, "start_mark", None)
-    return f"line {mark.line + 1}" if mark is not None else "unknown line"
+    return f"line {mark.line + 1} column {mark.column + 1}" if mark is not None else "unknown line"
 
 
 def yaml_error(exc: Exception, source: str) -> str:
@@ -95,12 +97,17 @@ def yaml_error(exc: Exception, source: str) -> str:
 def _scan(text: str, source: str) -> None:
     """Depth and alias count from the flat event stream, before anything is composed."""
     loader = _Loader(text)
-    depth = aliases = events = 0
+    depth = aliases = events = documents = 0
     try:
         while loader.check_event():
             event = loader.get_event()
             events += 1
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            if isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > MAX_DOCUMENTS:
+                    raise SpecYamlError([f"{source}:{_mark(event)}: more than the limit of "
+                                         f"{MAX_DOCUMENTS} YAML documents (objects)"])
+            elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
                     raise SpecYamlError([f"{source}:{_mark(event)}: nested deeper than the limit "
@@ -110,11 +117,11 @@ def _scan(text: str, source: str) -> None:
             elif isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_ALIASES:
-                    raise SpecYamlError([f"{source}:{_mark(event)}: more than {MAX_ALIASES} "
-                                         "aliases"])
+                        raise SpecYamlError([f"{source}:{_mark(event)}: more than the limit of "
+                                         f"{MAX_ALIASES} aliases"])
             if events > MAX_NODES:
-                raise SpecYamlError([f"{source}:{_mark(event)}: more than {MAX_NODES} YAML "
-                                     "nodes"])
+                raise SpecYamlError([f"{source}:{_mark(event)}: more than the limit of "
+                                     f"{MAX_NODES} YAML nodes"])
     finally:
         loader.dispose()
 
@@ -151,8 +158,8 @@ def _measure(root: Any, source: str, path: str) -> list[str]:
             height[key] = 1 + max((height[id(c)] for c in kids), default=0)
             on_stack.discard(key)
             if size[key] > MAX_NODES:
-                raise SpecYamlError([f"{source}: {where or 'document'} expands to more than "
-                                     f"{MAX_NODES} YAML nodes (alias bomb?)"])
+                raise SpecYamlError([f"{source}: {where or 'document'} expands to more than the "
+                                     f"limit of {MAX_NODES} YAML nodes (alias bomb?)"])
             if height[key] > MAX_DEPTH + 1:
                 raise SpecYamlError([f"{source}: {where or 'document'} is nested deeper than the "
                                      f"limit of {MAX_DEPTH} levels (through aliases)"])

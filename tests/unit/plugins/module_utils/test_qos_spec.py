@@ -180,3 +180,89 @@ def test_doc_examples_load(tmp_path):
     (tmp_path / "manifests" / "cache.yaml").write_text(yaml.safe_dump(DEPLOY))
     for doc in _doc_examples():
         assert load_application(doc, base_dir=str(tmp_path)).name == doc["metadata"]["name"]
+
+
+# -- issue 13: every bad spec refused whole, with paths, within bounds -------------------------
+
+ADVERSARIAL = ROOT / "tests" / "integration" / "adversarial"
+SAMPLE = ROOT.parent / "shared" / "qonnect-reference" / "sample-application"
+
+
+def _table():
+    import sys
+
+    sys.path.insert(0, str(ADVERSARIAL))
+    try:
+        from cases import all_cases
+    finally:
+        sys.path.remove(str(ADVERSARIAL))
+    return [c for c in all_cases() if not c.placement]
+
+
+@pytest.mark.parametrize("case", _table(), ids=lambda c: c.id)
+def test_adversarial_table_in_process(case, tmp_path):
+    """The integration suite's table, in-process: every error named, nothing but QosSpecError."""
+    import time
+
+    path = case.write(tmp_path)
+    start = time.process_time()
+    with pytest.raises(QosSpecError) as info:
+        load_application_file(str(path), bundles={k: str(tmp_path / v) for k, v in case.bundles.items()})
+    text = "\n".join(info.value.errors)
+    for expected in case.expect:
+        assert expected in text, text
+    assert time.process_time() - start < 2.0
+
+
+def test_all_errors_together_with_duplicates():
+    text = ("apiVersion: qonnect.io/v1\nkind: Application\nmetadata: {name: a}\nspec:\n"
+            "  objective: {energy: 1, energy: 0}\n  services:\n  - {name: w, tier: cloud, tier: edge,"
+            " replicas: 0, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n")
+    errs = errors_of(text)
+    assert [e.split(":")[0] for e in errs] == ["spec.objective.energy", "spec.services[0].tier",
+                                               "spec.services[0].replicas"]
+
+
+def test_limits_are_documented():
+    from ansible_collections.qonnect.core.plugins.module_utils.qos import LIMITS
+
+    doc = (ROOT / "docs" / "qos-spec.md").read_text()
+    section = doc[doc.index("## Limits"):]
+    for name, value in LIMITS.items():
+        assert f"`{name}`" in section and f"{value:,}".replace(",", " ") in section.replace(",", " "), name
+
+
+def test_qonnect_sample_with_its_bundles_loads_unchanged():
+    bundles = {"cloud_svc": str(SAMPLE / "productpage.yaml"), "fog_svc": str(SAMPLE / "review-details.yaml"),
+               "edge_svc": str(SAMPLE / "ratings.yaml")}
+    app = load_application_file(str(SAMPLE / "application.yaml"), bundles=bundles)
+    assert app.name == "istio-sample" and app.labels == {"user-labels-1-key": "user-labels-1-value"}
+    assert [(s.name, s.tier) for s in app.services] == [("cloud-svc", "cloud"), ("fog-svc", "fog"),
+                                                        ("edge-svc", "edge")]
+    fog = app.service("fog-svc")
+    assert sorted(m["metadata"]["name"] for m in fog.manifests if m["kind"] == "Deployment") == [
+        "details-v1", "reviews-v1", "reviews-v2", "reviews-v3"]
+    with pytest.raises(QosSpecError) as info:
+        load_application_file(str(SAMPLE / "application.yaml"))
+    assert "--bundle cloud_svc=FILE" in info.value.errors[0]
+
+
+def test_substitute_replaces_placeholders_everywhere():
+    from ansible_collections.qonnect.core.plugins.module_utils.qos import QONNECT_PLACEHOLDERS, substitute
+
+    obj = {"data": {"A": "[FOG_CLUSTER_IP]", "B": ["x [EDGE_CLUSTER_IP] y"]}, "n": 1}
+    out = substitute(obj, {QONNECT_PLACEHOLDERS["fog"]: "10.0.0.2", QONNECT_PLACEHOLDERS["edge"]: "e"})
+    assert out == {"data": {"A": "10.0.0.2", "B": ["x e y"]}, "n": 1}
+    assert obj["data"]["A"] == "[FOG_CLUSTER_IP]"
+
+
+def test_given_mappings_are_bounded_too():
+    deep: list = []
+    node = deep
+    for _ in range(5000):
+        node.append([])
+        node = node[0]
+    data = spec()
+    data["spec"]["services"][0]["constraints"] = {"filter": deep}
+    errs = errors_of(data)
+    assert errs[0].startswith("spec.services[0].constraints.filter") and "deeper than the limit" in errs[0]
