@@ -1,0 +1,227 @@
+"""The agent, the KB and placement against what real clusters do, on the emulated `tiers` profile.
+
+Each cluster of the `tiers` profile has a control-plane node tainted as kubeadm does
+(node-role.kubernetes.io/control-plane:NoSchedule) beside one worker. Real processes throughout:
+`qonnect testbed up`, `qonnect kb serve`, `qonnect agent`, kubectl.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+import yaml
+from _agent_harness import QONNECT, Agent, wait_for
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.nodes import node_facts
+from ansible_collections.qonnect.core.plugins.module_utils.placement import place
+from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application
+from qonnect.rla.detector import Settings, Snapshot, down_clusters
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory) -> Iterator[dict]:
+    """cloud-1, fog-1 and edge-1, each with a tainted control-plane node and one worker."""
+    root = tmp_path_factory.mktemp("tiers")
+    up = subprocess.run([*QONNECT, "testbed", "up", "--dir", str(root), "--profile", "tiers",
+                         "--start-delay", "0.3", "--timeout", "60"],
+                        capture_output=True, text=True, timeout=90, check=False)
+    try:
+        assert up.returncode == 0, up.stderr
+        federation = yaml.safe_load((root / "federation.yaml").read_text())
+        federation["dir"] = str(root)
+        yield federation
+    finally:
+        subprocess.run([*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60,
+                       check=False)
+
+
+def edge_nodes(kb) -> list[dict]:
+    cluster = next(c for c in kb.admin.inventory()["clusters"] if c["name"] == "edge-1")
+    return cluster["nodes"] if cluster["healthy"] and len(cluster["nodes"]) == 2 else []
+
+
+def test_control_plane_taints_reach_the_kb_and_placement_never_uses_that_node(start_agent, kb, testbed):
+    agent = start_agent("edge-1")
+    nodes = {n["name"]: n for n in wait_for(lambda: edge_nodes(kb), 60, "edge-1's two nodes in the KB")}
+    assert nodes["edge-1-control-plane"]["taints"] == [CONTROL_PLANE_TAINT]
+    assert nodes["edge-1-worker"]["taints"] == []
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}]}}
+    app = load_application({"apiVersion": "qonnect.io/v1", "kind": "Application", "metadata": {"name": "t"},
+                            "spec": {"objective": {"performance": 1.0},
+                                     "services": [{"name": "s", "tier": "edge", "replicas": 3,
+                                                   "manifests": [pod]}]}})
+    for scorer in ("weighted", "borda", "optimal"):
+        (entry,) = place(app, kb.admin.inventory(), scorer=scorer).services["s"]
+        assert (entry["cluster"], entry["replicas"], set(entry["nodes"])) == ("edge-1", 3, {"edge-1-worker"})
+
+    facts = {f["name"]: f for f in node_facts(get_client("edge-1", agent.cluster["kubeconfig"]))}
+    assert facts["edge-1-control-plane"]["workloads"] is False
+    assert facts["edge-1-worker"]["workloads"] is True
+    assert agent.stop() == 0
+
+
+MANIFESTS = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+# 2 x 5 CPU: one replica fits the 6-CPU worker, the other waits (the control plane is tainted):
+# on a real cluster it waits for capacity, so it must stay Progressing within its grace.
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: waits
+  namespace: shop
+  labels: {app.kubernetes.io/managed-by: qonnect, qonnect.io/application: shop, qonnect.io/service: waits}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: waits}}
+  template:
+    metadata: {labels: {app: waits}}
+    spec:
+      containers:
+      - {name: c, image: nginx, resources: {requests: {cpu: "5"}}}
+---
+# never schedulable (no such node); a grace of 4 s set by annotation: Failed after it.
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: gives-up
+  namespace: shop
+  labels: {app.kubernetes.io/managed-by: qonnect, qonnect.io/application: shop, qonnect.io/service: gives-up}
+  annotations: {qonnect.io/failure-grace-seconds: "4"}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: gives-up}}
+  template:
+    metadata: {labels: {app: gives-up}}
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [no-such-node]}]
+      containers:
+      - {name: c, image: nginx, resources: {requests: {cpu: 100m}}}
+"""
+
+
+def test_an_unschedulable_pod_is_progressing_within_its_grace_and_failed_after_it(start_agent, kb, testbed):
+    agent = start_agent("edge-1")
+    subprocess.run(["kubectl", "--kubeconfig", agent.cluster["kubeconfig"], "apply", "-f", "-"],
+                   input=MANIFESTS, text=True, check=True, capture_output=True, timeout=60)
+    started = time.monotonic()
+
+    def workloads():
+        found = {w["name"]: w for w in kb.admin.list_workloads(cluster="edge-1")}
+        waiting = found.get("waits", {})
+        done = waiting.get("ready_replicas") == 1 and waiting.get("reason", "").startswith("Unschedulable:")
+        return done and found.get("gives-up", {}).get("status") == "Failed" and found
+
+    found = wait_for(workloads, 60, "waits Progressing (1 of 2, Unschedulable) and gives-up Failed")
+    assert time.monotonic() - started >= 4  # not before its grace
+    gives_up = found["gives-up"]
+    assert gives_up["reason"].startswith("NotReady: Unschedulable:") and gives_up["reason"].endswith(
+        "for more than 4s")
+    time.sleep(3)  # well past gives-up's grace: waits keeps waiting (its grace is the 600 s deadline)
+    waits = next(w for w in kb.admin.list_workloads(cluster="edge-1") if w["name"] == "waits")
+    assert waits["status"] == "Progressing" and waits["reason"].startswith("Unschedulable:")
+    assert "taint" in waits["reason"]  # the scheduler names the control plane's taint
+    assert agent.stop() == 0
+
+
+def test_an_agent_without_rbac_rights_reports_forbidden_and_the_cluster_stays_healthy(kb, testbed):
+    cluster = next(c for c in testbed["clusters"] if c["name"] == "fog-1")
+    agent = Agent(kb, testbed, "fog-1", kb.root / "restricted-fog-1")
+    # the testbed's restricted identity: a namespaced Role (get/list/watch a few kinds in default)
+    agent.cluster = dict(cluster, kubeconfig=cluster["restricted_kubeconfig"])
+    agent.start()
+    try:
+        def status():
+            record = kb.admin.get_cluster("fog-1")["status"]
+            return (record.get("error") or "").startswith("forbidden:") and record
+
+        record = wait_for(status, 60, "fog-1's agent to report forbidden")
+        assert record["reachable"] is True and record["healthy"] is True
+        assert record["error"].startswith(
+            "forbidden: the agent needs these rights: list nodes (all namespaces), list pods (all namespaces), "
+            "list deployments.apps (all namespaces)")
+        inventory = kb.admin.inventory()
+        snapshot = Snapshot(inventory=inventory, workloads=[], applications=[], now=time.time())
+        assert "fog-1" not in down_clusters(snapshot, Settings())  # the controller moves nothing
+    finally:
+        agent.stop()
+
+
+FAULTS = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: pulls}
+---
+# the registry fails for the first 6 s, then the pull works: transient, never Failed
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: flaky
+  namespace: pulls
+  labels: {app.kubernetes.io/managed-by: qonnect, qonnect.io/application: pulls, qonnect.io/service: flaky}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: flaky}}
+  template:
+    metadata: {labels: {app: flaky}}
+    spec:
+      containers:
+      - {name: c, image: qonnect.test/pull-flaky-6s/web, resources: {requests: {cpu: 100m}}}
+---
+# the image never pulls: Failed once its grace (5 s here) is over
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: broken
+  namespace: pulls
+  labels: {app.kubernetes.io/managed-by: qonnect, qonnect.io/application: pulls, qonnect.io/service: broken}
+  annotations: {qonnect.io/failure-grace-seconds: "5"}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: broken}}
+  template:
+    metadata: {labels: {app: broken}}
+    spec:
+      containers:
+      - {name: c, image: qonnect.test/pull-fail/web, resources: {requests: {cpu: 100m}}}
+"""
+
+
+def test_a_transient_pull_failure_is_never_failed_and_a_permanent_one_is_after_its_grace(start_agent, kb, testbed):
+    agent = start_agent("cloud-1")
+    subprocess.run(["kubectl", "--kubeconfig", agent.cluster["kubeconfig"], "apply", "-f", "-"],
+                   input=FAULTS, text=True, check=True, capture_output=True, timeout=60)
+    seen: dict[str, list[tuple[str, str]]] = {"flaky": [], "broken": []}
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        for w in kb.admin.list_workloads(cluster="cloud-1"):
+            if w["name"] in seen and (not seen[w["name"]] or seen[w["name"]][-1] != (w["status"], w["reason"])):
+                seen[w["name"]].append((w["status"], w["reason"]))
+        if seen["flaky"] and seen["flaky"][-1][0] == "Healthy" and seen["broken"] and seen["broken"][-1][0] == "Failed":
+            break
+        time.sleep(0.2)
+    flaky, broken = seen["flaky"], seen["broken"]
+    assert flaky and flaky[-1][0] == "Healthy", flaky
+    assert "Failed" not in {status for status, _reason in flaky}, flaky
+    assert any(reason.startswith(("ErrImagePull", "ImagePullBackOff")) for _s, reason in flaky), flaky
+    assert broken and broken[-1][0] == "Failed", broken
+    assert broken[-1][1].startswith("NotReady: ") and broken[-1][1].endswith("for more than 5s"), broken
+    assert any(s == "Progressing" and r.startswith(("ErrImagePull", "ImagePullBackOff")) for s, r in broken), broken
+    assert agent.stop() == 0
