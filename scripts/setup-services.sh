@@ -21,7 +21,7 @@ if ! command -v pg_ctlcluster >/dev/null || ! compgen -G "/usr/lib/postgresql/*/
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
 
-version=$(ls /etc/postgresql | sort -V | tail -n1)
+version=$(find /etc/postgresql -mindepth 1 -maxdepth 1 -printf '%f\n' | sort -V | tail -n1)
 if [ -z "$version" ]; then
   echo "services: no PostgreSQL cluster under /etc/postgresql" >&2; exit 1
 fi

@@ -25,12 +25,13 @@ options:
   kb_ca_path:
     description:
       - Path of a PEM CA bundle used to verify the Knowledge Base's TLS certificate.
+      - If not set, the value of the E(QONNECT_KB_CA_PATH) environment variable is used.
     type: path
   kb_validate_certs:
     description:
       - Whether to verify the Knowledge Base's TLS certificate.
+      - If not set, the value of the E(QONNECT_KB_VALIDATE_CERTS) environment variable is used, else V(true).
     type: bool
-    default: true
   kb_timeout:
     description:
       - Timeout in seconds of each request to the Knowledge Base.

@@ -15,8 +15,16 @@ description:
     applications placed on it as host variables.
   - Groups clusters by tier (V(cloud), V(fog), V(edge)), by health (V(healthy), V(unhealthy)), by label
     (C(label_<key>_<value>)) and by application (C(app_<name>)); more with O(keyed_groups) and O(groups).
-  - Hosts get C(ansible_connection=local), because a play acts on a cluster through its API, not by logging in.
+  - Hosts get C(ansible_connection=local), because a play acts on a cluster through its API, not by logging in,
+    and C(ansible_python_interpreter) set to the Python running Ansible (see O(python_interpreter)), so
+    modules that need the collection's Python requirements find them also in plays on a group such as V(fog).
   - The inventory file name must end in C(qonnect.yml) or C(qonnect.yaml).
+  - When the Knowledge Base cannot be reached, Ansible by default only warns and goes on with an empty
+    inventory. Set E(ANSIBLE_INVENTORY_UNPARSED_FAILED=true) (C(unparsed_is_failed) in the C([inventory])
+    section of C(ansible.cfg)) to make that an error, for example in the environment variables of an AWX
+    inventory source.
+  - With O(cache=true) the cache key includes the O(url) and a hash of the O(token), so another KB or
+    another token never reads a cached inventory it did not fetch; the token itself is never stored.
 author:
   - qonnect.core developers (@qonnect)
 extends_documentation_fragment:
@@ -30,7 +38,8 @@ options:
     type: str
   url:
     description:
-      - Base URL of the Knowledge Base. May be a template, for example C({{ lookup('env', 'MY_KB') }}).
+      - Base URL of the Knowledge Base, for example V(https://kb.example.org:8443).
+      - May be a Jinja2 template, for example one that reads another environment variable (see the examples).
     type: str
     env:
       - name: QONNECT_KB_URL
@@ -42,12 +51,17 @@ options:
     env:
       - name: QONNECT_KB_TOKEN
   ca_path:
-    description: PEM CA bundle to verify the Knowledge Base's TLS certificate.
-    type: path
+    description:
+      - Path of a PEM CA bundle to verify the Knowledge Base's TLS certificate. An empty value means none.
+    type: str
+    env:
+      - name: QONNECT_KB_CA_PATH
   validate_certs:
     description: Whether to verify the Knowledge Base's TLS certificate.
     type: bool
     default: true
+    env:
+      - name: QONNECT_KB_VALIDATE_CERTS
   timeout:
     description: Timeout in seconds of each request to the Knowledge Base.
     type: float
@@ -56,13 +70,21 @@ options:
     description: Also list clusters whose agent has not reported within the KB's heartbeat timeout.
     type: bool
     default: true
+  python_interpreter:
+    description:
+      - The C(ansible_python_interpreter) of every host.
+      - Default is the Python that runs Ansible (and this plugin), which has the collection's requirements.
+      - V(auto) or V(auto_silent) lets Ansible discover an interpreter instead.
+    type: str
+    env:
+      - name: QONNECT_INVENTORY_PYTHON_INTERPRETER
 """
 
 EXAMPLES = r"""
 # federation.qonnect.yml
 plugin: qonnect.core.kb
 url: http://127.0.0.1:8080
-# token from QONNECT_KB_TOKEN
+# token from QONNECT_KB_TOKEN, CA bundle from QONNECT_KB_CA_PATH
 keyed_groups:
   - key: labels.region | default('none')
     prefix: region
@@ -72,8 +94,19 @@ groups:
   green: energy_kwh is not none and energy_kwh < 0.0025
 
 # ansible-inventory -i federation.qonnect.yml --graph
+
+# another.qonnect.yml: URL from another variable, cached for ten minutes per URL and token
+plugin: qonnect.core.kb
+url: "{{ lookup('ansible.builtin.env', 'MY_KB_URL') }}"
+cache: true
+cache_plugin: ansible.builtin.jsonfile
+cache_connection: ~/.cache/qonnect-inventory
+cache_timeout: 600
 """
 
+import hashlib
+import os
+import sys
 from typing import Any
 
 from ansible.errors import AnsibleParserError
@@ -91,7 +124,9 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def cluster_vars(cluster: dict, record: dict, applications: list[str]) -> dict[str, Any]:
+def cluster_vars(
+    cluster: dict, record: dict, applications: list[str], interpreter: str | None = None
+) -> dict[str, Any]:
     """Host variables of one cluster from its inventory entry and its cluster record."""
     nodes = cluster.get("nodes") or []
     usable = [n for n in nodes if n.get("ready") and n.get("schedulable", True)]
@@ -101,6 +136,7 @@ def cluster_vars(cluster: dict, record: dict, applications: list[str]) -> dict[s
     prices = [n["price_eur_h"] for n in nodes if n.get("price_eur_h") is not None]
     return {
         "ansible_connection": "local",
+        "ansible_python_interpreter": interpreter or sys.executable,
         "qonnect_cluster": cluster["name"],
         "tier": cluster.get("tier"),
         "location": cluster.get("location"),
@@ -143,15 +179,30 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             value = self.templar.template(value)
         return value
 
-    def fetch(self) -> dict[str, Any]:
+    def _connection(self) -> tuple[str, str | None]:
+        """The templated URL and token; the URL is required."""
         url = self._option("url")
         if not url:
             raise AnsibleParserError("qonnect.core.kb: option 'url' (or QONNECT_KB_URL) is required")
+        return url, self._option("token")
+
+    def cache_key(self, path: str) -> str:
+        """Per inventory file, KB URL and token: a different KB or token never reads this entry.
+
+        Only a hash of the token is part of the key (cache plugins write keys to disk as names).
+        """
+        url, token = self._connection()
+        token_id = hashlib.sha256((token or "").encode()).hexdigest()
+        ident = hashlib.sha256(f"{url}\0{token_id}".encode()).hexdigest()[:16]
+        return f"{self.get_cache_key(path)}_{ident}"
+
+    def fetch(self) -> dict[str, Any]:
+        url, token = self._connection()
         try:
             client = KBClient(
                 url,
-                self._option("token"),
-                ca_path=self.get_option("ca_path"),
+                token,
+                ca_path=os.path.expanduser(self.get_option("ca_path") or "") or None,
                 validate_certs=self.get_option("validate_certs"),
                 timeout=self.get_option("timeout"),
             )
@@ -164,7 +215,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def parse(self, inventory: Any, loader: Any, path: str, cache: bool = True) -> None:
         super().parse(inventory, loader, path, cache)
         self._read_config_data(path)
-        key = self.get_cache_key(path)
+        key = self.cache_key(path)
         use_cache = self.get_option("cache") and cache
         data = None
         if use_cache:
@@ -187,13 +238,14 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         inventory = data["inventory"]
         apps = applications_by_cluster(inventory.get("placements") or {})
         strict = self.get_option("strict")
+        interpreter = self.get_option("python_interpreter") or sys.executable
         for group in ("cloud", "fog", "edge", "healthy", "unhealthy"):
             self._group(group)
         for cluster in inventory.get("clusters") or []:
             if not cluster.get("healthy") and not self.get_option("include_unhealthy"):
                 continue
             name = cluster["name"]
-            hostvars = cluster_vars(cluster, data["records"].get(name, {}), apps.get(name, []))
+            hostvars = cluster_vars(cluster, data["records"].get(name, {}), apps.get(name, []), interpreter)
             self.inventory.add_host(name)
             for var, value in hostvars.items():
                 self.inventory.set_variable(name, var, value)

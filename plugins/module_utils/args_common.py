@@ -15,8 +15,9 @@ from ansible.module_utils.basic import env_fallback
 KB_ARGSPEC: dict[str, dict[str, Any]] = {
     "kb_url": {"type": "str", "fallback": (env_fallback, ["QONNECT_KB_URL"])},
     "kb_token": {"type": "str", "no_log": True, "fallback": (env_fallback, ["QONNECT_KB_TOKEN"])},
-    "kb_ca_path": {"type": "path"},
-    "kb_validate_certs": {"type": "bool", "default": True},
+    "kb_ca_path": {"type": "path", "fallback": (env_fallback, ["QONNECT_KB_CA_PATH"])},
+    # no default: a default would win over the environment variable (fallbacks fill only unset options)
+    "kb_validate_certs": {"type": "bool", "fallback": (env_fallback, ["QONNECT_KB_VALIDATE_CERTS"])},
     "kb_timeout": {"type": "float", "default": 10.0},
 }
 
@@ -39,7 +40,7 @@ def kb_client_from_params(params: dict[str, Any]):
         url,
         params.get("kb_token"),
         ca_path=params.get("kb_ca_path"),
-        validate_certs=params.get("kb_validate_certs", True),
+        validate_certs=params.get("kb_validate_certs") is not False,
         timeout=params.get("kb_timeout") or 10.0,
     )
 

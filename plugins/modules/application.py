@@ -15,6 +15,14 @@ description:
     and reports every error at once, with the path of each field.
   - Manifests given by file are read and stored inline, so the Knowledge Base holds the whole application.
   - Storing an unchanged spec changes nothing; each change makes a new version in the Knowledge Base.
+requirements:
+  - python >= 3.10
+  - PyYAML >= 6.0 (specs read from O(src))
+  - jmespath >= 1.0 (specs with a C(filter) constraint)
+  - The Python packages go into the Python that runs the module; with the inventory plugin
+    P(qonnect.core.kb#inventory) or C(localhost) that is the Python running Ansible on the controller node
+    (C(pip install) into it, C(pipx inject ansible-core PACKAGE) for a pipx install, or the execution
+    environment; see the README).
 author:
   - qonnect.core developers (@qonnect)
 options:

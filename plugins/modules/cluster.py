@@ -14,6 +14,13 @@ description:
   - Keeps the Knowledge Base record of one Kubernetes or K3s member cluster as declared.
   - Optionally reads the cluster's nodes through its kubeconfig, returns them as facts and takes the
     tier and location from the nodes' C(qonnect.io/tier) and C(qonnect.io/location) labels when not given.
+requirements:
+  - python >= 3.10
+  - kubernetes >= 29.0.0 (with O(gather_nodes=true))
+  - The Python packages go into the Python that runs the module; with the inventory plugin
+    P(qonnect.core.kb#inventory) or C(localhost) that is the Python running Ansible on the controller node
+    (C(pip install) into it, C(pipx inject ansible-core PACKAGE) for a pipx install, or the execution
+    environment; see the README).
 author:
   - qonnect.core developers (@qonnect)
 options:

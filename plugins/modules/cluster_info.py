@@ -12,6 +12,12 @@ short_description: List clusters, nodes, health and placements from the qonnect 
 version_added: 0.1.0
 description:
   - Returns the federation as the Knowledge Base sees it, in one call to its inventory endpoint.
+requirements:
+  - python >= 3.10
+  - The Python packages go into the Python that runs the module; with the inventory plugin
+    P(qonnect.core.kb#inventory) or C(localhost) that is the Python running Ansible on the controller node
+    (C(pip install) into it, C(pipx inject ansible-core PACKAGE) for a pipx install, or the execution
+    environment; see the README).
 author:
   - qonnect.core developers (@qonnect)
 options:

@@ -14,6 +14,16 @@ description:
   - Runs the qonnect placement engine on the Knowledge Base's current inventory (or a given one) and
     returns the plan and, per service, why each cluster was chosen or rejected.
   - Changes nothing anywhere; use M(qonnect.core.deploy) to apply a plan.
+requirements:
+  - python >= 3.10
+  - PyYAML >= 6.0 (specs read from O(src))
+  - jmespath >= 1.0 (specs with a C(filter) constraint)
+  - numpy >= 1.24 (faster capacity arithmetic; optional)
+  - highspy >= 1.7 (O(scorer=optimal))
+  - The Python packages go into the Python that runs the module; with the inventory plugin
+    P(qonnect.core.kb#inventory) or C(localhost) that is the Python running Ansible on the controller node
+    (C(pip install) into it, C(pipx inject ansible-core PACKAGE) for a pipx install, or the execution
+    environment; see the README).
 author:
   - qonnect.core developers (@qonnect)
 options:

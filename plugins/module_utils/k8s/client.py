@@ -10,6 +10,7 @@ discovery is cached on disk and resolved once per kind).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 import threading
@@ -70,18 +71,25 @@ def _error_message(exc: BaseException) -> tuple[str, int]:
 
 
 class ClusterClient:
-    """Kubernetes API access to one cluster through one kubeconfig."""
+    """Kubernetes API access to one cluster through one kubeconfig (a path, or its content as a
+    mapping: k8s/auth.py builds one from K8S_AUTH_* options; content never appears in errors)."""
 
-    def __init__(self, name: str, kubeconfig: str, context: str | None = None):
+    def __init__(self, name: str, kubeconfig: str | dict, context: str | None = None):
         require_kubernetes()
         self.name = name
-        self.kubeconfig = kubeconfig
+        self.kubeconfig = kubeconfig if isinstance(kubeconfig, str) else "<kubeconfig content>"
         try:
-            self.api = k8s_config.new_client_from_config(
-                config_file=kubeconfig, context=context, persist_config=False
-            )
+            if isinstance(kubeconfig, dict):
+                self.api = k8s_config.new_client_from_config_dict(
+                    kubeconfig, context=context, persist_config=False
+                )
+            else:
+                self.api = k8s_config.new_client_from_config(
+                    config_file=kubeconfig, context=context, persist_config=False
+                )
         except Exception as exc:  # bad file, missing context, unreadable CA...
-            raise K8sError(name, f"cannot load kubeconfig {kubeconfig}: {type(exc).__name__}: {exc}")
+            detail = f": {exc}" if isinstance(kubeconfig, str) else ""  # content may hold a token
+            raise K8sError(name, f"cannot load kubeconfig {self.kubeconfig}: {type(exc).__name__}{detail}")
         self._dynamic: Any = None
         self._resources: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
@@ -197,12 +205,16 @@ _CLIENTS: dict[tuple[str, str, str | None], ClusterClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def get_client(name: str, kubeconfig: str, context: str | None = None) -> ClusterClient:
-    """The shared client for a kubeconfig (one per file, context and cluster name)."""
-    key = (name, os.path.abspath(os.path.expanduser(kubeconfig)), context)
+def get_client(name: str, kubeconfig: str | dict, context: str | None = None) -> ClusterClient:
+    """The shared client for a kubeconfig (one per file or content, context and cluster name)."""
+    if isinstance(kubeconfig, dict):
+        digest = hashlib.sha256(json.dumps(kubeconfig, sort_keys=True, default=str).encode()).hexdigest()
+        key = (name, "content:" + digest, context)
+    else:
+        key = (name, os.path.abspath(os.path.expanduser(kubeconfig)), context)
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
-            client = ClusterClient(name, key[1], context)
+            client = ClusterClient(name, kubeconfig if isinstance(kubeconfig, dict) else key[1], context)
             _CLIENTS[key] = client
         return client
