@@ -204,3 +204,18 @@ def failure_grace_seconds(application_spec: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if 0 < value < float("inf") else None
+
+
+GRACE_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
+
+
+def with_grace(manifest: dict, seconds: float | None) -> dict:
+    """A copy of a workload manifest carrying the grace annotation (unchanged when no grace is
+    set, the manifest is no workload, or it already has its own annotation)."""
+    if seconds is None or not isinstance(manifest, dict) or manifest.get("kind") not in GRACE_KINDS:
+        return manifest
+    meta = manifest.get("metadata") if isinstance(manifest.get("metadata"), dict) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    if GRACE_ANNOTATION in annotations:
+        return manifest
+    return {**manifest, "metadata": {**meta, "annotations": {**annotations, GRACE_ANNOTATION: f"{seconds:g}"}}}

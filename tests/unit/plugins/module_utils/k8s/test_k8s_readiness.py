@@ -12,8 +12,11 @@ import time
 import yaml
 from ansible_collections.qonnect.core.plugins.module_utils.k8s import waiter
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import (
+    GRACE_ANNOTATION,
+    failure_grace_seconds,
     progress_deadline_seconds,
     readiness,
+    with_grace,
     workload_ready,
 )
 
@@ -275,9 +278,17 @@ def test_deploy_waiter_stops_early_when_kubernetes_declared_the_rollout_failed()
 
 
 def test_the_grace_spec_key_is_read_defensively():
-    from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import failure_grace_seconds
-
     assert failure_grace_seconds({"spec": {"failureGraceSeconds": 900}}) == 900.0
     for bad in ({"spec": {"failureGraceSeconds": "soon"}}, {"spec": {"failureGraceSeconds": 0}},
                 {"spec": {"failureGraceSeconds": True}}, {"spec": {}}, {"spec": None}, None, "x"):
         assert failure_grace_seconds(bad) is None
+
+
+def test_with_grace_annotates_workloads_only_and_keeps_a_manifests_own_value():
+    dep = load(DEPLOYMENT_DONE)
+    got = with_grace(dep, 900.0)
+    assert got["metadata"]["annotations"] == {GRACE_ANNOTATION: "900"}
+    assert "annotations" not in dep["metadata"]  # the input is not changed
+    assert with_grace(got, 30.0)["metadata"]["annotations"][GRACE_ANNOTATION] == "900"
+    config = {"kind": "ConfigMap", "metadata": {"name": "c"}}
+    assert with_grace(config, 900.0) is config and with_grace(dep, None) is dep
