@@ -9,6 +9,8 @@ STAMP := $(VENV)/.setup-stamp
 COLLECTIONS := $(CURDIR)/$(VENV)/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/qonnect/core
 SANITY_ROOT := $(CURDIR)/build/sanity/ansible_collections/qonnect/core
+UNITS_ROOT := $(CURDIR)/build/units/ansible_collections/qonnect/core
+COLLECTION_VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 DIST := $(CURDIR)/build/dist
 # demo state (tokens, keys, kubeconfigs, the KB database) stays outside the checkout: never in a build
 DEMO_DIR ?= $(or $(XDG_STATE_HOME),$(HOME)/.local/state)/qonnect/demo
@@ -17,7 +19,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export QONNECT_TEST_PG ?= postgresql://qonnect:qonnect@127.0.0.1:5432/test
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup services test unit integration molecule sanity lint build check-build demo demo-down plan clean
+.PHONY: setup services test unit integration molecule sanity lint build check-build ansible-lint ee changelog demo demo-down plan clean
 
 setup: $(STAMP)
 
@@ -57,9 +59,25 @@ build: setup
 	@mkdir -p $(DIST)
 	$(BIN)/ansible-galaxy collection build --force --output-path $(DIST) .
 
-## check-build: the tarball installs into a fresh path and ansible-doc renders every plugin
+## check-build: the tarball holds no secrets, installs into a fresh path, ansible-doc renders every plugin
 check-build: build
 	@bash scripts/check-build.sh "$(DIST)"
+
+## ansible-lint: ansible-lint (production profile), antsibull-changelog lint, ansible-test units
+ansible-lint: setup
+	@bash scripts/lint-ansible.sh "$(UNITS_ROOT)"
+
+## ee: the execution environment's build context (build/ee/context) from the built tarball;
+## `ansible-builder build -f execution-environment.yml` (podman or docker) makes the image
+ee: build
+	@mkdir -p build/ee
+	@cp "$(DIST)/qonnect-core-$(COLLECTION_VERSION).tar.gz" build/ee/qonnect-core.tar.gz
+	$(BIN)/ansible-builder create -f execution-environment.yml -c build/ee/context
+
+## changelog: CHANGELOG.rst from changelogs/ (antsibull-changelog; fragments are kept)
+changelog: setup
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-changelog release --version $(COLLECTION_VERSION)
 
 ## demo: QONNECT's evaluation end to end on the embedded default (nine emulated clusters, SQLite
 ## KB, an agent per cluster, three controller replicas); leaves it running for exploration

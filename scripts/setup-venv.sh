@@ -53,4 +53,14 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
 fi
 # --- end of headless Chromium ----------------------------------------------------------------
 
+# --- shellcheck for ansible-test sanity (its shellcheck test is skipped, not failed, without it) --
+if ! command -v shellcheck >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "setup: installing shellcheck for ansible-test sanity" >&2
+    apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null
+  else
+    echo "setup: shellcheck missing; make sanity needs it (apt-get install shellcheck as root)" >&2
+  fi
+fi
+
 echo "setup: $venv ready"

@@ -26,6 +26,17 @@ description:
     with per-cluster results.
   - Records the placement (with the fencing token when given) and an event in the Knowledge Base.
   - A second run with the same input changes nothing.
+requirements:
+  - python >= 3.10
+  - kubernetes >= 29.0.0
+  - PyYAML >= 6.0
+  - jmespath >= 1.0 (specs with a C(filter) constraint)
+  - numpy >= 1.24 (faster capacity arithmetic; optional)
+  - highspy >= 1.7 (O(scorer=optimal))
+  - The Python packages go into the Python that runs the module; with the inventory plugin
+    P(qonnect.core.kb#inventory) or C(localhost) that is the Python running Ansible on the controller node
+    (C(pip install) into it, C(pipx inject ansible-core PACKAGE) for a pipx install, or the execution
+    environment; see the README).
 author:
   - qonnect.core developers (@qonnect)
 options:
@@ -104,10 +115,12 @@ options:
     type: str
   kubeconfigs:
     description:
-      - Cluster name to kubeconfig path, overriding the paths stored in the Knowledge Base.
+      - Cluster name to its kubeconfig, as a file path or as content (a mapping or YAML text), overriding
+        the paths stored in the Knowledge Base and the O(k8s_kubeconfig) / O(k8s_host) credentials.
     type: dict
 extends_documentation_fragment:
   - qonnect.core.kb
+  - qonnect.core.k8s_auth
 attributes:
   check_mode:
     support: full
@@ -186,6 +199,8 @@ from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
     kb_client_from_params,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import k8s_auth_argspec
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import (
     Deployer,
@@ -206,17 +221,15 @@ def previous_placement(kb, app: str) -> dict:
     return (stored or {}).get("current") or (stored or {}).get("desired") or {}
 
 
-def targets(kb, names: set[str], overrides: dict) -> dict[str, Target]:
-    records = {c["name"]: c for c in kb.list_clusters()} if names - set(overrides) else {}
+def targets(kb, names: set[str], overrides: dict, params: dict | None = None) -> dict[str, Target]:
+    """Each cluster's credentials (k8s/auth.py: KB paths, kubeconfig content, K8S_AUTH_*)."""
+    records = {c["name"]: c for c in kb.list_clusters()} if names else {}
+    credentials = resolve_credentials(names, records, overrides, params or {})
     out = {}
     for name in sorted(names):
         record = records.get(name, {})
-        kubeconfig = overrides.get(name) or record.get("kubeconfig")
-        if not kubeconfig:
-            raise ValueError(
-                f"cluster {name}: no kubeconfig (register it with one, or give kubeconfigs.{name})"
-            )
-        out[name] = Target(name, kubeconfig, record.get("context"), service_domain(name, record.get("labels")))
+        kubeconfig, context = credentials[name]
+        out[name] = Target(name, kubeconfig, context, service_domain(name, record.get("labels")))
     return out
 
 
@@ -255,7 +268,7 @@ def run(module: AnsibleModule) -> tuple[dict, bool]:
     warnings: list[str] = []
 
     if params["state"] == "absent":
-        deployer = Deployer(app.name, app.namespace, services, {}, targets(kb, old_clusters, overrides),
+        deployer = Deployer(app.name, app.namespace, services, {}, targets(kb, old_clusters, overrides, params),
                             previous=old_clusters, check_mode=module.check_mode,
                             before_step=fence_guard(kb, params.get("fencing")))
         result = deployer.remove()
@@ -273,7 +286,7 @@ def run(module: AnsibleModule) -> tuple[dict, bool]:
     plan.pop("explanation", None)  # the placement module returns it; here it would only be noise
     new_clusters = {e["cluster"] for entries in chosen.values() for e in entries}
     deployer = Deployer(
-        app.name, app.namespace, services, chosen, targets(kb, new_clusters | old_clusters, overrides),
+        app.name, app.namespace, services, chosen, targets(kb, new_clusters | old_clusters, overrides, params),
         previous=old_clusters, check_mode=module.check_mode, wait=params["wait"],
         wait_timeout=params["wait_timeout"], before_step=fence_guard(kb, params.get("fencing")),
     )
@@ -316,6 +329,7 @@ def main() -> None:
                                                  "seq": {"type": "int", "required": True}}},
             reason={"type": "str"},
             kubeconfigs={"type": "dict"},
+            **k8s_auth_argspec(),
             **PLAN_ARGSPEC,
         ),
         mutually_exclusive=[("spec", "src", "name")],
