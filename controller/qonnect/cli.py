@@ -12,6 +12,10 @@ import importlib
 import logging
 import sys
 
+from qonnect.errors import UserError
+
+__all__ = ["UserError", "main"]
+
 # sub-command name -> module exposing add_parser(subparsers)
 COMPONENTS = {
     "testbed": "qonnect.testbed.cli",
@@ -24,8 +28,9 @@ COMPONENTS = {
 }
 
 
-class UserError(Exception):
-    """An error caused by the user's input or environment: printed without a traceback."""
+# the extra that brings each component's dependencies (controller/pyproject.toml)
+EXTRAS = {"testbed": "testbed", "kb": "kb", "agent": "agent", "controller": "controller",
+          "demo": "all"}
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
@@ -40,13 +45,27 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         if wanted is not None and name != wanted:
             sub.add_parser(name, help=f"(see 'qonnect {name} --help')")
             continue
-        importlib.import_module(module).add_parser(sub)
+        try:
+            component = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.split(".")[0] in ("qonnect", "ansible_collections"):
+                raise
+            hint = f"pip install 'qonnect[{EXTRAS.get(name, 'all')}]'"
+            if wanted is None:  # `qonnect --help` lists it all the same
+                sub.add_parser(name, help=f"(needs {exc.name!r}: {hint})")
+                continue
+            raise UserError(f"qonnect {name} needs the Python package {exc.name!r}: {hint}") from None
+        component.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(argv)
+    try:
+        parser = build_parser(argv)
+    except UserError as exc:
+        print(f"qonnect: error: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -60,7 +79,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run through the imported module so components raise the same UserError class main() catches.
-    from qonnect.cli import main as _entry
-
-    sys.exit(_entry())
+    sys.exit(main())

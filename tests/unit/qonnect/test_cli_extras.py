@@ -1,0 +1,76 @@
+"""Each service's dependencies come with its package extra; a missing one is named, with the
+pip command that brings it, instead of a traceback."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from qonnect import cli
+from qonnect.errors import UserError
+
+
+def test_user_error_has_one_home():
+    assert cli.UserError is UserError
+
+
+@pytest.mark.parametrize(("command", "module", "extra"), [
+    ("kb", "qonnect.kb.cli", "kb"),
+    ("testbed", "qonnect.testbed.cli", "testbed"),
+    ("controller", "qonnect.rla.cli", "controller"),
+])
+def test_a_missing_extra_is_named(monkeypatch, capsys, command, module, extra):
+    real = importlib.import_module
+
+    def import_module(name, *args):
+        if name == module:
+            raise ModuleNotFoundError("No module named 'somedep'", name="somedep")
+        return real(name, *args)
+
+    monkeypatch.setattr(cli.importlib, "import_module", import_module)
+    assert cli.main([command, "--help"]) == 2
+    err = capsys.readouterr().err
+    assert f"qonnect {command} needs the Python package 'somedep'" in err
+    assert f"pip install 'qonnect[{extra}]'" in err
+    assert "Traceback" not in err
+
+
+def test_help_lists_a_component_whose_extra_is_missing(monkeypatch, capsys):
+    real = importlib.import_module
+
+    def import_module(name, *args):
+        if name == "qonnect.kb.cli":
+            raise ModuleNotFoundError("No module named 'fastapi'", name="fastapi")
+        return real(name, *args)
+
+    monkeypatch.setattr(cli.importlib, "import_module", import_module)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--help"])
+    assert stop.value.code == 0
+    assert "pip install 'qonnect[kb]'" in capsys.readouterr().out
+
+
+def test_a_bug_in_our_own_code_is_not_reported_as_a_missing_extra(monkeypatch):
+    real = importlib.import_module
+
+    def import_module(name, *args):
+        if name == "qonnect.kb.cli":
+            raise ModuleNotFoundError("No module named 'qonnect.kb.gone'", name="qonnect.kb.gone")
+        return real(name, *args)
+
+    monkeypatch.setattr(cli.importlib, "import_module", import_module)
+    with pytest.raises(ModuleNotFoundError):
+        cli.main(["kb", "--help"])
+
+
+def test_extras_cover_every_component():
+    from pathlib import Path
+
+    import tomllib
+
+    pyproject = tomllib.loads((Path(cli.__file__).parents[1] / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    assert set(cli.EXTRAS.values()) <= set(extras)
+    base = " ".join(pyproject["project"]["dependencies"])
+    for server_only in ("fastapi", "uvicorn", "psycopg", "pysyncobj", "aiohttp", "kubernetes-validate"):
+        assert server_only not in base, f"{server_only} belongs in an extra, not the base install"
