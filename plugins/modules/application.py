@@ -75,9 +75,13 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Store Bookinfo with energy-first goals
+- name: Store Bookinfo with energy-first goals (the example spec shipped in the collection)
   qonnect.core.application:
-    src: examples/bookinfo/energy-first.yml
+    src: ~/.ansible/collections/ansible_collections/qonnect/core/examples/bookinfo/energy-first.yml
+
+- name: Store a spec kept beside the playbook
+  qonnect.core.application:
+    src: "{{ playbook_dir }}/specs/shop.yml"
 
 - name: Remove it
   qonnect.core.application:

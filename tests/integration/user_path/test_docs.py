@@ -1,0 +1,95 @@
+"""Issue 14.3 and the broken markup: what a user reads before installing.
+
+Every module documents its requirements, the README says which ansible-core and Python and where
+the packages go, user-facing examples work outside the checkout, and no documentation markup
+such as C(...) is cut short by a parenthesis inside it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+import yaml
+from conftest import ROOT
+
+MODULES = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
+PLUGINS = [("modules", m) for m in MODULES] + [("inventory", "kb")] + [
+    ("doc_fragments", p.stem) for p in sorted((ROOT / "plugins" / "doc_fragments").glob("*.py"))]
+MARKUP = re.compile(r"\b([CVOEIMPLURB]|RV)\(")
+
+
+def documentation(kind: str, name: str) -> dict:
+    mod = importlib.import_module(f"ansible_collections.qonnect.core.plugins.{kind}.{name}")
+    text = mod.ModuleDocFragment.DOCUMENTATION if kind == "doc_fragments" else mod.DOCUMENTATION
+    return yaml.safe_load(text)
+
+
+def strings(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from strings(value)
+
+
+def markup_parts(text: str):
+    """Each markup's content as Ansible's parser reads it: up to the first ')'."""
+    for match in MARKUP.finditer(text):
+        end = text.find(")", match.end())
+        yield match.group(0) + (text[match.end():end + 1] if end >= 0 else text[match.end():])
+
+
+@pytest.mark.parametrize("kind,name", PLUGINS)
+def test_markup_is_not_cut_short(kind, name):
+    broken = []
+    for text in strings(documentation(kind, name)):
+        for part in markup_parts(text):
+            body = part[part.index("(") + 1:-1]
+            if body.count("{{") != body.count("}}") or body.count("'") % 2 or body.count('"') % 2 \
+                    or body.count("[") != body.count("]"):
+                broken.append(part)
+    assert not broken, f"{kind}/{name}: markup cut short by a ')' inside it: {broken}"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_module_documents_its_requirements(name):
+    requirements = documentation("modules", name).get("requirements") or []
+    assert any(r.startswith("python >= 3.10") for r in requirements), requirements
+    text = (ROOT / "plugins" / "modules" / f"{name}.py").read_text()
+    needs = {"kubernetes": "k8s." in text or name == "deploy"}
+    for package, needed in needs.items():
+        if needed:
+            assert any(r.startswith(package) for r in requirements), (name, package, requirements)
+
+
+def test_readme_requirements_section():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Requirements", 1)[1].split("\n## ", 1)[0]
+    for needle in ("ansible-core", "2.19", ">= 3.10", "meta/ee-requirements.txt", "pipx inject",
+                   "the Python that runs Ansible"):
+        assert needle in section, needle
+    listed = {line.split(">")[0].strip().lower() for line in (ROOT / "meta" / "ee-requirements.txt").read_text()
+              .splitlines() if line and not line.startswith("#")}
+    for package in listed:
+        assert package in section.lower(), package
+
+
+def test_user_examples_work_outside_the_checkout():
+    """The README's 'Use it with your clusters' and the module examples name no checkout-relative
+    file (examples/..., ./...): they run from any directory after ansible-galaxy collection install."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Use it with your clusters", 1)[1].split("\n## ", 1)[0]
+    relative = re.compile(r"(?<![\w$/~.-])(examples|playbooks|docs)/\S+")
+    assert not relative.findall(section), relative.findall(section)
+    for name in MODULES:
+        mod = importlib.import_module(f"ansible_collections.qonnect.core.plugins.modules.{name}")
+        for task in yaml.safe_load(mod.EXAMPLES) or []:
+            args = next((v for k, v in task.items() if k.startswith("qonnect.core.")), None) or {}
+            src = args.get("src") if isinstance(args, dict) else None
+            if src:
+                assert src.startswith(("/", "~", "{{")), f"{name} EXAMPLES: src {src} is relative"
