@@ -1,4 +1,4 @@
-"""The agent, the KB and placement against what real clusters do, on the emulated `tiers` profile.
+"""The agent, the KB, placement and deploy against what real clusters do, on the emulated `tiers` profile.
 
 Each cluster of the `tiers` profile has a control-plane node tainted as kubeadm does
 (node-role.kubernetes.io/control-plane:NoSchedule) beside one worker. Real processes throughout:
@@ -18,6 +18,7 @@ from _agent_harness import QONNECT, Agent, wait_for
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.nodes import node_facts
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import Deployer, Target
 from ansible_collections.qonnect.core.plugins.module_utils.placement import place
 from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application
 from qonnect.rla.detector import Settings, Snapshot, down_clusters
@@ -225,3 +226,34 @@ def test_a_transient_pull_failure_is_never_failed_and_a_permanent_one_is_after_i
     assert broken[-1][1].startswith("NotReady: ") and broken[-1][1].endswith("for more than 5s"), broken
     assert any(s == "Progressing" and r.startswith(("ErrImagePull", "ImagePullBackOff")) for s, r in broken), broken
     assert agent.stop() == 0
+
+
+def test_moving_straight_back_waits_for_the_terminating_namespace(testbed):
+    """Deploy to edge-1, move to fog-1 (edge-1's namespace is deleted and stays Terminating while
+    its pods go), move straight back: deploy waits for the namespace to be gone, then recreates it."""
+    targets = {c["name"]: Target(c["name"], c["kubeconfig"]) for c in testbed["clusters"]}
+    web = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                    "template": {"metadata": {"labels": {"app": "web"}},
+                                 "spec": {"containers": [{"name": "c", "image": "nginx",
+                                                          "resources": {"requests": {"cpu": "100m"}}}]}}}}
+    services = {"web": [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                         "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}}, web]}
+    on_edge = {"web": [{"cluster": "edge-1", "replicas": 2}]}
+    on_fog = {"web": [{"cluster": "fog-1", "replicas": 2}]}
+
+    def deploy(plan, previous):
+        return Deployer("moveback", "moveback", services, plan, targets, previous=previous, wait_timeout=60).run()
+
+    assert not deploy(on_edge, set())["failed"]
+    assert not deploy(on_fog, {"edge-1"})["failed"]
+    edge = get_client("edge-1", targets["edge-1"].kubeconfig)
+    left = edge.get("v1", "Namespace", "moveback")
+    assert left is not None and left["status"]["phase"] == "Terminating"  # what a real cluster does
+    back = deploy(on_edge, {"fog-1"})
+    assert not back["failed"], back["message"]
+    namespace = edge.get("v1", "Namespace", "moveback")
+    assert namespace["status"]["phase"] == "Active"
+    assert namespace["metadata"]["uid"] != left["metadata"]["uid"]  # a new namespace
+    ready = edge.get("apps/v1", "Deployment", "web", "moveback")["status"]
+    assert ready.get("readyReplicas") == 2
