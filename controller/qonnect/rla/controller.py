@@ -344,24 +344,35 @@ class Controller:
             elif (status == PENDING or (status == RETRY and now >= decision["not_before"])) and self._prepare(
                     decision, snapshot):
                 self._start(machine.get(did) or decision)
+            elif status == RETRY:
+                self._gone(decision, snapshot)  # a waiting decision ends as soon as its trigger is gone
+
+    def _gone(self, decision: dict[str, Any], snapshot: Snapshot) -> bool:
+        """End a retried cluster-down decision whose application runs on no down cluster any more."""
+        if decision["kind"] != "cluster-down" or decision["attempts"] + decision.get("deferrals", 0) == 0:
+            return False
+        _avoid, on_down = exclusions_now(snapshot, self.memory, self.cfg.settings, decision["app"],
+                                         decision.get("pinned") or [])
+        if on_down:
+            return False
+        self._end_decision(decision, "cancel", f"no longer needed: {decision['app']} runs on no down cluster "
+                           f"now ({', '.join(decision['exclude']) or 'none'} back or left)")
+        return True
 
     def _prepare(self, decision: dict[str, Any], snapshot: Snapshot) -> bool:
         """Before an attempt: re-read health (exclusions as they are now), drop a decision whose
         trigger is gone, and wait - explained, with backoff - while nothing can be placed."""
         did, app = decision["id"], decision["app"]
-        avoid, on_down = exclusions_now(snapshot, self.memory, self.cfg.settings, app, decision.get("pinned") or [])
-        if decision["kind"] == "cluster-down" and not on_down and decision["attempts"] + decision.get(
-                "deferrals", 0) > 0:
-            self._end_decision(decision, "cancel", f"no longer needed: {app} runs on no down cluster now "
-                               f"({', '.join(decision['exclude']) or 'none'} back or left)")
+        if self._gone(decision, snapshot):
             return False
-        exclude = sorted(avoid)
-        if exclude != list(decision["exclude"]):
+        avoid, _on_down = exclusions_now(snapshot, self.memory, self.cfg.settings, app, decision.get("pinned") or [])
+        exclude, was = sorted(avoid), list(decision["exclude"])
+        if exclude != was:
             res = self._propose({"op": "retarget", "id": did, "exclude": exclude})
             if not res or not res.get("ok"):
                 return False
             log.warning("decision %s: exclusions re-read from current health: %s -> %s", did,
-                        ", ".join(decision["exclude"]) or "none", ", ".join(exclude) or "none")
+                        ", ".join(was) or "none", ", ".join(exclude) or "none")
         record = next((a for a in snapshot.applications if a.get("name") == app), None)
         why = self.feasible(record, snapshot.inventory, tuple(exclude)) if self.feasible and record else None
         if why is None:

@@ -226,6 +226,8 @@ def test_isolated_leader_does_not_complete_the_migration(group: Stack, tmp_path:
         assert late == [], "the cut-off leader completed a migration"
         cancelled = [p for p in runs if p.read_text().strip() == "canceled"]
         assert cancelled or all(p.stat().st_mtime <= t_cut for p in runs)
+        assert stale_writes(stack, after) == [], "the cut-off leader wrote under its old token"
+        assert controller_procs(leader.data_dir / "runs") == [], "the cut-off leader's run is still alive"
     finally:
         stack.stop_replicas()
         if relay:
@@ -251,6 +253,19 @@ def controller_procs(data_dir: Path) -> list[int]:
     return found
 
 
+def stale_writes(stack: Stack, after: int) -> list[str]:
+    """Controller events the KB recorded under a token older than one a newer leader had already
+    used (in the KB's own order): each would be a deposed leader's write."""
+    newest, stale = (0, 0), []
+    for e in ours(stack, after):
+        assert e["fencing"], f"a controller event without its fencing token: {e['message']}"
+        token = (e["fencing"]["term"], e["fencing"]["seq"])
+        if token[0] < newest[0]:
+            stale.append(f"{e['type']} {token} after {newest}: {e['message']}")
+        newest = max(newest, token)
+    return stale
+
+
 def test_a_sigkilled_leaders_migration_dies_with_it_and_its_late_writes_are_refused(group: Stack):
     stack = group
     stack.start_replicas(3, OPTIONS)
@@ -270,13 +285,7 @@ def test_a_sigkilled_leaders_migration_dies_with_it_and_its_late_writes_are_refu
     fence = stack.admin.request("GET", "/api/v1/fence")
     token = new.status()["token"]
     assert (fence["term"], fence["seq"]) <= (token["term"], token["seq"])
-    events = ours(stack, after)
-    assert all(e["fencing"] for e in events), "every controller event carries its fencing token"
-    first_new = min(e["id"] for e in events if (e["fencing"]["term"], e["fencing"]["seq"]) >= (
-        fence["term"], fence["seq"]))
-    late = [e for e in events if e["id"] > first_new and (e["fencing"]["term"], e["fencing"]["seq"]) < (
-        fence["term"], fence["seq"])]
-    assert late == [], f"writes under an old token after the new leader's fence: {late}"
+    assert stale_writes(stack, after) == []
 
 
 def test_kb_outage_is_not_a_mass_failover(group: Stack):
@@ -313,7 +322,11 @@ def test_unplaceable_service_waits_visibly_and_retries_reread_health(group: Stac
     events = ours(stack, after)
     waits = [e for e in events if e["type"] == kbio.DEFERRED]
     assert "ratings" in waits[0]["message"] and "no eligible cluster" in waits[0]["message"], waits[0]["message"]
-    assert not [e for e in events if e["type"] == kbio.STARTED], "playbooks ran although nothing can be placed"
+    started = [e for e in events if e["type"] == kbio.STARTED]
+    # the decision may come between the two `testbed fail` calls (one attempt then fails); once the
+    # tier is down no playbook runs (today: 4 attempts, give up, again after 30 s, ...)
+    assert len(started) <= 1 and not [e for e in started if e["id"] > waits[0]["id"]], (
+        "playbooks ran although nothing can be placed: " + repr([e["message"] for e in started]))
     assert len([e for e in events if e["type"] == kbio.DECISION]) == 1, "one decision, not a loop of them"
     why = stack.leader().status()["why"]
     assert "waits" in why and "ratings" in why, why
@@ -321,7 +334,7 @@ def test_unplaceable_service_waits_visibly_and_retries_reread_health(group: Stac
     wait_for(lambda: any(e["type"] == kbio.GAVE_UP for e in ours(stack, after)), 40, 0.5, "the decision to end")
     ended = next(e for e in ours(stack, after) if e["type"] == kbio.GAVE_UP)
     assert "no longer needed" in ended["message"], ended["message"]
-    assert not [e for e in ours(stack, after) if e["type"] == kbio.STARTED]
+    assert len([e for e in ours(stack, after) if e["type"] == kbio.STARTED]) == len(started)
     assert ratings_cluster(stack) == target
 
 

@@ -154,3 +154,53 @@ def test_same_failure_is_not_retried_in_a_tight_loop():
     assert detect(s, log, Memory(), S)[0] == []
     later = snap([cluster("edge-1", age=60)], {"shop": {"web": on("edge-1")}}, now=1030.0)
     assert detect(later, log, Memory(), S)[0]
+
+
+# -- issue 11 ---------------------------------------------------------------------------------------
+
+def test_right_after_a_kb_outage_stale_heartbeats_are_not_failures():
+    """Every heartbeat is 20 s old because nobody could report: within the grace nothing is down."""
+    clusters = [cluster(f"edge-{i}", age=20.0) for i in range(1, 5)]
+    placements = {"shop": {"web": on("edge-1")}, "blog": {"web": on("edge-2")}}
+    log = known(known(DecisionLog()), "blog")
+    s = Snapshot({"clusters": clusters, "placements": placements}, [],
+                 [{"name": a, "version": 1, "application": {}} for a in placements], 1000.0, heard_for=1.0)
+    assert detect(s, log, Memory(), S)[0] == []
+    after_grace = Snapshot(s.inventory, [], s.applications, 1010.0, heard_for=S.heartbeat_timeout + 1)
+    assert {t.app for t in detect(after_grace, log, Memory(), S)[0]} == {"shop", "blog"}, "real failures still count"
+
+
+def test_unhealthy_report_counts_even_within_the_grace():
+    s = Snapshot({"clusters": [cluster("edge-1", healthy=False), cluster("edge-2")],
+                  "placements": {"shop": {"web": on("edge-1")}}}, [],
+                 [{"name": "shop", "version": 1, "application": {}}], 1000.0, heard_for=0.5)
+    assert [t.kind for t in detect(s, known(DecisionLog()), Memory(), S)[0]] == ["cluster-down"]
+
+
+def test_a_migration_avoids_a_cluster_that_just_recovered():
+    """--stable-seconds applies to migrations too: edge-3 came back 3 s ago, so the re-placement
+    of shop (on edge-1, which fails) must not move services onto it."""
+    memory = Memory()
+    log = known(DecisionLog())
+    placements = {"shop": {"web": on("edge-1"), "db": on("edge-2")}}
+    detect(snap([cluster("edge-1"), cluster("edge-2"), cluster("edge-3", age=60)], placements, now=990.0),
+           log, memory, S)
+    detect(snap([cluster("edge-1"), cluster("edge-2"), cluster("edge-3")], placements, now=997.0), log, memory, S)
+    triggers, _observed = detect(snap([cluster("edge-1", age=9), cluster("edge-2"), cluster("edge-3")],
+                                      placements, now=1000.0), log, memory, S)
+    assert triggers[0].kind == "cluster-down" and triggers[0].exclude == ("edge-1", "edge-3")
+    later = detect(snap([cluster("edge-1", age=9), cluster("edge-2"), cluster("edge-3")], placements,
+                        now=997.0 + S.stable_seconds + 1), DecisionLog(), memory, S)[0]
+    assert later[0].exclude == ("edge-1",), "after stable_seconds it may be used again"
+
+
+def test_node_not_ready_on_two_clusters_names_both():
+    memory = Memory()
+    dead = [{"name": "w", "ready": False, "schedulable": True}]
+    clusters = [dict(cluster("edge-1"), nodes=dead), dict(cluster("edge-2"), nodes=dead), cluster("edge-3")]
+    placements = {"shop": {"web": on("edge-1"), "db": on("edge-2")}}
+    log = known(DecisionLog())
+    detect(snap(clusters, placements, now=1000.0), log, memory, S)
+    trigger = detect(snap(clusters, placements, now=1000.0 + S.node_grace + 1), log, memory, S)[0][0]
+    assert trigger.kind == "node-not-ready" and "edge-1" in trigger.reason and "edge-2" in trigger.reason
+    assert trigger.exclude == ("edge-1", "edge-2") and trigger.pinned == ("edge-1", "edge-2")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 from qonnect.rla import kbio
 from qonnect.rla.raft import RaftConfigError, check_address, read_secret
@@ -94,9 +96,16 @@ def test_render_shows_leader_peers_inflight_and_unreachable():
 
 def test_secret_file_checks(tmp_path):
     good = tmp_path / "s"
-    good.write_text("x" * 20 + "\n")
+    value = secrets.token_hex(32)
+    good.write_text(value + "\n")
     good.chmod(0o600)
-    assert read_secret(str(good)) == "x" * 20
+    assert read_secret(str(good)) == value
+    for weak, why in (("x" * 20, "at least 32 bytes"), ("a" * 16, "at least 32 bytes"), ("ab" * 20, "not random")):
+        bad = tmp_path / "weak"
+        bad.write_text(weak)
+        bad.chmod(0o600)
+        with pytest.raises(RaftConfigError, match=why):
+            read_secret(str(bad))
     good.chmod(0o640)
     with pytest.raises(RaftConfigError, match="permissions"):
         read_secret(str(good))
