@@ -186,7 +186,7 @@ def _controller(urls: list[str], placements: list[dict[str, Any]], events: list[
     from qonnect.rla.cli import fetch_status
 
     terms = [int((p.get("fencing") or {}).get("term") or 0) for p in placements]
-    terms += [ref["term"] for e in events if (ref := kbio.parse_ref(e.get("message", "")))]
+    terms += [e["ref"]["term"] for e in events if kbio.trusted(e)]
     terms = [t for t in terms if t > 0]  # term 0: written without a controller's token
     replicas = []
     for url in urls:

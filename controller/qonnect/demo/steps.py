@@ -244,7 +244,7 @@ def step4_leader_crash(story: Story) -> str:
     if target is None:
         raise StepFailed("no healthy cluster runs a service any more")
     moved, timeline, events = fail_and_heal(story, target)
-    terms = [ref["term"] for ref in (kbio.parse_ref(e["message"]) for e in events if e["type"] == kbio.SUCCEEDED) if ref]
+    terms = [e["ref"]["term"] for e in events if e["type"] == kbio.SUCCEEDED and kbio.trusted(e)]
     if not terms or max(terms) <= term:
         raise StepFailed(f"expected a migration with the new leader's token (term > {term}), got terms {terms}")
     say(f"  the healing ran with the new leader's fencing term {max(terms)}; restarting {old['id']} (it rejoins as a follower)")
