@@ -31,7 +31,7 @@ MAX_RSS_MB = 200
 MAX_SECONDS = 2.0
 
 HEAD = "apiVersion: qonnect.io/v1\nkind: Application\nmetadata:\n  name: bomb\n"
-SERVICE = ("spec:\n  objective: {energy: 1}\n  services:\n  - name: web\n    tier: cloud\n"
+SERVICE = ("spec:\n  objective: {{energy: 1}}\n  services:\n  - name: web\n    tier: cloud\n"
            "{extra}    manifests:\n{manifests}")
 CONFIGMAP = "    - {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n"
 
@@ -91,7 +91,16 @@ def measure(cmd: list[str], cwd: Path, env: dict | None = None) -> dict:
         usage = json.loads(res.read_text())
         return {"rc": usage["rc"], "rss_mb": round(usage["maxrss_kb"] / 1024, 1),
                 "cpu_s": round(usage["cpu"], 3), "wall_s": round(wall, 3),
-                "output": out.read_text(errors="replace")[-300:]}
+                "output": out.read_text(errors="replace")[-4000:]}
+
+
+def message(output: str) -> str:
+    """The error a run gave: a module's msg, or the CLI's last line."""
+    try:
+        return json.loads(output)["msg"][:200]
+    except (ValueError, KeyError, TypeError):
+        lines = output.strip().splitlines()
+        return lines[-1][:200] if lines else ""
 
 
 def cli(path: Path, folder: Path) -> list[str]:
@@ -125,7 +134,7 @@ def main() -> int:
                     "cpu_s_max": max(r["cpu_s"] for r in runs),
                     "wall_s_median": statistics.median(r["wall_s"] for r in runs),
                     "wall_s_max": max(r["wall_s"] for r in runs),
-                    "message": runs[0]["output"].strip().splitlines()[-1][:200] if runs[0]["output"].strip() else "",
+                    "message": message(runs[0]["output"]),
                 })
     worst = {
         "rss_mb": max(r["rss_mb_max"] for r in rows),
