@@ -22,6 +22,7 @@ import qonnect
 from qonnect.kb import auth, errors, migrations, ops
 from qonnect.kb.deps import KBState, Settings
 from qonnect.kb.fastpath import ReportFastPath
+from qonnect.kb.middleware import AccessLog, AuthFirst, SecurityHeaders
 from qonnect.kb.routes import applications, clusters, system, ui
 from qonnect.kb.storage import Database
 from qonnect.kb.writer import GroupWriter
@@ -89,7 +90,7 @@ def create_app(settings: Settings) -> FastAPI:
             await run_in_threadpool(close_state, kb)
 
     app = FastAPI(title="qonnect Knowledge Base", version=qonnect.__version__,
-                  description=DESCRIPTION, lifespan=lifespan, docs_url="/docs", redoc_url=None)
+                  description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None)
     errors.install(app)
     app.include_router(clusters.router, prefix="/api/v1")
     app.include_router(applications.router, prefix="/api/v1")
@@ -101,6 +102,10 @@ def create_app(settings: Settings) -> FastAPI:
 
 
 def asgi_app(settings: Settings) -> Any:
-    """What the server runs: the body limit, then the heartbeat short path, then FastAPI."""
+    """What the server runs: (the access log,) security headers, the token check, the body
+    limit, the heartbeat short path, then FastAPI. No interactive /docs: it would load its
+    script from a CDN; the schema is at /openapi.json."""
     api = create_app(settings)
-    return errors.BodyLimit(ReportFastPath(api), limit=settings.max_body)
+    inner = errors.BodyLimit(ReportFastPath(api), limit=settings.max_body)
+    outer = SecurityHeaders(AuthFirst(inner, lambda: api.state.kb))
+    return AccessLog(outer) if settings.access_log else outer

@@ -16,6 +16,7 @@ from qonnect.kb.storage import Conn
 PREFIX = "qkb_"
 RELOAD_SECONDS = 5.0
 ROLES = ("admin", "controller", "agent", "reader")
+ID_LENGTH = 16
 
 
 @dataclass(frozen=True)
@@ -51,16 +52,33 @@ def insert_token(conn: Conn, role: str, cluster: str | None, name: str | None, n
         "INSERT INTO tokens (hash, name, role, cluster, created) VALUES (?, ?, ?, ?, ?)",
         (hash_token(token), label, role, cluster, now),
     )
-    return {"token": token, "name": label, "role": role, "cluster": cluster, "created": now}
+    digest = hash_token(token)
+    return {"token": token, "id": token_id(digest), "name": label, "role": role,
+            "cluster": cluster, "created": now}
+
+
+def token_id(digest: str) -> str:
+    """A token's public id: the start of its hash (names need not be unique; ids are)."""
+    return digest[:ID_LENGTH]
 
 
 def list_tokens(conn: Conn) -> list[dict]:
-    rows = conn.all("SELECT name, role, cluster, created FROM tokens ORDER BY created")
-    return [{"name": r[0], "role": r[1], "cluster": r[2], "created": r[3]} for r in rows]
+    rows = conn.all("SELECT hash, name, role, cluster, created FROM tokens ORDER BY created")
+    return [{"id": token_id(r[0]), "name": r[1], "role": r[2], "cluster": r[3], "created": r[4]}
+            for r in rows]
 
 
 def revoke_token(conn: Conn, name: str) -> int:
+    """Delete every token with this name (the CLI's ``--name``); see ``revoke_token_id``."""
     return conn.execute("DELETE FROM tokens WHERE name = ?", (name,)).rowcount
+
+
+def revoke_token_id(conn: Conn, ident: str) -> int:
+    """Delete the one token with this id; returns how many were deleted (0 or 1)."""
+    if len(ident) != ID_LENGTH or any(c not in "0123456789abcdef" for c in ident):
+        return 0
+    return conn.execute(f"DELETE FROM tokens WHERE substr(hash, 1, {ID_LENGTH}) = ?",
+                        (ident,)).rowcount
 
 
 class TokenCache:
@@ -79,6 +97,10 @@ class TokenCache:
 
     def put(self, digest: str, principal: Principal) -> None:
         self._entries[digest] = principal
+
+    def drop(self, ident: str) -> None:
+        """Forget a revoked token at once (other KB instances: at their next reload)."""
+        self._entries = {d: p for d, p in self._entries.items() if not d.startswith(ident)}
 
     def reload(self, conn: Conn) -> None:
         rows = conn.all("SELECT hash, name, role, cluster FROM tokens")

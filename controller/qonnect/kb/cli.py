@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import re
@@ -37,7 +38,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="largest request body in bytes (413 above; default %(default)s)")
     serve.add_argument("--heartbeat-timeout", type=float, default=15.0,
                        help="seconds after the last report a cluster counts as unhealthy")
-    serve.add_argument("--access-log", action="store_true", help="log every request")
+    serve.add_argument("--access-log", action="store_true",
+                       help="log one line per request to stderr (method, path, status, "
+                            "duration, the token's name; never the token)")
+    serve.add_argument("--request-timeout", type=float, default=30.0,
+                       help="seconds a client has to send a whole request (headers and body), "
+                            "also for the first request of a connection (default %(default)s)")
+    serve.add_argument("--max-connections", type=int, default=4096,
+                       help="open connections above this get 503 and are closed "
+                            "(default %(default)s)")
+    serve.add_argument("--insecure-listen", action="store_true",
+                       help="allow plain HTTP on an address other than loopback (e.g. behind a "
+                            "TLS-terminating proxy); tokens would otherwise cross the network "
+                            "in clear text")
     serve.set_defaults(func=_serve)
 
     token = sub.add_parser("token", help="manage API tokens")
@@ -52,9 +65,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     lst = tsub.add_parser("list", help="list tokens (names and roles, never the tokens)")
     _db_arg(lst)
     lst.set_defaults(func=_token_list)
-    revoke = tsub.add_parser("revoke", help="delete the tokens with this name")
+    revoke = tsub.add_parser("revoke", help="delete one token by --id, or all with a --name")
     _db_arg(revoke)
-    revoke.add_argument("--name", required=True)
+    which = revoke.add_mutually_exclusive_group(required=True)
+    which.add_argument("--id", help="the token's id (from `token list`)")
+    which.add_argument("--name", help="revoke every token with this name")
     revoke.set_defaults(func=_token_revoke)
 
     migrate = sub.add_parser("migrate", help="create or upgrade the database schema")
@@ -107,15 +122,35 @@ def _serve(args: argparse.Namespace) -> int:
         raise UserError("--heartbeat-timeout: expected a positive number of seconds")
     if not 0 <= args.port <= 65535:
         raise UserError("--port: expected 0..65535")
+    if not 0 < args.request_timeout <= 3600:
+        raise UserError("--request-timeout: expected seconds in (0, 3600]")
+    if not 1 <= args.max_connections <= 1_000_000:
+        raise UserError("--max-connections: expected 1..1000000")
+    if not args.tls_cert and not args.insecure_listen and not _loopback(args.host):
+        raise UserError(f"--host {args.host}: serving plain HTTP beyond this host would send "
+                        "bearer tokens in clear text; give --tls-cert/--tls-key, or "
+                        "--insecure-listen if a TLS-terminating proxy sits in front")
     _open(args.db).close()  # fail early, with a clear message, on a bad --db
     settings = Settings(db_url=args.db, heartbeat_timeout=args.heartbeat_timeout,
-                        max_body=args.max_body)
+                        max_body=args.max_body, access_log=args.access_log,
+                        request_timeout=args.request_timeout,
+                        max_connections=args.max_connections)
     try:
         serve(settings, args.host, args.port, args.tls_cert, args.tls_key, args.port_file,
               args.access_log)
     except OSError as exc:
         raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     return 0
+
+
+def _loopback(host: str) -> bool:
+    """Whether the address only accepts connections from this host."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _token_create(args: argparse.Namespace) -> int:
@@ -150,6 +185,12 @@ def _token_revoke(args: argparse.Namespace) -> int:
     from qonnect.cli import UserError
     from qonnect.kb import auth
 
+    if args.id:
+        count = _write(args.db, lambda conn: auth.revoke_token_id(conn, args.id))
+        if not count:
+            raise UserError(f"--id: no token has the id {args.id!r}")
+        print(f"revoked token {args.id}")
+        return 0
     count = _write(args.db, lambda conn: auth.revoke_token(conn, args.name))
     if not count:
         raise UserError(f"--name: no token is called {args.name!r}")

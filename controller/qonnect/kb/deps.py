@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from qonnect.kb import auth
+from qonnect.kb.middleware import PRINCIPAL
 from qonnect.kb.storage import Database
 from qonnect.kb.writer import GroupWriter
 
@@ -21,6 +22,9 @@ class Settings:
     db_url: str
     heartbeat_timeout: float = 15.0
     max_body: int = 1_048_576
+    access_log: bool = False
+    request_timeout: float = 30.0
+    max_connections: int = 4096
 
 
 @dataclass
@@ -50,6 +54,9 @@ async def principal(
     request: Request, cred: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> auth.Principal:
     """The caller behind the bearer token; 401 without a valid one."""
+    checked = request.scope.get(PRINCIPAL)  # by the AuthFirst middleware
+    if checked is not None:
+        return checked
     if cred is None or not cred.credentials:
         raise HTTPException(401, "Authorization: a bearer token is required",
                             headers={"WWW-Authenticate": "Bearer"})

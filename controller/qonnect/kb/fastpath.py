@@ -19,8 +19,8 @@ from typing import Any
 from fastapi import HTTPException
 from pydantic import ValidationError
 
-from qonnect.kb import auth
 from qonnect.kb.errors import replay_body
+from qonnect.kb.middleware import PRINCIPAL
 from qonnect.kb.models import Report
 from qonnect.kb.storage import is_unavailable
 
@@ -49,7 +49,7 @@ class ReportFastPath:
     async def _handle(self, scope: dict, send: Any, cluster: str, body: bytes) -> bool:
         """True if answered here; False to let the FastAPI route answer."""
         kb = self.app.state.kb
-        who = _principal(scope, kb)
+        who = scope.get(PRINCIPAL)  # checked by AuthFirst before the body was read
         if who is None or not (who.role == "admin" or who.cluster == cluster):
             return False
         try:
@@ -72,16 +72,6 @@ class ReportFastPath:
         await _send(send, 200, b'{"seq":%d,"applied":%s}' % (
             ack["seq"], b"true" if ack["applied"] else b"false"))
         return True
-
-
-def _principal(scope: dict, kb: Any) -> auth.Principal | None:
-    for key, value in scope["headers"]:
-        if key == b"authorization":
-            scheme, _sep, token = value.decode("latin-1").partition(" ")
-            if scheme.lower() != "bearer" or not token:
-                return None
-            return kb.tokens.get(auth.hash_token(token.strip()))
-    return None
 
 
 async def _read(receive: Any) -> bytes | None:

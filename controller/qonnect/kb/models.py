@@ -390,10 +390,23 @@ class TokenIn(Strict):
 
 class TokenOut(Out):
     token: str = Field(description="shown only once; the KB stores only its hash")
+    id: str = Field(description="the token's id, to revoke it (DELETE /api/v1/tokens/{id})")
     name: str
     role: Role
     cluster: str | None = None
     created: float
+
+
+class TokenInfo(Out):
+    id: str = Field(description="the start of the token's hash; names need not be unique")
+    name: str
+    role: Role
+    cluster: str | None = None
+    created: float
+
+
+class TokenList(Out):
+    tokens: list[TokenInfo]
 
 
 class Health(Out):

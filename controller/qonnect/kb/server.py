@@ -14,6 +14,8 @@ import uvicorn
 
 from qonnect.kb.app import asgi_app
 from qonnect.kb.deps import Settings
+from qonnect.kb.middleware import access_log as access_logger
+from qonnect.kb.protocol import guarded
 
 log = logging.getLogger(__name__)
 GC_GEN0_THRESHOLD = 10_000  # allocations between young collections (CPython's default: 700)
@@ -54,9 +56,17 @@ def serve(settings: Settings, host: str, port: int, tls_cert: str | None = None,
     sock = bind(host, port)
     actual = sock.getsockname()[1]
     scheme = "https" if tls_cert else "http"
+    settings.access_log = settings.access_log or access_log
+    if settings.access_log:  # our own lines (with the token's name), not uvicorn's
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s kb-access %(message)s"))
+        access_logger.addHandler(handler)
+        access_logger.setLevel(logging.INFO)
+        access_logger.propagate = False
     config = uvicorn.Config(
-        asgi_app(settings), loop="uvloop", http="httptools", lifespan="on",
-        access_log=access_log, log_level="warning", ssl_certfile=tls_cert, ssl_keyfile=tls_key,
+        asgi_app(settings), loop="uvloop",
+        http=guarded(settings.request_timeout, settings.max_connections), lifespan="on",
+        access_log=False, log_level="warning", ssl_certfile=tls_cert, ssl_keyfile=tls_key,
         timeout_keep_alive=75, backlog=4096, server_header=False, proxy_headers=False,
     )
     server = _Server(config)

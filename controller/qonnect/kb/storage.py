@@ -8,6 +8,7 @@ single writer thread (``writer.GroupWriter``), so neither backend sees concurren
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import sqlite3
 import threading
@@ -88,6 +89,20 @@ def _sqlite_path(url: str) -> str:
     return path
 
 
+def _create_private(path: str) -> None:
+    """Create a new SQLite file readable by its owner only, whatever the umask: it holds the
+    credentials fields and token hashes. (SQLite gives its -wal and -shm files the same mode.)"""
+    if path == ":memory:":
+        return
+    try:
+        fd = os.open(Path(path).expanduser(), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise StorageError(f"cannot create {path}: {exc.strerror or exc}") from None
+    os.close(fd)
+
+
 class Database:
     """Connections for one database URL: ``sqlite:///path`` (or a path) or ``postgresql://...``."""
 
@@ -103,6 +118,7 @@ class Database:
             parent = Path(self.path).expanduser().resolve().parent
             if not parent.is_dir():
                 raise StorageError(f"--db {url!r}: directory {parent} does not exist")
+            _create_private(self.path)
         self._local = threading.local()
         self._pool: queue.LifoQueue[Conn] = queue.LifoQueue()
         self._pool_slots = threading.BoundedSemaphore(pool_size)

@@ -11,11 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg
 import pytest
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
-from conftest import BACKENDS
 from test_kb_api import raw, spec
 
 pytestmark = pytest.mark.timeout(180)
 FENCE_MAX = 2**53 - 1
+BACKENDS = ("sqlite", "postgresql")
 
 
 class OwnKB:

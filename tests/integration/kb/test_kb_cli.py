@@ -101,5 +101,7 @@ def test_the_command_exits_2_without_a_traceback():
 
 
 def test_migrate_reports_the_schema_version(tmp_path):
+    from qonnect.kb.migrations import LATEST
+
     done = qonnect("kb", "migrate", "--db", f"sqlite://{tmp_path / 'kb.sqlite'}")
-    assert done.returncode == 0 and "schema at version 1" in done.stdout
+    assert done.returncode == 0 and f"schema at version {LATEST}" in done.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response
 
 from qonnect.kb import auth, migrations, ops, queries
 from qonnect.kb.auth import Principal
@@ -20,6 +20,7 @@ from qonnect.kb.models import (
     Health,
     Inventory,
     TokenIn,
+    TokenList,
     TokenOut,
 )
 from qonnect.kb.routes import QueryText, errors
@@ -97,6 +98,28 @@ async def create_token(body: TokenIn, who: Who, kb: KB) -> dict:
     require(who, "admin", action="create tokens")
     return await kb.writer.submit(
         lambda conn: auth.insert_token(conn, body.role, body.cluster, body.name, time.time()))
+
+
+@router.get("/tokens", response_model=TokenList, responses=errors(), tags=["tokens"])
+def list_tokens(who: Who, kb: KB) -> dict:
+    """Every token's id, name, role and cluster (never the token or its hash)."""
+    require(who, "admin", action="list tokens")
+    with kb.db.reader() as conn:
+        return {"tokens": auth.list_tokens(conn)}
+
+
+@router.delete("/tokens/{ident}", status_code=204, response_class=Response,
+               responses=errors(404), tags=["tokens"])
+async def revoke_token(ident: Annotated[str, Path(min_length=16, max_length=16,
+                                                  pattern="^[0-9a-f]{16}$")],
+                       who: Who, kb: KB) -> Response:
+    """Revoke one token by id: at once on this instance, within a few seconds on others."""
+    require(who, "admin", action="revoke tokens")
+    count = await kb.writer.submit(lambda conn: auth.revoke_token_id(conn, ident))
+    if not count:
+        raise HTTPException(404, f"ident: no token has the id {ident!r}")
+    kb.tokens.drop(ident)
+    return Response(status_code=204)
 
 
 @router.get("/whoami", response_model=dict[str, str | None], responses=errors(), tags=["tokens"])

@@ -1,0 +1,102 @@
+"""uvicorn's HTTP protocol with the limits an internet-facing KB needs per connection.
+
+uvicorn starts no timer before a connection's first request and none while a request's headers
+or body trickle in, does not bound the header block and accepts any number of connections: idle
+or slow clients (no token needed) could hold sockets and memory indefinitely. Here every
+request, from its first byte (or from the connection being opened) to its last body byte, must
+arrive within ``request_timeout`` seconds; headers are bounded; connections above
+``max_connections`` are answered 503 and closed at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+log = logging.getLogger(__name__)
+MAX_HEADER_BYTES = 65_536
+
+
+def _answer(status: str, detail: str) -> bytes:
+    body = json.dumps({"detail": detail}).encode()
+    return (f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\ncache-control: no-store\r\n"
+            "x-content-type-options: nosniff\r\nconnection: close\r\n\r\n").encode() + body
+
+
+class GuardedHttpProtocol(HttpToolsProtocol):
+    """One connection; configure the limits with ``guarded(...)``."""
+
+    request_timeout: float = 30.0
+    max_connections: int = 4096
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._deadline: asyncio.TimerHandle | None = None
+        self._header_bytes = 0
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            transport.write(_answer("503 Service Unavailable",
+                                    "too many connections to this KB instance, retry later"))
+            transport.close()
+            return
+        self._arm()  # the first request must come within the timeout, too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._header_bytes = 0
+        self._arm()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_bytes += len(name) + len(value)
+        if self._header_bytes > MAX_HEADER_BYTES:
+            self._refuse("431 Request Header Fields Too Large",
+                         f"headers: larger than {MAX_HEADER_BYTES} bytes")
+            return
+        super().on_header(name, value)
+
+    def on_message_complete(self) -> None:
+        self._disarm()  # the request is in; the answer may take as long as it needs
+        super().on_message_complete()
+
+    # -- the per-request deadline -----------------------------------------------------------
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.request_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle.response_complete or not self.cycle.response_started:
+            self._refuse("408 Request Timeout",
+                         f"request: not received within {self.request_timeout:g} s")
+        else:  # an answer is half sent: nothing sensible can follow it
+            self.transport.close()
+
+    def _refuse(self, status: str, detail: str) -> None:
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.disconnected = True  # the app's receive() sees a disconnect
+            self.cycle.message_event.set()
+        if not self.transport.is_closing():
+            self.transport.write(_answer(status, detail))
+            self.transport.close()
+
+
+def guarded(request_timeout: float, max_connections: int) -> type[GuardedHttpProtocol]:
+    """The protocol class for uvicorn's ``http=`` with these limits."""
+    attrs: dict[str, Any] = {"request_timeout": request_timeout,
+                             "max_connections": max_connections}
+    return type("GuardedHttp", (GuardedHttpProtocol,), attrs)
