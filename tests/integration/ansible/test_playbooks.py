@@ -1,7 +1,9 @@
 """The Ansible surface end to end: real ansible-playbook / ansible-inventory / ansible-runner
 against the paper testbed and a KB, with the result read back through the Kubernetes API.
 
-The tests run in file order and share one federation: deploy, idempotence, check mode,
+The tests share one federation but not their order: each one that needs Bookinfo running asks
+for the ``deployed`` fixture, which deploys it energy-first (a no-op when it already runs), so
+any test passes alone, after removal, or in any order: deploy, idempotence, check mode,
 make-before-break migration, partial failure, the AWX path (ansible-runner), removal.
 """
 
@@ -79,6 +81,14 @@ def assert_matches_plan(federation, k8s) -> dict[str, list[dict]]:
     return plan
 
 
+@pytest.fixture
+def deployed(federation, k8s) -> dict[str, list[dict]]:
+    """Bookinfo running where the KB places it, whatever ran before this test."""
+    result = federation.playbook("qonnect.core.deploy", "-e", f"app_file={ENERGY}")
+    assert recap(result)["failed"] == 0, result.stdout + result.stderr
+    return assert_matches_plan(federation, k8s)
+
+
 def test_register_clusters_playbook(federation, tmp_path):
     """Registering already-registered clusters from a federation file changes nothing."""
     fed = yaml.safe_load((federation.dir / "testbed" / "federation.yaml").read_text())
@@ -139,14 +149,14 @@ def test_deploy_playbook_places_by_plan(federation, k8s):
     assert any(e["reason"] == "Deployed" for e in events)
 
 
-def test_second_run_changes_nothing(federation, k8s):
+def test_second_run_changes_nothing(federation, k8s, deployed):
     before = snapshot(k8s)
     result = federation.playbook("qonnect.core.deploy", "-e", f"app_file={ENERGY}")
     assert recap(result)["changed"] == 0 and recap(result)["failed"] == 0, result.stdout
     assert snapshot(k8s) == before
 
 
-def test_check_mode_touches_nothing(federation, k8s):
+def test_check_mode_touches_nothing(federation, k8s, deployed):
     before, stored = snapshot(k8s), placement(federation)
     ratings = stored["ratings"][0]["cluster"]
     result = federation.playbook("qonnect.core.migrate", "-e", "app=bookinfo",
@@ -158,7 +168,7 @@ def test_check_mode_touches_nothing(federation, k8s):
     assert placement(federation) == stored
 
 
-def test_migration_is_make_before_break(federation, k8s):
+def test_migration_is_make_before_break(federation, k8s, deployed):
     """While ratings and reviews move, every service keeps at least one ready copy."""
     stored = placement(federation)
     moving = [stored["ratings"][0]["cluster"], stored["reviews"][0]["cluster"]]
@@ -192,7 +202,7 @@ def test_migration_is_make_before_break(federation, k8s):
     assert federation.kb().get_placement("bookinfo")["fencing"] == {"term": 1, "seq": 1}
 
 
-def test_partial_failure_keeps_previous_placement(federation, k8s):
+def test_partial_failure_keeps_previous_placement(federation, k8s, deployed):
     stored = placement(federation)
     old = stored["ratings"][0]["cluster"]
     target = next(c for c in ("edge-1", "edge-2", "edge-3") if c != old)
@@ -239,7 +249,7 @@ def test_deploy_through_ansible_runner(federation, k8s, tmp_path):
     assert token not in artifacts
 
 
-def test_remove_playbook(federation, k8s):
+def test_remove_playbook(federation, k8s, deployed):
     result = federation.playbook("qonnect.core.remove", "-e", "app=bookinfo")
     assert recap(result)["failed"] == 0 and recap(result)["changed"] >= 1, result.stdout
     for cluster in CLUSTERS:
