@@ -92,6 +92,11 @@ RESOURCES: dict[str, ResourceType] = {
         ResourceType(
             "deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",), ("status", "scale"), ("all",)
         ),
+        ResourceType("replicasets", "replicaset", "ReplicaSet", "apps", "v1", True, ("rs",), ("status", "scale"), ("all",)),
+        ResourceType("statefulsets", "statefulset", "StatefulSet", "apps", "v1", True, ("sts",), ("status", "scale"),
+                     ("all",)),
+        ResourceType("daemonsets", "daemonset", "DaemonSet", "apps", "v1", True, ("ds",), ("status",), ("all",)),
+        ResourceType("endpoints", "endpoints", "Endpoints", "", "v1", True, ("ep",)),
         ResourceType("leases", "lease", "Lease", "coordination.k8s.io", "v1", True),
         # served so real applications' bundles apply whole (QONNECT's Bookinfo has Ingresses);
         # stored only: the emulator runs no ingress controller
@@ -294,6 +299,27 @@ def _apply_defaults(resource: str, obj: dict, store: Store) -> None:
         if isinstance(template_spec, dict):
             _default_pod_spec(template_spec)
         obj.setdefault("status", {})
+    elif resource in ("statefulsets", "daemonsets", "replicasets") and isinstance(spec, dict):
+        if resource != "daemonsets":
+            spec.setdefault("replicas", 1)
+        if resource == "statefulsets":
+            spec.setdefault("podManagementPolicy", "OrderedReady")
+            strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+            if isinstance(strategy, dict) and strategy.setdefault("type", "RollingUpdate") == "RollingUpdate":
+                strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+            spec.setdefault("persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"})
+        if resource == "daemonsets":
+            strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+            if isinstance(strategy, dict) and strategy.setdefault("type", "RollingUpdate") == "RollingUpdate":
+                strategy.setdefault("rollingUpdate", {}).setdefault("maxUnavailable", 1)
+                strategy["rollingUpdate"].setdefault("maxSurge", 0)
+        if resource != "replicasets":
+            spec.setdefault("revisionHistoryLimit", 10)
+        template_spec = (spec.get("template") or {}).get("spec")
+        if isinstance(template_spec, dict):
+            _default_pod_spec(template_spec)
+        obj.setdefault("status", {"replicas": 0} if resource != "daemonsets" else {
+            "currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0})
     elif resource == "services" and isinstance(spec, dict):
         spec.setdefault("type", "ClusterIP")
         spec.setdefault("sessionAffinity", "None")
@@ -422,7 +448,7 @@ def _validate(rt: ResourceType, obj: dict) -> None:
     spec = obj.get("spec")
     if rt.plural == "pods":
         _validate_pod_spec(spec, "spec", causes)
-    elif rt.plural == "deployments":
+    elif rt.plural in ("deployments", "statefulsets", "daemonsets", "replicasets"):
         if not isinstance(spec, dict):
             causes.append(("spec", "Required value"))
         else:

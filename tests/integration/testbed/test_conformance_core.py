@@ -54,7 +54,7 @@ def test_missing_or_wrong_token_is_401_status(cluster, token):
 def test_legacy_and_aggregated_discovery(cluster):
     status, body, _ctype = _raw(cluster, "/apis", token=cluster.token)
     assert status == 200 and body["kind"] == "APIGroupList"
-    assert {g["name"] for g in body["groups"]} == {"apps", "coordination.k8s.io"}
+    assert {g["name"] for g in body["groups"]} == {"apps", "coordination.k8s.io", "networking.k8s.io"}
     _status, core_list, _ctype = _raw(cluster, "/api/v1", token=cluster.token)
     names = {r["name"] for r in core_list["resources"]}
     assert {"pods", "pods/status", "pods/binding", "nodes", "namespaces", "services", "configmaps", "secrets",

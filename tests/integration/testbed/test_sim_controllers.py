@@ -63,8 +63,11 @@ def test_deployment_pods_start_after_the_delay_and_status_follows(fed, ns):
         assert pod.status.pod_ip and pod.status.host_ip and pod.status.start_time
         assert pod.status.container_statuses[0].ready and pod.status.container_statuses[0].state.running
         owner = pod.metadata.owner_references[0]
-        assert (owner.kind, owner.name, owner.uid) == ("Deployment", "web", d.metadata.uid)
-        assert pod.metadata.name.startswith(f"web-{pod.metadata.labels['pod-template-hash']}-")
+        rs_name = f"web-{pod.metadata.labels['pod-template-hash']}"
+        assert (owner.kind, owner.name) == ("ReplicaSet", rs_name)  # owned through its ReplicaSet
+        rs = fed.apps("cloud-1").read_namespaced_replica_set(rs_name, ns)
+        assert (rs.metadata.uid, rs.metadata.owner_references[0].uid) == (owner.uid, d.metadata.uid)
+        assert pod.metadata.name.startswith(f"{rs_name}-")
     scheduled = fed.core("cloud-1").list_namespaced_event(ns, field_selector="reason=Scheduled").items
     assert {e.involved_object.name for e in scheduled} == {p.metadata.name for p in pods}
     # least-allocated scoring spreads three equal pods over three nodes

@@ -7,11 +7,14 @@ import logging
 from collections import defaultdict
 from typing import Callable, Hashable, Iterable
 
-from qonnect.testbed.sim.objects import key_of, owner_uid
+from qonnect.testbed.sim.objects import controller_uid, key_of
 from qonnect.testbed.store import ApiError
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 0.05
+
+
+OTHER_KINDS = ("replicasets", "statefulsets", "daemonsets", "services")
 
 
 class Cache:
@@ -27,10 +30,22 @@ class Cache:
         self.deployments: dict[tuple[str, str], dict] = {}
         self.deployment_by_uid: dict[str, tuple[str, str]] = {}
         self.pods_by_node: dict[str, set[tuple[str, str]]] = defaultdict(set)
-        self.pods_by_owner: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        self.pods_by_owner: dict[str, set[tuple[str, str]]] = defaultdict(set)  # controller uid -> pods
+        # other workload kinds and services: resource -> key -> object, uid -> key
+        self.objects: dict[str, dict[tuple[str, str], dict]] = {r: {} for r in OTHER_KINDS}
+        self.by_uid: dict[str, tuple[str, tuple[str, str]]] = {}
 
     def apply(self, event: str, resource: str, obj: dict) -> dict | None:
         """Record one change; returns the previous version of the object."""
+        if resource in self.objects:
+            key = key_of(obj)
+            old = self.objects[resource].pop(key, None)
+            if old is not None:
+                self.by_uid.pop(old["metadata"]["uid"], None)
+            if event != "DELETED":
+                self.objects[resource][key] = obj
+                self.by_uid[obj["metadata"]["uid"]] = (resource, key)
+            return old
         if resource == "nodes":
             name = obj["metadata"]["name"]
             old = self.nodes.pop(name, None)
@@ -56,7 +71,7 @@ class Cache:
                 node = (obj.get("spec") or {}).get("nodeName")
                 if node:
                     self.pods_by_node[node].add(key)
-                owner = owner_uid(obj, "Deployment")
+                owner = controller_uid(obj)
                 if owner:
                     self.pods_by_owner[owner].add(key)
             return old
@@ -66,12 +81,20 @@ class Cache:
         node = (old.get("spec") or {}).get("nodeName")
         if node:
             self.pods_by_node[node].discard(key)
-        owner = owner_uid(old, "Deployment")
+        owner = controller_uid(old)
         if owner:
             keys = self.pods_by_owner[owner]
             keys.discard(key)
             if not keys:
                 del self.pods_by_owner[owner]
+
+    def owned(self, uid: str) -> list[dict]:
+        """The pods whose controller has this uid."""
+        return [self.pods[k] for k in self.pods_by_owner.get(uid, ()) if k in self.pods]
+
+    def children(self, resource: str, uid: str) -> list[dict]:
+        """Objects of resource whose controller has this uid (e.g. a Deployment's ReplicaSets)."""
+        return [o for o in self.objects[resource].values() if controller_uid(o) == uid]
 
 
 class Controller:

@@ -8,12 +8,15 @@ from typing import Any
 
 from qonnect.testbed.fleet import ClusterSpec
 from qonnect.testbed.sim.base import Cache
+from qonnect.testbed.sim.daemonsets import DaemonSets
 from qonnect.testbed.sim.deployments import Deployments
+from qonnect.testbed.sim.endpoints import EndpointsController
 from qonnect.testbed.sim.kubelet import Kubelets
 from qonnect.testbed.sim.namespaces import NamespaceController
 from qonnect.testbed.sim.nodes import NodeController
-from qonnect.testbed.sim.objects import is_true, key_of, owner_uid
+from qonnect.testbed.sim.objects import controller_uid, is_true, key_of
 from qonnect.testbed.sim.scheduler import Scheduler
+from qonnect.testbed.sim.statefulsets import StatefulSets
 from qonnect.testbed.store import Store
 
 DEFAULT_HEARTBEAT_SECONDS = 10.0
@@ -39,6 +42,9 @@ class ClusterSim:
         self.kubelets = Kubelets(store, self.cache, start_delay, start_delays)
         self.deployments = Deployments(store, self.cache)
         self.namespaces = NamespaceController(store)
+        self.statefulsets = StatefulSets(store, self.cache)
+        self.daemonsets = DaemonSets(store, self.cache)
+        self.endpoints = EndpointsController(store, self.cache)
         self._tasks: list[asyncio.Task] = []
         self._unsubscribe = None
 
@@ -46,11 +52,12 @@ class ClusterSim:
         """Subscribe to the Store, register the nodes and start the controller tasks."""
         self._unsubscribe = self.store.subscribe(self._on_event, copy=False)
         self.store.namespace_terminating = self.namespaces.terminating
-        for resource in ("nodes", "deployments", "pods"):
+        for resource in ("nodes", "deployments", "replicasets", "statefulsets", "daemonsets", "services", "pods"):
             for obj in self.store.list_refs(resource)[0]:
                 self._on_event("ADDED", resource, obj)
         self.nodes.register()
-        for controller in (self.scheduler, self.kubelets, self.deployments):
+        for controller in (self.scheduler, self.kubelets, self.deployments, self.statefulsets, self.daemonsets,
+                           self.endpoints):
             self._tasks.append(asyncio.create_task(controller.run(), name=f"{self.spec.name}-{controller.name}"))
         self._tasks.append(asyncio.create_task(self.nodes.heartbeat(), name=f"{self.spec.name}-heartbeat"))
 
@@ -73,14 +80,23 @@ class ClusterSim:
             key = key_of(obj)
             self.scheduler.pod_changed(key, current)
             self.kubelets.pod_changed(key, current)
-            owner = owner_uid(obj, "Deployment")
-            if owner in self.cache.deployment_by_uid:
-                self.deployments.enqueue(self.cache.deployment_by_uid[owner])
+            self._owner_changed(obj)
+            self.endpoints.namespace_changed(key[0])
             if event == "DELETED" and (obj.get("spec") or {}).get("nodeName"):
                 self.scheduler.retry_pending()  # capacity was freed
         elif resource == "deployments":
             if current is not None:
                 self.deployments.enqueue(key_of(obj))
+        elif resource == "replicasets":
+            self._owner_changed(obj)  # e.g. someone deleted it: its Deployment makes it again
+        elif resource == "statefulsets":
+            if current is not None:
+                self.statefulsets.enqueue(key_of(obj))
+        elif resource == "daemonsets":
+            if current is not None:
+                self.daemonsets.enqueue(key_of(obj))
+        elif resource == "services":
+            self.endpoints.enqueue(key_of(obj))
         elif resource == "nodes":
             name = obj["metadata"]["name"]
             was_ready = old is not None and is_true(old, "Ready")
@@ -88,6 +104,21 @@ class ClusterSim:
                 asyncio.get_running_loop().call_soon(self.kubelets.evict, name)
             if old is None or _scheduling_view(old) != _scheduling_view(current):
                 self.scheduler.retry_pending()
+                self.daemonsets.enqueue_all()
+
+    def _owner_changed(self, pod: dict) -> None:
+        """A pod changed: its controller (through its ReplicaSet for Deployments) looks again."""
+        owner = controller_uid(pod)
+        if owner in self.cache.by_uid:
+            resource, key = self.cache.by_uid[owner]
+            if resource == "replicasets":
+                owner = controller_uid(self.cache.objects["replicasets"].get(key) or {})
+            elif resource == "statefulsets":
+                self.statefulsets.enqueue(key)
+            elif resource == "daemonsets":
+                self.daemonsets.enqueue(key)
+        if owner in self.cache.deployment_by_uid:
+            self.deployments.enqueue(self.cache.deployment_by_uid[owner])
 
     def summary(self) -> dict:
         """Counts for ``qonnect testbed status``."""

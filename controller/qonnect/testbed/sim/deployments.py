@@ -1,22 +1,27 @@
-"""The Deployment controller: pods from the template, rolling updates, status.
+"""The Deployment controller: ReplicaSets and pods from the template, rolling updates, status.
 
-There is no ReplicaSet resource in the testbed, so the controller owns pods directly (owner
-reference kind Deployment) and tells template revisions apart by the pod-template-hash label,
-as the real ReplicaSets do. Rolling updates honour maxSurge/maxUnavailable; Recreate removes
-the old pods first. Status follows what ``kubectl rollout status`` and clients read.
+Each template revision has its ReplicaSet ``<deployment>-<pod-template-hash>`` (owned by the
+Deployment, annotated with its revision) and the pods are owned by their ReplicaSet, as on real
+clusters. The emulator folds the ReplicaSet controller into this one: it creates and deletes the
+pods itself and keeps each ReplicaSet's replicas and status in line (a ReplicaSet without a
+Deployment is stored but not reconciled). Rolling updates honour maxSurge/maxUnavailable;
+Recreate removes the old pods first; progressDeadlineSeconds without progress gives
+Progressing=False/ProgressDeadlineExceeded. Status follows what ``kubectl rollout status`` reads.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Iterable
 
 from qonnect.testbed.sim.base import Cache, Controller
-from qonnect.testbed.sim.objects import is_true, now, set_condition
+from qonnect.testbed.sim.objects import is_true, key_of, now, set_condition
 from qonnect.testbed.store import Store
 
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"
+REVISION = "deployment.kubernetes.io/revision"
 
 
 def template_hash(template: dict) -> str:
@@ -67,22 +72,66 @@ class Deployments(Controller):
         super().__init__("deployment")
         self.store = store
         self.cache = cache
+        self._progress: dict[str, tuple[tuple, float]] = {}  # uid -> (status counts, when they last changed)
 
     def process(self, keys: Iterable[tuple[str, str]]) -> None:
         for key in keys:
             deployment = self.cache.deployments.get(key)
             if deployment is not None:
                 self.guarded(key, lambda d=deployment: self._sync(d))
+        live = {d["metadata"]["uid"] for d in self.cache.deployments.values()}
+        for uid in [u for u in self._progress if u not in live]:
+            del self._progress[uid]
+
+    def _replicasets(self, deployment: dict) -> list[dict]:
+        return self.cache.children("replicasets", deployment["metadata"]["uid"])
 
     def _pods(self, deployment: dict) -> list[dict]:
-        keys = self.cache.pods_by_owner.get(deployment["metadata"]["uid"], ())
-        return [self.cache.pods[k] for k in keys if k in self.cache.pods]
+        return [p for rs in self._replicasets(deployment) for p in self.cache.owned(rs["metadata"]["uid"])]
+
+    def _ensure_replicaset(self, deployment: dict, current: str, replicas: int, surge: int) -> dict:
+        """The ReplicaSet of the current template, created (next revision) or brought up to it."""
+        meta = deployment["metadata"]
+        others = self._replicasets(deployment)
+        revisions = [int((rs["metadata"].get("annotations") or {}).get(REVISION, "0") or 0) for rs in others]
+        mine = next((rs for rs in others if rs["metadata"].get("labels", {}).get("pod-template-hash") == current), None)
+        if mine is not None:
+            rev = int((mine["metadata"].get("annotations") or {}).get(REVISION, "0") or 0)
+            if rev < max(revisions, default=0):  # a rollback to an old template: it is the newest again
+                new = json.loads(json.dumps(mine))
+                new["metadata"]["annotations"][REVISION] = str(max(revisions) + 1)
+                mine = self.store.update("replicasets", meta["namespace"], new)
+            return mine
+        template = json.loads(json.dumps(deployment["spec"].get("template") or {}))
+        template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = current
+        selector = json.loads(json.dumps(deployment["spec"].get("selector") or {}))
+        selector.setdefault("matchLabels", {})["pod-template-hash"] = current
+        return self.store.create("replicasets", meta["namespace"], {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {
+                "name": f"{meta['name']}-{current}",
+                "labels": dict(template["metadata"]["labels"]),
+                "annotations": {REVISION: str(max(revisions, default=0) + 1),
+                                "deployment.kubernetes.io/desired-replicas": str(replicas),
+                                "deployment.kubernetes.io/max-replicas": str(replicas + surge)},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
+                                     "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}],
+            },
+            "spec": {"replicas": 0, "minReadySeconds": deployment["spec"].get("minReadySeconds", 0),
+                     "selector": selector, "template": template},
+        })
 
     def _sync(self, deployment: dict) -> None:
         spec = deployment.get("spec") or {}
         replicas = int(spec.get("replicas", 1))
         current = template_hash(spec.get("template") or {})
         surge, unavailable = _surge_unavailable(spec, replicas)
+        new_rs = self._ensure_replicaset(deployment, current, replicas, surge)
+        revision = (new_rs["metadata"].get("annotations") or {}).get(REVISION)
+        if revision and (deployment["metadata"].get("annotations") or {}).get(REVISION) != revision:
+            annotated = json.loads(json.dumps(deployment))
+            annotated["metadata"].setdefault("annotations", {})[REVISION] = revision
+            deployment = self.store.update("deployments", deployment["metadata"]["namespace"], annotated)
         pods = self._pods(deployment)
         new: list[dict] = []
         old: list[dict] = []
@@ -96,7 +145,7 @@ class Deployments(Controller):
             old = []
         room = replicas + surge - len(new) - len(old)
         for _pod in range(max(0, min(replicas - len(new), room))):
-            self._create(deployment, current)
+            self._create(deployment, current, new_rs)
         if len(new) > replicas:
             for pod in _removal_order(new)[: len(new) - replicas]:
                 self.store.delete("pods", namespace, pod["metadata"]["name"])
@@ -110,19 +159,45 @@ class Deployments(Controller):
                         continue
                     can_remove -= 1
                 self.store.delete("pods", namespace, pod["metadata"]["name"])
-        self._status(deployment, current, replicas, unavailable)
+        self._replicaset_status(deployment, new_rs, replicas)
+        self._status(deployment, current, replicas, unavailable, new_rs)
 
-    def _create(self, deployment: dict, current: str) -> None:
+    def _replicaset_status(self, deployment: dict, new_rs: dict, replicas: int) -> None:
+        """Each ReplicaSet's replicas are the pods kept for it; its status counts them."""
+        limit = int((deployment.get("spec") or {}).get("revisionHistoryLimit", 10))
+        old_empty = []
+        for rs in self._replicasets(deployment):
+            pods = self.cache.owned(rs["metadata"]["uid"])
+            is_new = rs["metadata"]["uid"] == new_rs["metadata"]["uid"]
+            want = replicas if is_new else len(pods)
+            if not is_new and not pods:
+                old_empty.append(rs)
+            ready = sum(1 for p in pods if is_true(p, "Ready"))
+            status = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
+                      "availableReplicas": ready, "observedGeneration": rs["metadata"].get("generation", 1)}
+            status = {k: v for k, v in status.items() if v or k == "replicas"}
+            if (rs.get("spec") or {}).get("replicas") != want:
+                rs = self.store.update("replicasets", rs["metadata"]["namespace"],
+                                       dict(rs, spec=dict(rs["spec"], replicas=want)))
+                status["observedGeneration"] = rs["metadata"].get("generation", 1)
+            if rs.get("status") != status:
+                self.store.update("replicasets", rs["metadata"]["namespace"], dict(rs, status=status),
+                                  subresource="status")
+        old_empty.sort(key=lambda r: int((r["metadata"].get("annotations") or {}).get(REVISION, "0") or 0))
+        for rs in old_empty[: max(0, len(old_empty) - limit)]:
+            self.store.delete("replicasets", rs["metadata"]["namespace"], rs["metadata"]["name"])
+
+    def _create(self, deployment: dict, current: str, rs: dict) -> None:
         meta = deployment["metadata"]
         template = deployment["spec"].get("template") or {}
         tmeta = template.get("metadata") or {}
         pod = {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
-                "generateName": f"{meta['name']}-{current}-",
+                "generateName": f"{rs['metadata']['name']}-",
                 "labels": {**(tmeta.get("labels") or {}), "pod-template-hash": current},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
-                                     "name": meta["name"], "uid": meta["uid"],
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                     "name": rs["metadata"]["name"], "uid": rs["metadata"]["uid"],
                                      "controller": True, "blockOwnerDeletion": True}],
             },
             "spec": json.loads(json.dumps(template.get("spec") or {})),
@@ -131,7 +206,7 @@ class Deployments(Controller):
             pod["metadata"]["annotations"] = dict(tmeta["annotations"])
         self.store.create("pods", meta["namespace"], pod)
 
-    def _status(self, deployment: dict, current: str, replicas: int, unavailable: int) -> None:
+    def _status(self, deployment: dict, current: str, replicas: int, unavailable: int, new_rs: dict) -> None:
         pods = self._pods(deployment)
         updated = [p for p in pods if p["metadata"].get("labels", {}).get("pod-template-hash") == current]
         ready = sum(1 for p in pods if is_true(p, "Ready"))
@@ -154,14 +229,26 @@ class Deployments(Controller):
             conds = set_condition(conds, "Available", "False", "MinimumReplicasUnavailable",
                                   "Deployment does not have minimum availability.", stamp,
                                   update_time=True)
-        name = f"{deployment['metadata']['name']}-{current}"
+        name = new_rs["metadata"]["name"]
+        uid = deployment["metadata"]["uid"]
+        clock = time.monotonic()
+        signature = (len(pods), len(updated), ready, current, replicas)
+        seen = self._progress.get(uid)
+        if seen is None or seen[0] != signature:  # progress: the counts moved
+            seen = self._progress[uid] = (signature, clock)
+        deadline = (deployment.get("spec") or {}).get("progressDeadlineSeconds")
         if len(updated) == replicas == len(pods) and updated_ready == replicas:
             conds = set_condition(conds, "Progressing", "True", "NewReplicaSetAvailable",
                                   f'ReplicaSet "{name}" has successfully progressed.', stamp,
                                   update_time=True)
+        elif isinstance(deadline, int) and clock - seen[1] >= deadline:
+            conds = set_condition(conds, "Progressing", "False", "ProgressDeadlineExceeded",
+                                  f'ReplicaSet "{name}" has timed out progressing.', stamp, update_time=True)
         else:
             conds = set_condition(conds, "Progressing", "True", "ReplicaSetUpdated",
                                   f'ReplicaSet "{name}" is progressing.', stamp, update_time=True)
+            if isinstance(deadline, int):
+                self.enqueue_later(key_of(deployment), seen[1] + deadline - clock + 0.05)
         status["conditions"] = sorted(conds, key=lambda c: c["type"] != "Available")
         if status != (deployment.get("status") or {}):
             self.store.update("deployments", deployment["metadata"]["namespace"],

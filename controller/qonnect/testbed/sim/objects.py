@@ -112,6 +112,14 @@ def owner_uid(obj: dict, kind: str) -> str | None:
     return None
 
 
+def controller_uid(obj: dict) -> str | None:
+    """uid of the controlling owner, whatever its kind."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return ref.get("uid")
+    return None
+
+
 def key_of(obj: dict) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return meta.get("namespace") or "", meta["name"]

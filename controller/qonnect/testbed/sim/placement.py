@@ -66,7 +66,8 @@ def affinity_matches(pod: dict, node: dict) -> bool:
     return any(_term_matches(t, node) for t in required.get("nodeSelectorTerms") or [])
 
 
-def _tolerates(pod: dict, taint: dict) -> bool:
+def tolerates(pod: dict, taint: dict) -> bool:
+    """Whether one of the pod's tolerations matches the taint."""
     for tol in (pod.get("spec") or {}).get("tolerations") or []:
         if tol.get("effect") not in (None, "", taint.get("effect")):
             continue
@@ -86,7 +87,7 @@ def reject_reason(pod: dict, node: dict, used: Usage) -> str | None:
     if spec.get("unschedulable"):
         return "node(s) were unschedulable"
     for taint in spec.get("taints") or []:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(pod, taint):
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod, taint):
             return "node(s) had untolerated taint(s)"
     if not affinity_matches(pod, node):
         return "node(s) didn't match Pod's node affinity/selector"
