@@ -1,0 +1,25 @@
+"""The changelog docs/operations.md points to: CHANGELOG.rst exists, matches changelogs/changelog.yaml
+as antsibull-changelog renders it, and every fragment is valid (`make changelog` can release)."""
+
+from __future__ import annotations
+
+import subprocess
+
+from conftest import ROOT, tool
+
+
+def test_every_fragment_is_valid():
+    run = subprocess.run([tool("antsibull-changelog"), "lint"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and not run.stdout.strip(), run.stdout + run.stderr
+
+
+def test_changelog_rst_is_rendered_from_changelog_yaml(tmp_path):
+    out = tmp_path / "CHANGELOG.rst"
+    run = subprocess.run([tool("antsibull-changelog"), "generate", "--output", str(out), "--output-format", "rst"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    shipped = (ROOT / "CHANGELOG.rst").read_text()
+    assert shipped == out.read_text()
+    assert "v0.1.0" in shipped and "New Modules" in shipped
+    assert "CHANGELOG.rst" in (ROOT / "docs" / "operations.md").read_text()
