@@ -94,7 +94,7 @@ groups:
   green: energy_kwh is not none and energy_kwh < 0.0025
 
 # ansible-inventory -i federation.qonnect.yml --graph
-
+---
 # another.qonnect.yml: URL from another variable, cached for ten minutes per URL and token
 plugin: qonnect.core.kb
 url: "{{ lookup('ansible.builtin.env', 'MY_KB_URL') }}"

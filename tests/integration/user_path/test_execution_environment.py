@@ -62,7 +62,7 @@ def test_builder_context_installs_the_tarball_with_lean_requirements(tmp_path, b
 def test_ee_requirements_in_a_fresh_venv_run_the_modules(tmp_path, built):
     ctx = create(tmp_path, built)
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=600)
     py = venv / "bin" / "python"
     import ansible  # the same ansible-core the project tests, as the EE's ansible_core pins a range
 
