@@ -1,0 +1,83 @@
+"""What every integration test needs to run real processes: one home for polling, ports,
+stopping processes and launching ``qonnect``. Tests import it as ``support`` (pytest.ini puts
+``tests/`` on the path)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# The installed console script: `python -m qonnect.cli` would load the CLI module twice.
+QONNECT = str(Path(sys.executable).parent / "qonnect")
+
+
+def qonnect_cmd(*args: str) -> list[str]:
+    """Command line of ``qonnect ARGS`` with the test session's interpreter."""
+    return [QONNECT, *args]
+
+
+def wait_for(check: Callable[[], T], timeout: float = 30.0, what: str = "condition", *,
+             interval: float = 0.1, retry_on: tuple[type[BaseException], ...] = ()) -> T:
+    """Poll ``check`` until it returns something truthy and return that; fail the test after
+    ``timeout`` seconds, naming ``what`` and the last exception of a type in ``retry_on``."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+        except retry_on as exc:
+            last = exc
+        if time.monotonic() > deadline:
+            detail = f" (last error: {last})" if last is not None else ""
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (the caller binds it soon after)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def start_process(cmd: list[str], log: Path, env: dict[str, str] | None = None,
+                  cwd: Path | None = None) -> subprocess.Popen:
+    """Start ``cmd`` in a session of its own (so stop_process reaches its children), output to
+    ``log``."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=env, cwd=cwd)
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> int | None:
+    """SIGTERM the process (and its group when it leads one), wait, SIGKILL as a last resort;
+    returns its exit status."""
+    if proc.poll() is None:
+        _signal(proc, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            _signal(proc, signal.SIGKILL)
+            proc.wait(10)
+    return proc.returncode
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        if os.getpgid(proc.pid) == proc.pid:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+    except ProcessLookupError:
+        pass
