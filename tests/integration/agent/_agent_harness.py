@@ -127,6 +127,7 @@ class Agent:
         self.log = root / "agent.log"
         self.kb = kb
         self.proc: subprocess.Popen | None = None
+        self.not_ready_timeout = 60.0  # --not-ready-timeout: the grace of workloads without their own
 
     def argv(self) -> list[str]:
         return [
@@ -150,7 +151,7 @@ class Agent:
             "--state-dir",
             str(self.state_dir),
             "--not-ready-timeout",
-            "60",
+            f"{self.not_ready_timeout:g}",
             *(["--kb-ca", self.kb.ca] if self.kb.ca else []),
         ]
 

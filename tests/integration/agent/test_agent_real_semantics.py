@@ -7,6 +7,7 @@ Each cluster of the `tiers` profile has a control-plane node tainted as kubeadm 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -257,3 +258,76 @@ def test_moving_straight_back_waits_for_the_terminating_namespace(testbed):
     assert namespace["metadata"]["uid"] != left["metadata"]["uid"]  # a new namespace
     ready = edge.get("apps/v1", "Deployment", "web", "moveback")["status"]
     assert ready.get("readyReplicas") == 2
+
+
+TWO_WORKERS = """
+name: two-workers
+tiers: [edge]
+node_profiles:
+  energy: {cpu: 6, memory: 7.16G, bandwidth_gbps: 52.5, energy_kwh: 0.0024042, price_eur_h: 16.3884}
+clusters:
+  - name: edge-1
+    tier: edge
+    nodes:
+      - {name: edge-1-a, profile: energy}
+      - {name: edge-1-b, profile: energy}
+"""
+
+
+def test_a_node_loss_with_room_left_is_rescheduled_and_never_failed(tmp_path, kb):
+    """One node of two goes down: Kubernetes evicts its pods and starts them on the other one.
+    The workload is Progressing meanwhile, never Failed, and Healthy again without any move.
+
+    Real timing, shortened: the node turns NotReady after a 3 s grace period and its pods are
+    evicted 6 s later (real defaults 40 s and 300 s). The agent's own --not-ready-timeout is 2 s:
+    a Deployment is judged by its progress deadline (600 s by default), not by that fallback.
+    """
+    (tmp_path / "two.yml").write_text(TWO_WORKERS)
+    root = tmp_path / "tb"
+    subprocess.run([*QONNECT, "testbed", "up", "--dir", str(root), "--profile", str(tmp_path / "two.yml"),
+                    "--start-delay", "0.3", "--timeout", "60", "--node-monitor-grace-period", "3",
+                    "--default-unreachable-toleration-seconds", "6", "--default-not-ready-toleration-seconds", "6"],
+                   capture_output=True, text=True, timeout=90, check=True)
+    agent = None
+    try:
+        federation = yaml.safe_load((root / "federation.yaml").read_text())
+        kubeconfig = federation["clusters"][0]["kubeconfig"]
+        agent = Agent(kb, federation, "edge-1", tmp_path / "agent")
+        agent.not_ready_timeout = 2.0
+        agent.start()
+        manifest = MANIFESTS.split("---")[0] + "---" + MANIFESTS.split("---")[1]  # Namespace shop + waits
+        manifest = manifest.replace('cpu: "5"', 'cpu: "1"').replace("replicas: 2", "replicas: 4")
+        subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-"], input=manifest, text=True,
+                       check=True, capture_output=True, timeout=60)
+
+        def waits(status):
+            found = [w for w in kb.admin.list_workloads(cluster="edge-1") if w["name"] == "waits"]
+            return found and found[0]["status"] == status and found[0]["ready_replicas"] == 4 and found[0]
+
+        wait_for(lambda: waits("Healthy"), 60, "waits Healthy with 4 replicas")
+        pods = json.loads(subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "-n", "shop", "get", "pods", "-o",
+                                          "json"], capture_output=True, text=True, check=True, timeout=30).stdout)
+        lost = pods["items"][0]["spec"]["nodeName"]
+        subprocess.run([*QONNECT, "testbed", "node-down", "edge-1", lost, "--dir", str(root)],
+                       capture_output=True, text=True, timeout=60, check=True)
+        statuses = []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            (w,) = [w for w in kb.admin.list_workloads(cluster="edge-1") if w["name"] == "waits"]
+            statuses.append((w["status"], w["ready_replicas"]))
+            running = json.loads(subprocess.run(
+                ["kubectl", "--kubeconfig", kubeconfig, "-n", "shop", "get", "pods", "-o", "json"],
+                capture_output=True, text=True, check=True, timeout=30).stdout)["items"]
+            moved = running and all(p["spec"].get("nodeName") not in (None, lost) for p in running)
+            if moved and statuses[-1] == ("Healthy", 4):
+                break
+            time.sleep(0.3)
+        assert moved, "the pods of the lost node were not rescheduled"
+        # (with the timing flags honoured, the lost replicas show as Progressing for ~9 s: longer
+        # than the agent's 2 s --not-ready-timeout, well within the Deployment's 600 s deadline)
+        assert statuses[-1] == ("Healthy", 4), statuses
+        assert "Failed" not in {s for s, _n in statuses}, statuses
+    finally:
+        if agent is not None:
+            agent.stop()
+        subprocess.run([*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60, check=False)

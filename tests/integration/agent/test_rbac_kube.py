@@ -1,0 +1,168 @@
+"""The documented least-privilege ClusterRoles on a real control plane (`--engine kube`, real RBAC).
+
+The agent with docs/rbac/agent-clusterrole.yml reads everything it needs; without one of its
+rights it reports exactly that right as missing; deploy with docs/rbac/deploy-clusterrole.yml
+applies, waits, removes and (through a Terminating namespace) re-applies an application.
+
+Runs when QONNECT_CONFORMANCE_ENGINES names `kube` (the default, as for tests/conformance); a
+requested engine that cannot start fails the test, it is never skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from _agent_harness import QONNECT, wait_for
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import Deployer, Target
+from qonnect.agent.collector import Collector, ForbiddenError
+
+ROOT = Path(__file__).resolve().parents[3]
+ENGINES = [n.strip() for n in os.environ.get("QONNECT_CONFORMANCE_ENGINES", "emulator,kube").split(",")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif("kube" not in ENGINES, reason="QONNECT_CONFORMANCE_ENGINES does not name kube"),
+]
+CLUSTER = "cloud-1"
+
+
+@pytest.fixture(scope="module")
+def kube(tmp_path_factory) -> Iterator[dict]:
+    """One real cluster of the `tiers` profile: a tainted control-plane node and a worker."""
+    root = tmp_path_factory.mktemp("kube")
+    up = subprocess.run([*QONNECT, "testbed", "up", "--dir", str(root), "--profile", "tiers", "--clusters", "1",
+                         "--start-delay", "0.3", "--engine", "kube", "--timeout", "300"],
+                        capture_output=True, text=True, timeout=420, check=False)
+    try:
+        assert up.returncode == 0, up.stderr[-4000:]
+        federation = yaml.safe_load((root / "federation.yaml").read_text())
+        federation["dir"] = root
+        yield federation
+    finally:
+        subprocess.run([*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=120,
+                       check=False)
+
+
+def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
+    return subprocess.run(["kubectl", "--kubeconfig", kubeconfig, *args], input=stdin, capture_output=True,
+                          text=True, timeout=60, check=True).stdout
+
+
+def token_kubeconfig(admin: str, account: str, path: Path) -> str:
+    """A kubeconfig like the admin's (server, CA) for a service account's token."""
+    token = kubectl(admin, "-n", "qonnect", "create", "token", account, "--duration", "1h").strip()
+    doc = yaml.safe_load(Path(admin).read_text())
+    doc = copy.deepcopy(doc)
+    for user in doc["users"]:
+        user["user"] = {"token": token}
+    path.write_text(yaml.safe_dump(doc))
+    path.chmod(0o600)
+    return str(path)
+
+
+def test_the_agent_clusterrole_is_enough_and_every_right_in_it_is_needed(kube, tmp_path):
+    admin = next(c for c in kube["clusters"] if c["name"] == CLUSTER)["kubeconfig"]
+    role_file = ROOT / "docs" / "rbac" / "agent-clusterrole.yml"
+    kubectl(admin, "apply", "-f", str(role_file))
+    agent_config = token_kubeconfig(admin, "qonnect-agent", tmp_path / "agent.yaml")
+
+    collector = Collector(agent_config, timeout=10)
+    try:
+        observed = wait_for(lambda: _collect(collector), 30, "the agent to read with its ClusterRole")
+        nodes = {n["name"]: n for n in observed["nodes"]}
+        assert nodes[f"{CLUSTER}-control-plane"]["taints"] == [
+            {"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}]
+
+        docs = list(yaml.safe_load_all(role_file.read_text()))
+        role = next(d for d in docs if d["kind"] == "ClusterRole")
+        for i, rule in enumerate(role["rules"]):
+            for resource in rule["resources"]:
+                reduced = copy.deepcopy(role)
+                kept = [r for r in rule["resources"] if r != resource]
+                if kept:
+                    reduced["rules"][i]["resources"] = kept
+                else:
+                    del reduced["rules"][i]
+                kubectl(admin, "apply", "-f", "-", stdin=yaml.safe_dump(reduced))
+                group = rule["apiGroups"][0]
+                wanted = f"list {resource}{'.' + group if group else ''} (all namespaces)"
+                err = wait_for(lambda: _forbidden(collector), 30, f"403 once {resource} is taken away")
+                assert str(err) == ("forbidden: the agent needs these rights: " + wanted
+                                    + " (grant the ClusterRole in docs/rbac/agent-clusterrole.yml)")
+        kubectl(admin, "apply", "-f", str(role_file))
+        wait_for(lambda: _collect(collector), 30, "the agent to read again with the whole ClusterRole")
+    finally:
+        collector.close()
+
+
+def _collect(collector: Collector) -> dict | None:
+    with contextlib.suppress(ForbiddenError):
+        return collector.collect()
+    return None
+
+
+def _forbidden(collector: Collector) -> ForbiddenError | None:
+    try:
+        collector.collect()
+    except ForbiddenError as exc:
+        return exc
+    return None
+
+
+def test_the_restricted_token_is_reported_forbidden_not_unreachable(kube):
+    restricted = next(c for c in kube["clusters"] if c["name"] == CLUSTER)["restricted_kubeconfig"]
+    collector = Collector(restricted, timeout=10)
+    try:
+        with pytest.raises(ForbiddenError) as err:
+            collector.collect()
+    finally:
+        collector.close()
+    assert err.value.status == 403
+    assert str(err.value).startswith("forbidden: the agent needs these rights: list nodes (all namespaces), "
+                                     "list pods (all namespaces), list deployments.apps (all namespaces)")
+
+
+def test_deploy_with_its_clusterrole_applies_removes_and_reapplies_through_a_terminating_namespace(kube, tmp_path):
+    admin = next(c for c in kube["clusters"] if c["name"] == CLUSTER)["kubeconfig"]
+    kubectl(admin, "apply", "-f", str(ROOT / "docs" / "rbac" / "agent-clusterrole.yml"))  # the namespace
+    kubectl(admin, "apply", "-f", str(ROOT / "docs" / "rbac" / "deploy-clusterrole.yml"))
+    deploy_config = token_kubeconfig(admin, "qonnect-deploy", tmp_path / "deploy.yaml")
+    targets = {CLUSTER: Target(CLUSTER, deploy_config)}
+    web = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                    "template": {"metadata": {"labels": {"app": "web"}},
+                                 "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                                          "resources": {"requests": {"cpu": "100m"}}}]}}}}
+    services = {"web": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}, "data": {"a": "1"}},
+                        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                         "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}}, web]}
+    plan = {"web": [{"cluster": CLUSTER, "replicas": 2}]}
+
+    def deployer(**kw):
+        return Deployer("rbac", "rbac", services, plan, targets, wait_timeout=240, **kw)
+
+    first = deployer().run()
+    assert not first["failed"], first["message"]
+    removed = deployer(previous={CLUSTER}).remove()
+    assert not removed["failed"], removed["message"]
+    client = get_client(CLUSTER, admin)
+    left = client.get("v1", "Namespace", "rbac")
+    started = time.monotonic()
+    again = deployer().run()
+    assert not again["failed"], again["message"]
+    namespace = client.get("v1", "Namespace", "rbac")
+    assert left is not None and left["status"]["phase"] == "Terminating"  # what deploy met on its way back
+    assert namespace["status"]["phase"] == "Active" and namespace["metadata"]["uid"] != left["metadata"]["uid"]
+    assert client.get("apps/v1", "Deployment", "web", "rbac")["status"].get("readyReplicas") == 2
+    assert time.monotonic() - started < 240
