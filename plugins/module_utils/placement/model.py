@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.taints import EFFECTS
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.taints import EFFECTS, blocking_taints
 from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
 
 RESOURCES = ("cpu", "memory", "ephemeral_storage")
@@ -58,9 +58,14 @@ class Cluster:
     nodes: tuple[Node, ...]
 
     def facts(self) -> dict:
-        """The document a spec's JMESPath filter is evaluated against."""
-        free = {r: sum(n.allocatable[r] - n.requested[r] for n in self.nodes) for r in RESOURCES}
-        alloc = {r: sum(n.allocatable[r] for n in self.nodes) for r in RESOURCES}
+        """The document a spec's JMESPath filter is evaluated against.
+
+        ``allocatable`` and ``free`` count only nodes that may run application pods: a node with
+        a NoSchedule/NoExecute taint (a control-plane node) is no room for them.
+        """
+        workers = [n for n in self.nodes if not blocking_taints(list(n.taints), [])]
+        free = {r: sum(n.allocatable[r] - n.requested[r] for n in workers) for r in RESOURCES}
+        alloc = {r: sum(n.allocatable[r] for n in workers) for r in RESOURCES}
         return {
             "name": self.name, "tier": self.tier, "location": self.location,
             "labels": dict(self.labels), "healthy": self.healthy,

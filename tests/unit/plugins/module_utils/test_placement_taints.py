@@ -96,3 +96,16 @@ def test_malformed_taints_are_reported_with_their_path():
         "clusters[0].nodes[0].taints[0].effect: 'Sometimes' is not one of NoSchedule, PreferNoSchedule, NoExecute",
         "clusters[0].nodes[0].taints[1]: expected a taint with a non-empty key",
     ]
+
+
+def test_cluster_facts_count_no_room_on_tainted_nodes():
+    inv = Inventory.from_dict(inventory())
+    facts = {c.name: c.facts() for c in inv.clusters}
+    assert facts["edge-1"]["free"]["cpu"] == 0.1 and facts["edge-1"]["allocatable"]["cpu"] == 0.1
+    assert facts["edge-1"]["node_count"] == 2  # the node itself is still listed
+    spec = app("100m")
+    spec.services[0].filter = "free.cpu >= `1`"
+    plan = place(spec, inventory(), explain=True)
+    assert plan.services["web"][0]["cluster"] == "edge-2"
+    rows = {r["cluster"]: r for r in plan.explanation["web"]}
+    assert rows["edge-1"]["reason"] == "filter 'free.cpu >= `1`' is false for this cluster"
