@@ -57,10 +57,22 @@ options:
       - With O(record=true) it is validated and stored in the Knowledge Base first, as
         M(qonnect.core.application) does.
     type: path
+  bundles:
+    description:
+      - QONNECT's tier manifest files beside its Application file (C(cloud_svc), C(fog_svc),
+        C(edge_svc) to a file), with O(src) or O(spec) in QONNECT's format. Their address
+        placeholders (C([CLOUD_CLUSTER_IP]), C([FOG_CLUSTER_IP]), C([EDGE_CLUSTER_IP])) become the
+        address of the cluster chosen for that tier (cluster label C(qonnect.io/address), else the
+        host of its API server), and their Deployments keep their own C(replicas).
+    type: dict
   state:
     description:
-      - V(present) applies the plan. V(absent) removes everything qonnect applied for the application
-        from the clusters of its recorded placement and clears that placement.
+      - V(present) places the application, stores a given spec (only once it places), records the
+        intended placement, checks every cluster serves every kind, then applies. A failed first
+        deploy is rolled back; a failed re-placement leaves the previous placement serving.
+      - V(absent) removes every object labelled C(qonnect.io/application) with the application from
+        every registered cluster (all namespaces), then its namespaces, and clears its placement.
+        A second run, or one for an application the Knowledge Base no longer knows, changes nothing.
     type: str
     choices: [present, absent]
     default: present
@@ -186,11 +198,17 @@ message:
   sample: deployed to cloud-1, edge-1, fog-1
 """
 
+from urllib.parse import urlparse
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
+    BUNDLES_ARGSPEC,
     load_app_from_params,
     load_given,
+    spec_failure,
     store,
+    stored_application,
+    unexpected,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
     PLAN_ARGSPEC,
@@ -207,8 +225,16 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import (
     Target,
     service_domain,
 )
+
+ADDRESS_LABEL = "qonnect.io/address"
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
-from ansible_collections.qonnect.core.plugins.module_utils.qos import QosSpecError
+from ansible_collections.qonnect.core.plugins.module_utils.qos import (
+    MAX_REPLICAS,
+    QONNECT_API_VERSION,
+    QONNECT_PLACEHOLDERS,
+    Application,
+    QosSpecError,
+)
 
 
 def previous_placement(kb, app: str) -> dict:
@@ -221,15 +247,27 @@ def previous_placement(kb, app: str) -> dict:
     return (stored or {}).get("current") or (stored or {}).get("desired") or {}
 
 
-def targets(kb, names: set[str], overrides: dict, params: dict | None = None) -> dict[str, Target]:
+def address_of(record: dict) -> str:
+    """Where other tiers reach a cluster (QONNECT's [TIER_CLUSTER_IP]): label
+    qonnect.io/address, else the host of its API server URL."""
+    labels = record.get("labels") or {}
+    if labels.get(ADDRESS_LABEL):
+        return labels[ADDRESS_LABEL]
+    return urlparse(record.get("server") or "").hostname or ""
+
+
+def targets(kb, names: set[str], overrides: dict, records: dict | None = None,
+            params: dict | None = None) -> dict[str, Target]:
     """Each cluster's credentials (k8s/auth.py: KB paths, kubeconfig content, K8S_AUTH_*)."""
-    records = {c["name"]: c for c in kb.list_clusters()} if names else {}
+    if records is None:
+        records = {c["name"]: c for c in kb.list_clusters()} if names else {}
     credentials = resolve_credentials(names, records, overrides, params or {})
     out = {}
     for name in sorted(names):
         record = records.get(name, {})
         kubeconfig, context = credentials[name]
-        out[name] = Target(name, kubeconfig, context, service_domain(name, record.get("labels")))
+        out[name] = Target(name, kubeconfig, context,
+                           service_domain(name, record.get("labels")), address_of(record))
     return out
 
 
@@ -241,6 +279,11 @@ def plan_services(plan: dict) -> dict:
     for svc, entries in services.items():
         if not isinstance(entries, list) or not all(isinstance(e, dict) and e.get("cluster") for e in entries):
             raise ValueError(f"plan.services.{svc}: expected a list of {{cluster, replicas, nodes}}")
+        for i, e in enumerate(entries):
+            replicas = e.get("replicas", 1)
+            if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
+                raise ValueError(f"plan.services.{svc}[{i}].replicas: {replicas!r} is not an integer "
+                                 f"from 1 to {MAX_REPLICAS}")
     return services
 
 
@@ -251,14 +294,59 @@ def event(kb, body: dict, warnings: list) -> None:
         warnings.append(f"could not record the event: {exc}")
 
 
+def remove(module: AnsibleModule, kb) -> dict:
+    """Sweep every registered cluster for objects labelled with the application; idempotent,
+    and fine for an application the KB no longer knows."""
+    params = module.params
+    namespace, services = params.get("name"), {}
+    if params.get("src") or params.get("spec") is not None:
+        app = load_given(params)[0]
+    else:
+        stored = stored_application(kb, params["name"])
+        app = Application.from_dict(stored["application"]) if stored else None
+    if app is not None:
+        namespace = app.namespace
+        services = {s.name: s.manifests for s in app.services}
+    name = app.name if app is not None else params["name"]
+    previous = previous_placement(kb, name)
+    overrides = params.get("kubeconfigs") or {}
+    records = {c["name"]: c for c in kb.list_clusters()}
+    reachable: dict[str, Target] = {}
+    warnings = []
+    for cluster in sorted(set(records) | set(overrides)):  # every registered cluster
+        try:
+            reachable.update(targets(kb, {cluster}, overrides, records, params))
+        except ValueError as exc:
+            warnings.append(f"cluster {cluster}: not swept: {exc}")
+    deployer = Deployer(name, namespace, services, {}, reachable,
+                        previous=set(reachable), check_mode=module.check_mode,
+                        before_step=fence_guard(kb, params.get("fencing")))
+    result = deployer.remove()
+    for cluster, res in result["clusters"].items():
+        if res["status"] == "unreachable":
+            warnings.append(f"cluster {cluster} is unreachable ({res['error']}): objects of {name} "
+                            "may remain there; run the removal again when it is back")
+    unreachable = {c for c, r in result["clusters"].items() if r["status"] == "unreachable"}
+    result["failed"] = any(r["status"] == "failed" for r in result["clusters"].values())
+    if params["record"] and not module.check_mode and previous and not result["failed"] and not unreachable:
+        kb.put_placement(name, {"desired": {}, "current": {}}, params.get("fencing"))
+        event(kb, {"type": "deploy", "reason": "Removed", "application": name,
+                   "message": params.get("reason") or result["message"]}, warnings)
+    result["changed"] = result["changed"] or bool(previous)
+    result["plan"] = {"services": {}}
+    result["warnings"] = result.get("warnings", []) + warnings
+    return result
+
+
 def run(module: AnsibleModule) -> tuple[dict, bool]:
     params = module.params
     kb = kb_client_from_params(params)
-    stored = None
-    if params.get("src") or params.get("spec") is not None:
+    if params["state"] == "absent":
+        result = remove(module, kb)
+        return result, result["failed"]
+    given = bool(params.get("src") or params.get("spec") is not None)
+    if given:
         app, body = load_given(params)
-        if params["record"] and params["state"] == "present":
-            stored = store(kb, app, body, module.check_mode)
     else:
         app = load_app_from_params(params, kb)
     previous = previous_placement(kb, app.name)
@@ -267,42 +355,44 @@ def run(module: AnsibleModule) -> tuple[dict, bool]:
     overrides = params.get("kubeconfigs") or {}
     warnings: list[str] = []
 
-    if params["state"] == "absent":
-        deployer = Deployer(app.name, app.namespace, services, {}, targets(kb, old_clusters, overrides, params),
-                            previous=old_clusters, check_mode=module.check_mode,
-                            before_step=fence_guard(kb, params.get("fencing")))
-        result = deployer.remove()
-        if params["record"] and not module.check_mode and previous:
-            kb.put_placement(app.name, {"desired": {}, "current": {}}, params.get("fencing"))
-            event(kb, {"type": "deploy", "reason": "Removed", "application": app.name,
-                       "message": params.get("reason") or result["message"]}, warnings)
-        result["changed"] = result["changed"] or bool(previous)
-        result["plan"] = {"services": {}}
-        return result, False
-
+    # Place first: a spec is stored only once it validates and places (issue 13.5).
     plan = dict(params["plan"]) if params.get("plan") else compute_plan(app, kb.inventory(), params, False)
     chosen = plan_services(plan)
     plan["services"] = chosen
     plan.pop("explanation", None)  # the placement module returns it; here it would only be noise
     new_clusters = {e["cluster"] for entries in chosen.values() for e in entries}
+    qonnect_format = app.source_format == QONNECT_API_VERSION
     deployer = Deployer(
-        app.name, app.namespace, services, chosen, targets(kb, new_clusters | old_clusters, overrides, params),
+        app.name, app.namespace, services, chosen, targets(kb, new_clusters | old_clusters, overrides, params=params),
         previous=old_clusters, check_mode=module.check_mode, wait=params["wait"],
-        wait_timeout=params["wait_timeout"], before_step=fence_guard(kb, params.get("fencing")),
+        wait_timeout=params["wait_timeout"],
+        placeholders={f"{s.tier}-svc": QONNECT_PLACEHOLDERS[s.tier] for s in app.services
+                      if s.tier in QONNECT_PLACEHOLDERS} if qonnect_format else None,
+        own_replicas=qonnect_format, before_step=fence_guard(kb, params.get("fencing")),
     )
+    stored = None
+    if given and params["record"]:
+        stored = store(kb, app, body, module.check_mode)
+    placement = {svc: [{"cluster": e["cluster"], "replicas": e.get("replicas", 1),
+                        **({"nodes": list(e["nodes"])} if e.get("nodes") else {})} for e in entries]
+                 for svc, entries in chosen.items()}
+    # Record the intent before touching a cluster, so whatever this run applies can be found
+    # (a controller's fenced deploy has recorded its decision itself).
+    intent = params["record"] and not module.check_mode and not params.get("fencing") and placement != previous
+    if intent:
+        kb.put_placement(app.name, {"desired": placement})
     result = deployer.run()
     result["plan"] = plan
     if stored is not None:
         result["version"] = stored["version"]
         result["changed"] = result["changed"] or stored["changed"]
     result["warnings"] = result.get("warnings", []) + warnings
-    placement = {svc: [{"cluster": e["cluster"], "replicas": e.get("replicas", 1),
-                        **({"nodes": list(e["nodes"])} if e.get("nodes") else {})} for e in entries]
-                 for svc, entries in chosen.items()}
     if not params["record"] or module.check_mode:
         result["changed"] = result["changed"] or (params["record"] and placement != previous)
         return result, result["failed"]
     if result["failed"]:
+        if intent:
+            kb.put_placement(app.name, {"desired": previous})
         for name, res in result["clusters"].items():
             if res["status"] in ("failed", "unreachable"):
                 event(kb, {"type": "deploy", "reason": "DeployFailed", "application": app.name,
@@ -331,6 +421,7 @@ def main() -> None:
             kubeconfigs={"type": "dict"},
             **k8s_auth_argspec(),
             **PLAN_ARGSPEC,
+            **BUNDLES_ARGSPEC,
         ),
         mutually_exclusive=[("spec", "src", "name")],
         required_one_of=[("spec", "src", "name")],
@@ -343,7 +434,9 @@ def main() -> None:
 
     try:
         result, failed = run(module)
-    except (QosSpecError, InventoryError) as exc:
+    except QosSpecError as exc:
+        module.fail_json(**spec_failure(exc))
+    except InventoryError as exc:
         module.fail_json(msg=str(exc).split("\n", 1)[0], errors=exc.errors)
     except PlacementError as exc:
         module.fail_json(msg=str(exc), service=exc.service, constraint=exc.constraint)
@@ -352,6 +445,8 @@ def main() -> None:
         module.fail_json(msg=str(exc) + hint, status=exc.status)
     except (K8sError, ValueError) as exc:
         module.fail_json(msg=str(exc))
+    except Exception as exc:  # a bug: still a message, never a bare "Module failed"
+        module.fail_json(msg=unexpected(exc))
     diff = result.pop("diff", None)
     for warning in result.pop("warnings", []):
         module.warn(warning)
