@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import ROOT, tool
 
@@ -59,6 +60,7 @@ def test_builder_context_installs_the_tarball_with_lean_requirements(tmp_path, b
     assert not names & set(SERVER_STACK)
 
 
+@pytest.mark.slow  # a fresh venv from the package index: minutes on a busy machine
 def test_ee_requirements_in_a_fresh_venv_run_the_modules(tmp_path, built):
     ctx = create(tmp_path, built)
     venv = tmp_path / "venv"
