@@ -32,9 +32,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qonnect.rla import kbio, proctree
-from qonnect.rla.detector import Memory, Replanner, Settings, Snapshot, Trigger, detect, exclusions_now
+from qonnect.rla.detector import (
+    Memory,
+    Replanner,
+    Settings,
+    Snapshot,
+    Trigger,
+    detect,
+    down_clusters,
+    exclusions_now,
+)
 from qonnect.rla.executor import CANCELLED, SUCCEEDED, Executor, Outcome
 from qonnect.rla.raft import ProposalError, RaftNode, Timing
+from qonnect.rla.reconcile import Reconciler
 from qonnect.rla.replan import Feasibility
 from qonnect.rla.statemachine import PENDING, RETRY, RUNNING
 from qonnect.rla.status import Metrics, StatusServer
@@ -88,10 +98,7 @@ class Controller:
         self.lead_token: dict[str, int] | None = None  # the fence this leader raised in the KB
         self.kb_ok_since: float | None = None  # monotonic start of the current run of good KB reads
         self.deferred_why: dict[str, str] = {}  # decision id -> why it waits (announced once)
-        self.to_reconcile: set[str] = set()  # clusters to clean of what the KB does not place there
-        self.reconciling: threading.Thread | None = None
-        self.reconcile_queued: dict[str, float] = {}  # cluster -> the recovery already queued
-        self.reconcile_after: dict[str, float] = {}  # cluster -> look again from then (monotonic)
+        self.reconciler = Reconciler(self.kb, lambda app: app in self.node.machine.inflight, self._still_leader)
         self.metrics = Metrics()
         self.memory = Memory()
         # a deposed leader stops within leader_fallback (+ a tick and the runner's cancel poll)
@@ -177,7 +184,8 @@ class Controller:
         self._drive_open(snapshot)
         if self._detect(snapshot):
             self._drive_open(snapshot)  # start what was just decided now, not a tick later
-        self._reconcile_recovered(snapshot)
+        down = set(down_clusters(snapshot, self.cfg.settings))
+        self.reconciler.tick(snapshot, self.memory, down, self.lead_term, self.lead_token)
 
     def _kb_heard(self, ok: bool, exc: Exception | None = None) -> None:
         """Track since when the KB answers without a gap (a gap restarts the heartbeat grace)."""
@@ -222,7 +230,7 @@ class Controller:
         self.lead_token = dict(token)
         self.memory = Memory()
         self.deferred_why = {}
-        self.to_reconcile = {"*"}  # every cluster once: nobody may have cleaned them
+        self.reconciler.everything()  # every cluster once: nobody may have cleaned them
         return True
 
     def _still_leader(self, term: int) -> bool:
@@ -515,61 +523,6 @@ class Controller:
             self._kb_heard(True)
         except Exception as exc:
             self._kb_heard(False, exc)
-
-    # -- recovered clusters ----------------------------------------------------------------------
-
-    def _reconcile_recovered(self, snapshot: Snapshot) -> None:
-        """Clean clusters that came back (and all once per leadership) in a background thread."""
-        for name, since in self.memory.recovered_at.items():
-            if self.reconcile_queued.get(name) != since:
-                self.reconcile_queued[name] = since
-                self.to_reconcile.add(name)
-        for name, when in list(self.reconcile_after.items()):
-            if time.monotonic() >= when:
-                del self.reconcile_after[name]
-                self.to_reconcile.add(name)
-        if self.reconciling is not None and self.reconciling.is_alive():
-            return
-        if "*" in self.to_reconcile:
-            self.to_reconcile = {c["name"] for c in snapshot.inventory.get("clusters", [])}
-        down = set(exclusions_now(snapshot, self.memory, self.cfg.settings, "", [])[0])
-        ready = sorted(c for c in self.to_reconcile if c not in down)
-        if not ready:
-            return
-        self.to_reconcile -= set(ready)
-        term, token = self.lead_term, dict(self.lead_token or {})
-        thread = threading.Thread(target=self._reconcile, args=(ready, term, token), name="reconcile", daemon=True)
-        self.reconciling = thread
-        thread.start()
-
-    def _reconcile(self, clusters: list[str], term: int | None, token: dict[str, int]) -> None:
-        from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError, fence_guard
-
-        from qonnect.rla.reconcile import reconcile_cluster
-
-        guard = fence_guard(self.kb, token)
-
-        def before_step(step: str) -> None:
-            if term is None or not self._still_leader(term):
-                raise FencedError(f"no longer leader of term {term}: stopped before {step}")
-            guard(step)  # type: ignore[misc]
-
-        for cluster in clusters:
-            try:
-                done, later = reconcile_cluster(cluster, self.kb, lambda app: app in self.node.machine.inflight,
-                                                before_step)
-            except Exception as exc:
-                log.warning("reconciling %s failed: %s; retried later", cluster, exc)
-                later, done = True, []
-            if later:
-                self.reconcile_after[cluster] = time.monotonic() + 10.0
-            for app, line in done:
-                log.warning("reconciled %s: %s", cluster, line)
-                try:
-                    self.kb.post_event({"type": kbio.RECONCILED, "reason": "orphans-removed", "message": line,
-                                        "cluster": cluster, "application": app, "fencing": token})
-                except Exception as exc:
-                    log.info("cannot record the reconciliation of %s: %s", cluster, exc)
 
     def _follower_why(self) -> str:
         peers = self.node.peer_status()

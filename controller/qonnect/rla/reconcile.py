@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import calendar
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from qonnect.rla import kbio
 
 log = logging.getLogger(__name__)
 
@@ -134,3 +137,69 @@ def reconcile_cluster(cluster: str, kb: Any, busy: Callable[[str], bool],
         done.append((app, f"removed {app} service(s) {', '.join(sorted(extra))} from {cluster}: the KB "
                           f"places them elsewhere ({work.result.status})"))
     return done, later
+
+
+class Reconciler:
+    """The leader's queue of clusters to reconcile, worked by one background thread at a time."""
+
+    def __init__(self, kb: Any, busy: Callable[[str], bool], still_leader: Callable[[int], bool]) -> None:
+        self.kb = kb
+        self.busy = busy
+        self.still_leader = still_leader
+        self.todo: set[str] = set()
+        self.queued: dict[str, float] = {}  # cluster -> the recovery already queued
+        self.after: dict[str, float] = {}  # cluster -> look again from then (monotonic)
+        self.thread: threading.Thread | None = None
+
+    def everything(self) -> None:
+        """A new leader: every cluster once (nobody may have cleaned them)."""
+        self.todo = {"*"}
+
+    def tick(self, snapshot: Any, memory: Any, down: set[str], term: int | None,
+             token: dict[str, int] | None) -> None:
+        """Queue clusters that came back, and start a pass over the ready ones if none runs."""
+        for name, since in memory.recovered_at.items():
+            if self.queued.get(name) != since:
+                self.queued[name] = since
+                self.todo.add(name)
+        for name, when in list(self.after.items()):
+            if time.monotonic() >= when:
+                del self.after[name]
+                self.todo.add(name)
+        if self.thread is not None and self.thread.is_alive():
+            return
+        if "*" in self.todo:
+            self.todo = {c["name"] for c in snapshot.inventory.get("clusters", [])}
+        ready = sorted(c for c in self.todo if c not in down)
+        if not ready or term is None or not token:
+            return
+        self.todo -= set(ready)
+        self.thread = threading.Thread(target=self._run, args=(ready, term, dict(token)), name="reconcile",
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self, clusters: list[str], term: int, token: dict[str, int]) -> None:
+        from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError, fence_guard
+
+        guard = fence_guard(self.kb, token)
+
+        def before_step(step: str) -> None:
+            if not self.still_leader(term):
+                raise FencedError(f"no longer leader of term {term}: stopped before {step}")
+            guard(step)  # type: ignore[misc]
+
+        for cluster in clusters:
+            try:
+                done, later = reconcile_cluster(cluster, self.kb, self.busy, before_step)
+            except Exception as exc:
+                log.warning("reconciling %s failed: %s; retried later", cluster, exc)
+                later, done = True, []
+            if later:
+                self.after[cluster] = time.monotonic() + 10.0
+            for app, line in done:
+                log.warning("reconciled %s: %s", cluster, line)
+                try:
+                    self.kb.post_event({"type": kbio.RECONCILED, "reason": "orphans-removed", "message": line,
+                                        "cluster": cluster, "application": app, "fencing": token})
+                except Exception as exc:
+                    log.info("cannot record the reconciliation of %s: %s", cluster, exc)
