@@ -359,8 +359,8 @@ class Controller:
         """End a retried cluster-down decision whose application runs on no down cluster any more."""
         if decision["kind"] != "cluster-down" or decision["attempts"] + decision.get("deferrals", 0) == 0:
             return False
-        _avoid, on_down = exclusions_now(snapshot, self.memory, self.cfg.settings, decision["app"],
-                                         decision.get("pinned") or [])
+        _must, _unstable, on_down = exclusions_now(snapshot, self.memory, self.cfg.settings, decision["app"],
+                                                   decision.get("pinned") or [])
         if on_down:
             return False
         self._end_decision(decision, "cancel", f"no longer needed: {decision['app']} runs on no down cluster "
@@ -373,7 +373,17 @@ class Controller:
         did, app = decision["id"], decision["app"]
         if self._gone(decision, snapshot):
             return False
-        avoid, _on_down = exclusions_now(snapshot, self.memory, self.cfg.settings, app, decision.get("pinned") or [])
+        must, unstable, _on_down = exclusions_now(snapshot, self.memory, self.cfg.settings, app,
+                                                  decision.get("pinned") or [])
+        record = next((a for a in snapshot.applications if a.get("name") == app), None)
+
+        def why_not(avoid: set[str]) -> str | None:
+            return self.feasible(record, snapshot.inventory, tuple(sorted(avoid))) if self.feasible and record else None
+
+        avoid = must | unstable
+        why = why_not(avoid)
+        if why is not None and unstable and why_not(must) is None:
+            avoid, why = must, None  # healing beats stability: use a just-recovered cluster if it is the only way
         exclude, was = sorted(avoid), list(decision["exclude"])
         if exclude != was:
             res = self._propose({"op": "retarget", "id": did, "exclude": exclude})
@@ -381,8 +391,6 @@ class Controller:
                 return False
             log.warning("decision %s: exclusions re-read from current health: %s -> %s", did,
                         ", ".join(was) or "none", ", ".join(exclude) or "none")
-        record = next((a for a in snapshot.applications if a.get("name") == app), None)
-        why = self.feasible(record, snapshot.inventory, tuple(exclude)) if self.feasible and record else None
         if why is None:
             self.deferred_why.pop(did, None)
             return True

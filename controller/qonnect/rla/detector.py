@@ -244,14 +244,15 @@ def recently_recovered(services: dict[str, set[str]], memory: Memory, settings: 
 
 
 def exclusions_now(snapshot: Snapshot, memory: Memory, settings: Settings, app: str,
-                   pinned: tuple[str, ...] | list[str]) -> tuple[set[str], set[str]]:
-    """(clusters to avoid as health is now, the down ones among them on which the app runs),
-    for a retry or a takeover: a decision's exclusions are re-read, never frozen."""
+                   pinned: tuple[str, ...] | list[str]) -> tuple[set[str], set[str], set[str]]:
+    """(clusters that must be avoided as health is now, clusters better avoided because they came
+    back less than ``stable_seconds`` ago, the down ones on which the app runs), for a retry or a
+    takeover: a decision's exclusions are re-read, never frozen."""
     down = down_clusters(snapshot, settings)
     placement = (snapshot.inventory.get("placements") or {}).get(app) or {}
     services = placed_clusters(placement)
     on_down = {c for cs in services.values() for c in cs if c in down}
-    return set(down) | set(pinned) | recently_recovered(services, memory, settings, snapshot.now), on_down
+    return set(down) | set(pinned), recently_recovered(services, memory, settings, snapshot.now), on_down
 
 
 def _may_drift(app: str, log: DecisionLog, now: float, settings: Settings) -> bool:
