@@ -11,6 +11,7 @@ only ever raises ValueError.
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -34,7 +35,7 @@ def parse_quantity_decimal(value: Any) -> Decimal:
     if isinstance(value, bool) or value is None:
         raise ValueError(f"{value!r} is not a Kubernetes quantity")
     if isinstance(value, (int, float)):
-        if value != value or value in (float("inf"), float("-inf")):
+        if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{value!r} is not a Kubernetes quantity")
         return Decimal(str(value))
     if isinstance(value, Decimal):

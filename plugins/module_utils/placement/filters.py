@@ -175,8 +175,8 @@ class JmesFilter(Filter):
             facts = ctx.fleet.cache.setdefault(
                 "facts", [c.facts() for c in ctx.fleet.inventory.clusters])
             outcomes = [_truthy(compiled, f) for f in facts]
-            ctx.fleet.cache[key] = np.array([ok for ok, _ in outcomes], dtype=bool)
-            ctx.fleet.cache[("jmespath-errors", expr)] = [err for _, err in outcomes]
+            ctx.fleet.cache[key] = np.array([outcome[0] for outcome in outcomes], dtype=bool)
+            ctx.fleet.cache[("jmespath-errors", expr)] = [outcome[1] for outcome in outcomes]
         return ctx.fleet.cache[key]
 
     def reason(self, ctx, c):
