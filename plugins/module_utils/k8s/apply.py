@@ -176,6 +176,29 @@ def comparable(obj: dict | None) -> dict | None:
     return out
 
 
+def dry_run_create(client: Any, desired: dict) -> dict:
+    """The object as the server would create it (its defaults filled in), without writing.
+
+    A namespace that does not exist yet (the first deploy to a cluster) makes the server refuse
+    the dry run, so it is tried in ``default`` and the namespace put back; the desired object
+    itself is the last resort.
+    """
+    try:
+        return client.apply(desired, dry_run=True)
+    except Exception:  # any refusal of a dry run: try elsewhere, or show the desired object
+        namespace = (desired.get("metadata") or {}).get("namespace")
+        if not namespace or namespace == "default":
+            return desired
+    elsewhere = copy.deepcopy(desired)
+    elsewhere["metadata"]["namespace"] = "default"
+    try:
+        result = client.apply(elsewhere, dry_run=True)
+    except Exception:  # e.g. a cluster that refuses dry runs: show the desired object
+        return desired
+    result.setdefault("metadata", {})["namespace"] = namespace
+    return result
+
+
 def apply_one(client: Any, desired: dict, live: dict | None, check_mode: bool) -> dict:
     """Apply one object; returns {key, action, changed, before, after}.
 
@@ -189,11 +212,8 @@ def apply_one(client: Any, desired: dict, live: dict | None, check_mode: bool) -
     if check_mode and live is None:
         # A server dry-run shows the object as it would be created (with server defaults), so a
         # diff of the real run afterwards matches; without its namespace yet, the object itself.
-        try:
-            after = client.apply(desired, dry_run=True)
-        except Exception:  # any refusal of a dry run: show the desired object instead
-            after = desired
-        return {"key": key, "action": "create", "changed": True, "before": None, "after": comparable(after)}
+        return {"key": key, "action": "create", "changed": True, "before": None,
+                "after": comparable(dry_run_create(client, desired))}
     if is_stub(live) != is_stub(desired) and live is not None and desired["kind"] == "Service":
         # A Service switching between ExternalName and a real one cannot be merged cleanly.
         if check_mode:
