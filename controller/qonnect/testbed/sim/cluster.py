@@ -13,7 +13,7 @@ from qonnect.testbed.sim.deployments import Deployments
 from qonnect.testbed.sim.endpoints import EndpointsController
 from qonnect.testbed.sim.kubelet import Kubelets
 from qonnect.testbed.sim.namespaces import NamespaceController
-from qonnect.testbed.sim.nodes import NodeController
+from qonnect.testbed.sim.nodes import NodeController, lifecycle_taints
 from qonnect.testbed.sim.objects import controller_uid, is_true, key_of
 from qonnect.testbed.sim.scheduler import Scheduler
 from qonnect.testbed.sim.statefulsets import StatefulSets
@@ -102,6 +102,8 @@ class ClusterSim:
             was_ready = old is not None and is_true(old, "Ready")
             if current is not None and not is_true(current, "Ready") and (was_ready or old is None):
                 asyncio.get_running_loop().call_soon(self.kubelets.evict, name)
+            if current is not None and lifecycle_taints(current) is not None:
+                asyncio.get_running_loop().call_soon(self.nodes.sync_taints, name)
             if old is None or _scheduling_view(old) != _scheduling_view(current):
                 self.scheduler.retry_pending()
                 self.daemonsets.enqueue_all()

@@ -21,6 +21,7 @@ from typing import Any, Iterable
 from qonnect.testbed.faults import CRASH_RUN_SECONDS, Fault, StartDelays, backoff, fault_of
 from qonnect.testbed.sim.base import Cache, Controller
 from qonnect.testbed.sim.events import record
+from qonnect.testbed.sim.nodes import condition_taint_key
 from qonnect.testbed.sim.objects import is_true, now
 from qonnect.testbed.store import Store
 
@@ -234,7 +235,10 @@ class Kubelets(Controller):
         of the node's NoExecute taints (none: at once; no limit: never). Returns how many are due now."""
         count = 0
         node = self.cache.nodes.get(node_name) or {}
+        key = condition_taint_key(node)
         taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") == "NoExecute"]
+        if key and not any(t.get("key") == key for t in taints):  # the lifecycle taint is on its way
+            taints.append({"key": key, "effect": "NoExecute"})
         for key in sorted(self.cache.pods_by_node.get(node_name, ())):
             pod = self.cache.pods.get(key)
             if pod is None:

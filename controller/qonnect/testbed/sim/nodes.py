@@ -23,8 +23,33 @@ LEASE_SECONDS = 40
 PRESSURE = (("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
             ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
             ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"))
+NOT_READY_KEY = "node.kubernetes.io/not-ready"
+UNREACHABLE_KEY = "node.kubernetes.io/unreachable"
 UNREACHABLE = [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
                {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]
+
+
+def condition_taint_key(node: dict) -> str | None:
+    """The taint the node lifecycle controller keeps on a node for its Ready condition:
+    not-ready for False, unreachable for Unknown (or no condition), none for True."""
+    ready = next((c.get("status") for c in (node.get("status") or {}).get("conditions") or []
+                  if c.get("type") == "Ready"), "Unknown")
+    return None if ready == "True" else NOT_READY_KEY if ready == "False" else UNREACHABLE_KEY
+
+
+def lifecycle_taints(node: dict) -> list[dict] | None:
+    """The node's taints with the Ready-condition taints brought in line, or None if they are."""
+    want = condition_taint_key(node)
+    taints = [t for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
+    ours = {(t.get("key"), t.get("effect")) for t in taints if t.get("key") in (NOT_READY_KEY, UNREACHABLE_KEY)}
+    if ours == ({(want, "NoSchedule"), (want, "NoExecute")} if want else set()):
+        return None
+    kept = [t for t in taints if t.get("key") not in (NOT_READY_KEY, UNREACHABLE_KEY)]
+    if want:
+        stamp = now()
+        kept += [{"key": want, "effect": "NoSchedule", "timeAdded": stamp},
+                 {"key": want, "effect": "NoExecute", "timeAdded": stamp}]
+    return kept
 
 
 def node_labels(cluster: ClusterSpec, node: NodeSpec) -> dict[str, str]:
@@ -169,6 +194,24 @@ class NodeController:
         node = self.store.update("nodes", None, node)
         record(self.store, node, "NodeReady", f"Node {name} status is now: NodeReady", component="kubelet",
                host=name)
+
+    def sync_taints(self, name: str) -> None:
+        """The node lifecycle controller: taints follow the Ready condition (not-ready for False,
+        unreachable for Unknown), whoever set the condition."""
+        try:
+            node = self.store.get("nodes", None, name)
+        except ApiError:
+            return
+        taints = lifecycle_taints(node)
+        if taints is None:
+            return
+        node["spec"]["taints"] = taints
+        if not taints:
+            node["spec"].pop("taints")
+        try:
+            self.store.update("nodes", None, node)
+        except ApiError as exc:  # changed under us: the change event brings us back
+            log.debug("taints of %s: %s", name, exc.message)
 
     def set_labels(self, labels: dict[str, str | None], node_name: str | None = None) -> list[str]:
         """Change labels on one or all nodes (None removes a label); returns the nodes changed."""

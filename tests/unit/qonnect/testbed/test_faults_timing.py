@@ -127,3 +127,24 @@ def test_node_grace_period_and_toleration_seconds():
 
     _run(scenario, node_monitor_grace_period=0.5, default_unreachable_toleration_seconds=1,
          default_not_ready_toleration_seconds=1)
+
+
+def test_taints_follow_the_ready_condition():
+    """The node lifecycle controller: Ready=False -> not-ready taints, True -> none."""
+    async def scenario(store, sim):
+        name = "cloud-1-worker"
+        node = store.get("nodes", None, name)
+        for cond in node["status"]["conditions"]:
+            if cond["type"] == "Ready":
+                cond.update(status="False", reason="KubeletNotReady", message="container runtime is down")
+        store.update("nodes", None, node, subresource="status")
+
+        def taints():
+            return {(t["key"], t["effect"]) for t in store.get("nodes", None, name)["spec"].get("taints") or []}
+
+        await _until(lambda: taints() == {("node.kubernetes.io/not-ready", "NoSchedule"),
+                                          ("node.kubernetes.io/not-ready", "NoExecute")})
+        sim.nodes.set_up(name)
+        await _until(lambda: not taints())
+
+    _run(scenario)
