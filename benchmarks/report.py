@@ -268,7 +268,17 @@ def section_failover(doc: dict[str, Any] | None, img: Path, out: Path, failed: d
     checks = [["duplicate migrations", doc.get("duplicate_migrations"), (doc.get("targets") or {}).get(
         "duplicate_migrations")], ["lost decisions", doc.get("lost_decisions"),
                                    (doc.get("targets") or {}).get("lost_decisions")]]
+    for key in ("stale_writes", "non_leader_migrations", "false_failovers", "orphans"):  # fault trials
+        if key in doc:
+            checks.append([key.replace("_", " "), doc[key], (doc.get("targets") or {}).get(key)])
+    if (doc.get("recover_seconds") or {}).get("p99") is not None:
+        checks.append(["recover seconds p99", doc["recover_seconds"]["p99"],
+                       f"<= {(doc.get('targets') or {}).get('recover_seconds_p99_max', 15)}"])
     lines += table(["safety check", "measured", "target"], checks)
+    if doc.get("fault_trials"):
+        lines += table(["fault trial", "recover s", "orphans left", "playbook runs", "decisions"],
+                       [[t.get("fault"), t.get("recover", "-"), t.get("orphans"), t.get("playbook_runs", "-"),
+                         t.get("decisions", "-")] for t in doc["fault_trials"]])
     if doc.get("settings"):
         lines += ["Settings: " + ", ".join(f"{k} {v}" for k, v in doc["settings"].items()) + ".", ""]
     return lines

@@ -123,8 +123,10 @@ def _run(args: argparse.Namespace) -> int:
     controller = Controller(cfg, replan=engine_replanner(), feasible=engine_feasibility())
     port = controller.start_http()
     log.warning("replica %s: raft %s, status http://%s:%d/status", args.id, args.self_addr, http_host, port)
-    if args.ready_file:
-        Path(args.ready_file).write_text(json.dumps({"http": port, "pid": os.getpid(), "id": args.id}))
+    if args.ready_file:  # atomically: a supervisor polling for it never reads it half-written
+        tmp = Path(f"{args.ready_file}.tmp")
+        tmp.write_text(json.dumps({"http": port, "pid": os.getpid(), "id": args.id}))
+        os.replace(tmp, args.ready_file)
 
     def stop(signum: int, frame: Any) -> None:
         controller.stop()

@@ -293,7 +293,7 @@ class Controller:
     def _reconcile_lost(self) -> None:
         """Re-decide decisions the KB recorded but the log lost (every replica lost its data)."""
         machine = self.node.machine
-        newest = (machine.last_token["term"], machine.last_token["seq"])
+        newest = machine.newest_decision_token()  # not last_token: this leader's own entry issued one
         try:
             apps = [a["name"] for a in self.kb.list_applications()]
             lost = kbio.unfinished_in_kb(self.kb, newest, apps)

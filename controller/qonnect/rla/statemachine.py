@@ -88,6 +88,16 @@ class DecisionLog:
     def recent(self, n: int = 10) -> list[dict[str, Any]]:
         return [self.decisions[i] for i in self.order[-n:]][::-1]
 
+    def newest_decision_token(self) -> tuple[int, int]:
+        """The newest token of any decision or attempt the log holds ((0, 0) for a log that lost
+        everything); leader entries' tokens do not count: they decide nothing."""
+        tokens = [(0, 0)]
+        for d in self.decisions.values():
+            for token in (d.get("token"), d.get("attempt_token")):
+                if token:
+                    tokens.append((int(token["term"]), int(token["seq"])))
+        return max(tokens)
+
     def last_for(self, app: str) -> dict[str, Any] | None:
         """The newest decision about an application, if any is still kept."""
         for decision_id in reversed(self.order):

@@ -367,3 +367,33 @@ def test_recovered_cluster_is_cleaned_of_what_the_kb_does_not_place_there(group:
     wait_for(lambda: not leftovers(), 120, 1.0, f"the orphans on {target} to be removed: {orphans}")
     cleaned = [e for e in stack.events(APP) if e["id"] > after and e["type"] == kbio.RECONCILED]
     assert cleaned and cleaned[0]["role"] == "controller" and cleaned[0]["cluster"] == target
+
+
+def test_every_replica_losing_its_log_right_after_a_decision_loses_no_decision(group: Stack):
+    """The KB's record carries the decision over; the new group's own leader entry must not hide it."""
+    import shutil
+
+    stack = group
+    stack.start_replicas(3, OPTIONS)
+    stack.wait_leader()
+    target = ratings_cluster(stack)
+    after = last_event_id(stack)
+    fail(stack, target)
+    wait_for(lambda: any(e["type"] == kbio.DECISION for e in ours(stack, after)), 30, 0.05, "a decision")
+    for replica in stack.replicas:
+        replica.kill()
+        shutil.rmtree(replica.data_dir, ignore_errors=True)
+    for replica in stack.replicas:
+        replica.start(wait=False)
+    for replica in stack.replicas:
+        replica.wait_serving()
+    wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 90, 0.5, "bookinfo healthy elsewhere")
+    wait_for(lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 60, 0.5, "the success event")
+
+    def unended() -> set[str]:
+        events = ours(stack, after)
+        return ({e["ref"]["id"] for e in events if e["type"] == kbio.DECISION}
+                - {e["ref"]["id"] for e in events if e["type"] in kbio.DONE})
+
+    wait_for(lambda: not unended(), 30, 0.5, "every decision to have ended")
+    assert stale_writes(stack, after) == []

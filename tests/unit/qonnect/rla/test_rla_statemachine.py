@@ -181,3 +181,14 @@ def test_any_command_sequence_is_deterministic_and_keeps_invariants(commands):
         assert d["status"] in (PENDING, RUNNING, RETRY)
     assert all(n == 1 for n in open_by_app.values()), "at most one open decision per application"
     assert dict(a.inflight) == {d["app"]: d["id"] for d in a.open_decisions()}
+
+
+def test_a_wiped_log_knows_no_decision_even_after_a_leader_entry():
+    """The KB's record of a decision newer than the log is re-decided; the new leader's own
+    entry issues a token but must not hide such a decision."""
+    log = DecisionLog()
+    log.apply({"op": "leader", "term": 1, "node": "n1", "ts": 1.0, "kb_floor": 5})
+    assert log.newest_decision_token() == (0, 0) and log.last_token["term"] == 6
+    did = log.apply(decide())["id"]
+    token = log.apply(start(did))["token"]
+    assert log.newest_decision_token() == (token["term"], token["seq"])
