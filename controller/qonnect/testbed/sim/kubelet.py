@@ -25,7 +25,7 @@ from qonnect.testbed.sim.nodes import condition_taint_key
 from qonnect.testbed.sim.objects import is_true, now
 from qonnect.testbed.store import Store
 
-CREATING_SHOWN_AFTER = 0.5  # shorter starts go straight to Running (one status write per pod)
+CREATING_SHOWN_AFTER = 1.0  # starts up to this long go straight to Running (one status write per pod)
 PULL_ERROR_SECONDS = 1.0  # ErrImagePull is shown this long before ImagePullBackOff
 
 
@@ -96,7 +96,7 @@ class Kubelets(Controller):
     def _step(self, key: tuple[str, str], pod: dict, node: dict, run: _Run) -> None:
         clock = time.monotonic()
         if run.state == "new":
-            if run.fault is None and run.delay < CREATING_SHOWN_AFTER:
+            if run.fault is None and run.delay <= CREATING_SHOWN_AFTER:
                 run.state = "creating"
                 self._later(key, run.bound_at + run.delay - clock)
                 return
