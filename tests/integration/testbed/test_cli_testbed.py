@@ -206,3 +206,25 @@ def test_client_sees_401_without_the_token(fed):
     with client.ApiClient(cfg) as api, pytest.raises(client.ApiException) as info:
         client.CoreV1Api(api).list_node()
     assert info.value.status == 401
+
+
+def test_node_timing_flags_reach_the_emulator(tmp_path):
+    """--node-monitor-grace-period and --default-unreachable-toleration-seconds, as on real clusters."""
+    with running(tmp_path, "--profile", "tiers", "--clusters", "1", "--start-delay", "0.1",
+                 "--node-monitor-grace-period", "1", "--default-unreachable-toleration-seconds", "2") as tb:
+        core = tb.core("cloud-1")
+        created = core.create_namespaced_pod("default", {"metadata": {"name": "p"}, "spec": {
+            "containers": [{"name": "c", "image": "nginx:1.25"}]}})
+        assert {t.key: t.toleration_seconds for t in created.spec.tolerations} == {
+            "node.kubernetes.io/not-ready": 0, "node.kubernetes.io/unreachable": 2}
+        wait_for(lambda: core.read_namespaced_pod("p", "default").status.phase == "Running")
+        assert core.read_namespaced_pod("p", "default").spec.node_name == "cloud-1-worker"
+        down = time.monotonic()
+        tb.cli("node-down", "cloud-1", "cloud-1-worker")
+        ready = {c.type: c.status for c in core.read_node("cloud-1-worker").status.conditions}["Ready"]
+        assert ready == "True"  # still within the grace period
+        wait_for(lambda: not core.list_namespaced_pod("default").items, timeout=15)
+        assert time.monotonic() - down >= 2.5  # grace, then the toleration
+        with open(tb.cluster("cloud-1")["restricted_kubeconfig"], encoding="utf-8") as fh:
+            restricted = yaml.safe_load(fh)
+        assert restricted["users"][0]["user"]["token"] not in tokens(tb)
