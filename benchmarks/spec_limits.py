@@ -126,7 +126,7 @@ def main() -> int:
         folder = Path(tmp)
         for name, path in bombs(folder).items():
             for via, build in (("cli", cli), ("module", module)):
-                runs = [measure(build(path, folder), folder, env) for _ in range(args.repeat)]
+                runs = [measure(build(path, folder), folder, env) for _run in range(args.repeat)]
                 rows.append({
                     "bomb": name, "via": via, "refused": all(r["rc"] != 0 for r in runs),
                     "rss_mb_max": max(r["rss_mb"] for r in runs),

@@ -318,7 +318,7 @@ def label_key_problem(key: Any) -> str | None:
     """Why `key` is not a Kubernetes label key ([prefix/]name), None when it is one."""
     if not isinstance(key, str) or not key:
         return f"{key!r} is not a label key (a non-empty string)"
-    prefix, _, name = key.rpartition("/")
+    prefix, _slash, name = key.rpartition("/")
     if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
         return f"{key!r} is not a label key: the prefix must be a DNS subdomain"
     if not _LABEL_NAME.match(name):

@@ -117,7 +117,7 @@ def _scan(text: str, source: str) -> None:
             elif isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_ALIASES:
-                        raise SpecYamlError([f"{source}:{_mark(event)}: more than the limit of "
+                    raise SpecYamlError([f"{source}:{_mark(event)}: more than the limit of "
                                          f"{MAX_ALIASES} aliases"])
             if events > MAX_NODES:
                 raise SpecYamlError([f"{source}:{_mark(event)}: more than the limit of "
@@ -153,7 +153,7 @@ def _measure(root: Any, source: str, path: str) -> list[str]:
         node, where, done = stack.pop()
         key = id(node)
         if done:
-            kids = [c for c, _ in _children(node, where)]
+            kids = [child for child, _path in _children(node, where)]
             size[key] = 1 + sum(size[id(c)] for c in kids)
             height[key] = 1 + max((height[id(c)] for c in kids), default=0)
             on_stack.discard(key)

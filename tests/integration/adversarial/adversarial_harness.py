@@ -149,8 +149,6 @@ def kb_state(kb) -> dict:
             "placements": placements, "events": len(kb.list_events(limit=1000))}
 
 
-
-
 __all__ = [  # the federation helpers are re-exported for conftest.py
     "BIN", "CLUSTERS", "QONNECT", "ROOT", "SAMPLE", "Federation", "Run", "cluster_state",
     "create_token", "kb_state", "labelled", "run_cli", "run_measured", "run_module",

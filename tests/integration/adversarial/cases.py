@@ -76,6 +76,10 @@ def _alias_bomb(indent: str, levels: int = 9) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _selector(body: str) -> str:
+    return "constraints: {clusterSelector: " + body
+
+
 def _n(text: str) -> dict[str, bytes]:
     return {"spec.yml": text.encode()}
 
@@ -159,26 +163,19 @@ def native_cases() -> list[Case]:
           [f"{S0}.constraints.minFree.cpu"]),
         c("minfree-unknown", "native", _n(native(service="constraints: {minFree: {gpu: 1}}")),
           [f"{S0}.constraints.minFree.gpu: unknown field"]),
-        c("values-integer", "native", _n(native(service="constraints: {clusterSelector: "
-                                                       "{matchExpressions: [{key: a, operator: In, values: 5}]}}")),
+        c("values-integer", "native", _n(native(service=_selector("{matchExpressions: [{key: a, operator: In, values: 5}]}}"))),
           [f"{S0}.constraints.clusterSelector.matchExpressions[0].values"]),
-        c("values-empty-in", "native", _n(native(service="constraints: {clusterSelector: "
-                                                        "{matchExpressions: [{key: a, operator: In, values: []}]}}")),
+        c("values-empty-in", "native", _n(native(service=_selector("{matchExpressions: [{key: a, operator: In, values: []}]}}"))),
           [f"{S0}.constraints.clusterSelector.matchExpressions[0].values"]),
-        c("values-with-exists", "native", _n(native(service="constraints: {clusterSelector: "
-                                                           "{matchExpressions: [{key: a, operator: Exists, values: [x]}]}}")),
+        c("values-with-exists", "native", _n(native(service=_selector("{matchExpressions: [{key: a, operator: Exists, values: [x]}]}}"))),
           [f"{S0}.constraints.clusterSelector.matchExpressions[0].values"]),
-        c("operator-bogus", "native", _n(native(service="constraints: {clusterSelector: "
-                                                       "{matchExpressions: [{key: a, operator: Near}]}}")),
+        c("operator-bogus", "native", _n(native(service=_selector("{matchExpressions: [{key: a, operator: Near}]}}"))),
           [f"{S0}.constraints.clusterSelector.matchExpressions[0].operator"]),
-        c("selector-key-invalid", "native", _n(native(service="constraints: {clusterSelector: "
-                                                             "{matchExpressions: [{key: 'a b', operator: Exists}]}}")),
+        c("selector-key-invalid", "native", _n(native(service=_selector("{matchExpressions: [{key: 'a b', operator: Exists}]}}"))),
           [f"{S0}.constraints.clusterSelector.matchExpressions[0].key"]),
-        c("matchlabels-key-invalid", "native", _n(native(service="constraints: {clusterSelector: "
-                                                                "{matchLabels: {'-bad-': x}}}")),
+        c("matchlabels-key-invalid", "native", _n(native(service=_selector("{matchLabels: {'-bad-': x}}}"))),
           [f"{S0}.constraints.clusterSelector.matchLabels.-bad-"]),
-        c("matchlabels-value-list", "native", _n(native(service="constraints: {clusterSelector: "
-                                                               "{matchLabels: {region: [eu]}}}")),
+        c("matchlabels-value-list", "native", _n(native(service=_selector("{matchLabels: {region: [eu]}}}"))),
           [f"{S0}.constraints.clusterSelector.matchLabels.region"]),
         c("selector-unknown-field", "native", _n(native(service="constraints: {clusterSelector: {near: x}}")),
           [f"{S0}.constraints.clusterSelector.near: unknown field"]),
@@ -214,16 +211,16 @@ def native_cases() -> list[Case]:
           ["spec.objective.speed: unknown field"]),
         c("depends-unknown", "native", _n(native(service="dependsOn: [db]")), [f"{S0}.dependsOn"]),
         c("depends-self", "native", _n(native(service="dependsOn: [web]")), [f"{S0}.dependsOn"]),
-        c("services-empty", "native", _n(native().split("  services:")[0] + "  services: []\n"),
+        c("services-empty", "native", _n(native().split("  services:", maxsplit=1)[0] + "  services: []\n"),
           ["spec.services"]),
-        c("services-mapping", "native", _n(native().split("  services:")[0] + "  services: {web: 1}\n"),
+        c("services-mapping", "native", _n(native().split("  services:", maxsplit=1)[0] + "  services: {web: 1}\n"),
           ["spec.services"]),
-        c("services-too-many", "native", _n(native().split("  services:")[0] + "  services:\n" + "".join(
+        c("services-too-many", "native", _n(native().split("  services:", maxsplit=1)[0] + "  services:\n" + "".join(
             f"  - {{name: s{i}, manifests: [{{apiVersion: v1, kind: ConfigMap, metadata: {{name: c}}}}]}}\n"
             for i in range(101))), ["spec.services: 101 services are more than the limit"]),
         c("duplicate-service", "native", _n(native() + "  - name: web\n    manifests:\n" + "\n".join(
             "    " + line for line in DEPLOY.rstrip().split("\n")) + "\n"), ["spec.services[1].name"]),
-        c("manifests-missing", "native", _n(native().split("    manifests:")[0]),
+        c("manifests-missing", "native", _n(native().split("    manifests:", maxsplit=1)[0]),
           [f"{S0}.manifests: is required"]),
         c("manifest-no-kind", "native", _n(native(manifests="- {apiVersion: v1, metadata: {name: x}}")),
           [f"{M0}.kind"]),

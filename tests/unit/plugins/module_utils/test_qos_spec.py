@@ -259,7 +259,7 @@ def test_substitute_replaces_placeholders_everywhere():
 def test_given_mappings_are_bounded_too():
     deep: list = []
     node = deep
-    for _ in range(5000):
+    for _level in range(5000):
         node.append([])
         node = node[0]
     data = spec()
