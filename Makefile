@@ -19,7 +19,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export QONNECT_TEST_PG ?= postgresql://qonnect:qonnect@127.0.0.1:5432/test
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup services test unit integration molecule sanity lint build check-build ansible-lint ee changelog demo demo-down plan clean
+.PHONY: setup services test unit integration molecule sanity lint build check-build ansible-lint ee changelog demo demo-down plan clean kube
 
 setup: $(STAMP)
 
@@ -33,6 +33,11 @@ test: setup services lint
 	$(MAKE) --no-print-directory molecule
 	$(MAKE) --no-print-directory check-build
 	$(MAKE) --no-print-directory sanity
+
+## kube: build the real engine's Kubernetes binaries once into a cache outside the checkout
+## (~/.cache/qonnect/kube/VERSION/bin; QONNECT_KUBE_CACHE moves it) and link .venv/bin/kubectl
+kube: setup
+	@bash scripts/build-kube.sh >/dev/null
 
 ## services: install and start what the tests need (PostgreSQL with the test role and database)
 services:
