@@ -293,7 +293,10 @@ def get_fence(conn: Conn) -> tuple[int, int, float | None]:
 
 
 def check_fence(conn: Conn, term: int, seq: int, what: str) -> None:
-    """409 when (term, seq) is older than the fence: a newer leader exists, the writer is deposed."""
+    """409 when (term, seq) is older than the fence: a newer leader exists, the writer is deposed.
+    The fence is locked until the transaction ends, so no raise on another KB instance can slip
+    between this check and the caller's write."""
+    conn.lock("fence", FENCE)
     fterm, fseq, _updated = get_fence(conn)
     if (term, seq) < (fterm, fseq):
         raise HTTPException(409, f"fencing: {what} with (term {term}, seq {seq}) is older than the "
