@@ -192,10 +192,33 @@ version:
   type: int
   sample: 2
 message:
-  description: One line saying what happened.
+  description: One line saying what happened (V(would deploy to ...) in check mode).
   returned: always
   type: str
   sample: deployed to cloud-1, edge-1, fog-1
+rolled_back:
+  description:
+    - After a failed deploy, per cluster it was adding, how many objects were removed again (a failed
+      first deploy leaves nothing behind).
+  returned: always
+  type: dict
+  sample: {"cloud-2": 4}
+errors:
+  description: Every problem found in the spec, each as its path, a colon and what is wrong.
+  returned: when the spec is invalid
+  type: list
+  elements: str
+  sample: ["spec.services[0].tier: duplicate key (app.yml line 9 column 5; first at line 8 column 5)"]
+diff:
+  description:
+    - "With C(--diff), one entry per changed object, headed C(<cluster>: <Kind namespace/name>) in
+      C(before_header) and C(after_header); a created object is shown as the server would create it
+      (server-side dry run), a deleted one with an empty C(after)."
+  returned: when diff mode is on
+  type: list
+  elements: dict
+  sample: [{"before_header": "edge-1: Deployment bookinfo/ratings-v1", "after_header": "edge-1: Deployment bookinfo/ratings-v1",
+            "before": {}, "after": {"kind": "Deployment"}}]
 """
 
 from urllib.parse import urlparse
