@@ -50,10 +50,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="seconds from binding a pod to Running and Ready (default 1)")
         p.add_argument("--heartbeat", type=_positive_float, default=10.0, metavar="S",
                        help="node heartbeat interval in seconds (default 10)")
+        p.add_argument("--engine", choices=("emulator", "kube"), default="emulator",
+                       help="emulator: emulated clusters in one process (default, fast); kube: real "
+                            "kube-apiserver, controller-manager, scheduler and etcd per cluster "
+                            "with simulated kubelets (built by 'make kube')")
+        p.add_argument("--node-monitor-grace-period", type=_non_negative, metavar="S",
+                       help="seconds without a node heartbeat before NotReady (kube default 40)")
+        p.add_argument("--default-unreachable-toleration-seconds", type=_non_negative_int, metavar="S",
+                       help="eviction delay from an unreachable node (kube default 300)")
+        p.add_argument("--default-not-ready-toleration-seconds", type=_non_negative_int, metavar="S",
+                       help="eviction delay from a NotReady node (kube default 300)")
 
     up = with_dir(sub.add_parser("up", help="start a federation in the background"))
     fleet_options(up)
-    up.add_argument("--timeout", type=_positive_float, default=120.0, help="seconds to wait for all clusters")
+    up.add_argument("--timeout", type=_positive_float,
+                    help="seconds to wait for all clusters (default 120; 300 with --engine kube)")
     up.set_defaults(func=cmd_up)
 
     serve = with_dir(sub.add_parser("serve", help="run a federation in the foreground"))
@@ -105,6 +116,9 @@ def _number(kind: type, test: Any, expected: str) -> Any:
 _positive_int = _number(int, lambda v: v > 0, "a positive integer")
 _positive_float = _number(float, lambda v: v > 0, "a positive number")
 _non_negative = _number(float, lambda v: v >= 0, "a non-negative number")
+_non_negative_int = _number(int, lambda v: v >= 0, "a non-negative integer")
+TIMING_FLAGS = ("node_monitor_grace_period", "default_unreachable_toleration_seconds",
+                "default_not_ready_toleration_seconds")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -191,12 +205,17 @@ def _token(path: Path) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if args.engine == "kube":
+        from qonnect.testbed.kube.serve import serve_kube
+
+        return serve_kube(args, _expand(args))
     from qonnect.testbed import server  # imports aiohttp and the API server only when serving
 
     spec = _expand(args)
     logging.getLogger("qonnect.testbed").setLevel(logging.INFO)
     asyncio.run(server.serve(spec, args.dir.resolve(), start_delay=args.start_delay,
-                             heartbeat_seconds=args.heartbeat))
+                             heartbeat_seconds=args.heartbeat,
+                             **{name: getattr(args, name, None) for name in TIMING_FLAGS}))
     return 0
 
 
@@ -212,11 +231,22 @@ def cmd_up(args: argparse.Namespace) -> int:
             raise UserError(f"a testbed is already running in {directory} (pid {state['pid']}); "
                             "stop it with 'qonnect testbed down'")
     directory.mkdir(parents=True, exist_ok=True)
+    timeout = args.timeout or (300.0 if args.engine == "kube" else 120.0)
+    if args.engine == "kube":  # build (once, cached) before the clock starts
+        from qonnect.testbed.kube.binaries import BinariesError, ensure_binaries
+
+        try:
+            ensure_binaries()
+        except BinariesError as exc:
+            raise UserError(str(exc)) from None
     # Not "-m qonnect.cli": run as __main__, its UserError would be a different class.
     command = [sys.executable, "-c", "import sys; from qonnect.cli import main; sys.exit(main())",
                "testbed", "serve", "--dir", str(directory),
                "--profile", args.profile, "--start-delay", str(args.start_delay),
-               "--heartbeat", str(args.heartbeat)]
+               "--heartbeat", str(args.heartbeat), "--engine", args.engine]
+    for name in TIMING_FLAGS:
+        if getattr(args, name) is not None:
+            command += ["--" + name.replace("_", "-"), str(getattr(args, name))]
     if args.clusters:
         command += ["--clusters", str(args.clusters)]
     if args.nodes:
@@ -225,7 +255,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True)
-    deadline = time.monotonic() + args.timeout
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
@@ -235,7 +265,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         time.sleep(0.1)
     else:
         proc.terminate()
-        raise UserError(f"the testbed did not start within {args.timeout:g} s; see {log_path}")
+        raise UserError(f"the testbed did not start within {timeout:g} s; see {log_path}")
     doc = federation.read(directory / FEDERATION_FILE)
     waiting = list(doc["clusters"])
     while waiting and time.monotonic() < deadline:
@@ -243,7 +273,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         if waiting:
             time.sleep(0.2)
     if waiting:
-        raise UserError(f"clusters not answering after {args.timeout:g} s: "
+        raise UserError(f"clusters not answering after {timeout:g} s: "
                         f"{', '.join(c['name'] for c in waiting)}; see {log_path}")
     print(f"testbed {spec.name}: {len(doc['clusters'])} clusters up (pid {proc.pid})")
     print(f"federation: {directory / FEDERATION_FILE}")
