@@ -397,3 +397,34 @@ def test_every_replica_losing_its_log_right_after_a_decision_loses_no_decision(g
 
     wait_for(lambda: not unended(), 30, 0.5, "every decision to have ended")
     assert stale_writes(stack, after) == []
+
+
+def test_a_deposed_leaders_migration_stops_before_it_changes_a_cluster(group: Stack):
+    """The playbook of a leader whose token is older than the KB fence fails at its first
+    cluster-changing step: nothing is applied anywhere, the placement stays."""
+    import json
+    import subprocess
+
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+    from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
+
+    stack = group
+    ctl = KBClient(stack.kb_url, stack.controller_token.read_text())
+    fence = ctl.request("GET", "/api/v1/fence")
+    ctl.request("PUT", "/api/v1/fence", {"term": fence["term"] + 1, "seq": fence["seq"] + 1})
+    target = ratings_cluster(stack)
+    before = stack.placement(APP)
+    stale = {"term": fence["term"], "seq": fence["seq"] + 100}  # older than the fence: a deposed leader's
+    out = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "ansible-playbook"), str(REPO / "playbooks" / "migrate.yml"),
+         "-e", json.dumps({"app": APP, "exclude": [target], "fencing": stale, "kb_url": stack.kb_url,
+                           "kb_token_file": str(stack.controller_token), "reason": "stale leader"})],
+        capture_output=True, text=True, timeout=300, env=stack.env, cwd=stack.root, check=False)
+    assert out.returncode != 0 and "stopped before apply" in out.stdout, out.stdout[-3000:]
+    assert stack.placement(APP) == before
+    for c in stack.federation["clusters"]:
+        if c["name"] == target:
+            continue
+        client = get_client(c["name"], c["kubeconfig"], c.get("context"))
+        ratings = client.list("apps/v1", "Deployment", None, "qonnect.io/service=ratings")
+        assert ratings == [], f"the deposed leader's run applied ratings on {c['name']}"
