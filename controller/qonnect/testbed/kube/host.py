@@ -27,7 +27,7 @@ from qonnect.testbed.fleet import ClusterSpec, Fleet
 from qonnect.testbed.kube.api import KubeApiError
 from qonnect.testbed.kube.binaries import KUBE_VERSION
 from qonnect.testbed.kube.control_plane import ControlPlane, ControlPlaneError, Timing
-from qonnect.testbed.kube.kubelet import FaultPolicy, Kubelets
+from qonnect.testbed.kube.kubelet import LEASE_RENEW, FaultPolicy, Kubelets
 from qonnect.testbed.server import ControlError, FederationHost, _write_private
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,10 @@ class KubeCluster:
     def __init__(self, spec: ClusterSpec, plane: ControlPlane, policy: FaultPolicy) -> None:
         self.spec = spec
         self.plane = plane
-        self.kubelets = Kubelets(plane.api, spec, policy, KUBE_VERSION)
+        # A live node must renew well within the grace period, or a shortened grace period
+        # (tests) would make every node flap - and a zone with every node down is not evicted.
+        renew = min(LEASE_RENEW, plane.timing.node_monitor_grace_period / 4)
+        self.kubelets = Kubelets(plane.api, spec, policy, KUBE_VERSION, renew_seconds=max(0.5, renew))
         self.address = plane.address
         self.restricted_kubeconfig: Path | None = None
 

@@ -28,7 +28,7 @@ from qonnect.testbed.sim.nodes import node_object
 
 log = logging.getLogger(__name__)
 LEASE_SECONDS = 40
-LEASE_RENEW = 10.0
+LEASE_RENEW = 10.0  # the kubelet's default: a quarter of the 40 s lease
 STATUS_EVERY = 60.0
 DELETE_AFTER = 0.3  # seconds a "killed" container takes before the kubelet confirms deletion
 
@@ -52,8 +52,10 @@ def _micro() -> str:
 class Kubelets:
     """All simulated nodes of one cluster, driven from the testbed's asyncio loop."""
 
-    def __init__(self, api: KubeApi, cluster: ClusterSpec, policy: FaultPolicy, version: str) -> None:
+    def __init__(self, api: KubeApi, cluster: ClusterSpec, policy: FaultPolicy, version: str,
+                 renew_seconds: float = LEASE_RENEW) -> None:
         self.api = api
+        self.renew_seconds = renew_seconds
         self.cluster = cluster
         self.policy = policy
         self.version = version
@@ -124,7 +126,7 @@ class Kubelets:
     async def _heartbeats(self) -> None:
         last_status = time.monotonic()
         while True:
-            await asyncio.sleep(LEASE_RENEW)
+            await asyncio.sleep(self.renew_seconds)
             post_status = time.monotonic() - last_status >= STATUS_EVERY
             for name in self.nodes:
                 if name in self.down:
