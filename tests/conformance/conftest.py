@@ -20,6 +20,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "conformance: Kubernetes behaviour checked on every engine")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The real engine's half carries the project's `kube` marker (`-m "not kube"` leaves it out)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("engine") == "kube":
+            item.add_marker(pytest.mark.kube)
+
+
 @pytest.fixture(scope="session", params=requested_engines())
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     """A running federation of the requested engine (started once per session)."""
