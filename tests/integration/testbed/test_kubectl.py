@@ -1,4 +1,6 @@
-"""The real kubectl (oldest and newest installed) against the emulated API server."""
+"""The real kubectl against the emulated API server: the kubectl built from the same Kubernetes
+release as the real engine (`make kube`, scripts/build-kube.sh; the build runs if it is missing,
+and a failed build fails these tests)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-KUBECTL_DIR = Path("/usr/lib/google-cloud-sdk/bin")
-VERSIONS = ("1.27", "1.33")
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -50,13 +49,18 @@ spec:
 """
 
 
-@pytest.fixture(params=VERSIONS, scope="module")
-def kubectl(request, cluster, tmp_path_factory):
-    """Run one kubectl version with the cluster's kubeconfig and a private cache dir."""
-    binary = KUBECTL_DIR / f"kubectl.{request.param}"
-    if not binary.exists():
-        pytest.fail(f"{binary} is missing: the kubectl tests need kubectl {request.param} installed there")
-    home = tmp_path_factory.mktemp(f"kubectl-{request.param}")
+@pytest.fixture(scope="module")
+def kubectl(cluster, tmp_path_factory):
+    """Run the built kubectl with the cluster's kubeconfig and a private cache dir."""
+    from qonnect.testbed.kube.binaries import BinariesError, ensure_binaries
+
+    try:
+        binary = ensure_binaries() / "kubectl"
+    except BinariesError as exc:
+        pytest.fail(f"the kubectl tests need the built kubectl: {exc}")
+    version = json.loads(subprocess.run([str(binary), "version", "--client", "-o", "json"], capture_output=True,
+                                        text=True, timeout=60, check=True).stdout)["clientVersion"]
+    home = tmp_path_factory.mktemp("kubectl")
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "KUBECONFIG": str(cluster.kubeconfig)}
 
     def run(*args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -67,7 +71,7 @@ def kubectl(request, cluster, tmp_path_factory):
             raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
         return result
 
-    run.version = request.param
+    run.version = f"{version['major']}.{version['minor']}"
     return run
 
 
