@@ -28,7 +28,7 @@ $(STAMP): requirements.txt test-requirements.txt controller/pyproject.toml
 	@touch $(STAMP)
 
 ## test: everything CI runs — lint, unit and integration tests, molecule, collection build, ansible-test sanity
-test: setup services lint
+test: setup services kube lint
 	$(PY) -m pytest tests -q
 	$(MAKE) --no-print-directory molecule
 	$(MAKE) --no-print-directory check-build
@@ -46,7 +46,7 @@ services:
 unit: setup
 	$(PY) -m pytest tests/unit -q
 
-integration: setup services
+integration: setup services kube
 	$(PY) -m pytest tests/integration -q
 
 ## molecule: the scenario under extensions/molecule (converge, idempotence, verify on localhost)
