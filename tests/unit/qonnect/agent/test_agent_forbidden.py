@@ -160,17 +160,22 @@ def test_the_documented_agent_clusterrole_grants_exactly_what_the_collector_read
 def test_the_documented_deploy_clusterrole_covers_what_deploy_touches():
     # Imported here: module_utils of the collection, the one home of the kinds deploy manages.
     from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import WORKLOAD_KINDS
-    from ansible_collections.qonnect.core.plugins.module_utils.k8s.prune import DEFAULT_PRUNE_KINDS
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.prune import (
+        DEFAULT_PRUNE_KINDS,
+        SWEEP_KINDS,
+    )
 
     docs = list(yaml.safe_load_all((ROOT / "docs" / "rbac" / "deploy-clusterrole.yml").read_text()))
     (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
     granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
                for resource in rule["resources"] for verb in rule["verbs"]}
-    kinds = {(av.split("/")[0] if "/" in av else "", kind.lower() + "s") for av, kind in DEFAULT_PRUNE_KINDS}
+    plural = {"Ingress": "ingresses", "HorizontalPodAutoscaler": "horizontalpodautoscalers"}
+    kinds = {(av.split("/")[0] if "/" in av else "", plural.get(kind, kind.lower() + "s"))
+             for av, kind in (*DEFAULT_PRUNE_KINDS, *SWEEP_KINDS)}
     kinds |= {("apps", kind.lower() + "s") for kind in WORKLOAD_KINDS}
     for group, resource in kinds:
         for verb in ("get", "list", "create", "patch", "delete"):
             assert (group, resource, verb) in granted, (group, resource, verb)
-    for verb in ("get", "create", "patch", "delete"):
+    for verb in ("get", "list", "create", "patch", "delete"):
         assert ("", "namespaces", verb) in granted
     assert not any(verb in ("*", "update", "escalate", "bind", "impersonate") for _g, _r, verb in granted)
