@@ -8,20 +8,46 @@ node-loss test sees NotReady and eviction within a minute (the flags are the rea
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterator
 
 import pytest
-from qonnect.testbed.kube import KubeFederation, ensure_binaries, start_federation
+from qonnect.testbed.kube import BinariesError, KubeFederation, ensure_binaries, start_federation
 
+HERE = Path(__file__).parent
 GRACE_SECONDS = 8
 TOLERATION_SECONDS = 10
 
 
+_BUILD: dict[str, object] = {}
+
+
+def _needs_kube(item: pytest.Item) -> bool:
+    path = Path(str(item.fspath))
+    if path.is_relative_to(HERE) and path.name != "test_timeline.py":
+        return True
+    engines = os.environ.get("QONNECT_CONFORMANCE_ENGINES", "emulator,kube")
+    return path.is_relative_to(HERE.parents[1] / "conformance") and "kube" in engines
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the binaries (if the cache lacks them) before any test runs.
+
+    A cold build takes longer than one test's timeout, so it happens here, once, outside every
+    test; a failure is kept and raised by the kube_bin fixture, so those tests fail (not skip).
+    """
+    if _BUILD or not any(_needs_kube(item) for item in session.items):
+        return
+    try:
+        _BUILD["bin"] = ensure_binaries()
+    except BinariesError as exc:
+        _BUILD["error"] = exc
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
     for item in items:
-        if Path(str(item.fspath)).is_relative_to(here) and item.name and "timeline" not in str(item.fspath):
+        if Path(str(item.fspath)).is_relative_to(HERE) and "timeline" not in str(item.fspath):
             item.add_marker(pytest.mark.kube)
             item.add_marker(pytest.mark.slow)
 
@@ -34,7 +60,9 @@ def node_timing() -> tuple[int, int]:
 
 @pytest.fixture(scope="session")
 def kube_bin() -> Path:
-    """The built binaries (built now through the cache if needed)."""
+    """The built binaries (built at collection, through the cache)."""
+    if "error" in _BUILD:
+        raise _BUILD["error"]  # type: ignore[misc]
     return ensure_binaries()
 
 
