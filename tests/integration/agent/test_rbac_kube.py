@@ -1,4 +1,5 @@
-"""The documented least-privilege ClusterRoles on a real control plane (`--engine kube`, real RBAC).
+"""The documented least-privilege ClusterRoles and workload readiness on a real control plane
+(`--engine kube`: real RBAC, real workload controllers).
 
 The agent with docs/rbac/agent-clusterrole.yml reads everything it needs; without one of its
 rights it reports exactly that right as missing; deploy with docs/rbac/deploy-clusterrole.yml
@@ -23,7 +24,9 @@ import yaml
 from _agent_harness import QONNECT, wait_for
 
 # isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.k8s import waiter
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import readiness
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import Deployer, Target
 from qonnect.agent.collector import Collector, ForbiddenError
 
@@ -166,3 +169,36 @@ def test_deploy_with_its_clusterrole_applies_removes_and_reapplies_through_a_ter
     assert namespace["status"]["phase"] == "Active" and namespace["metadata"]["uid"] != left["metadata"]["uid"]
     assert client.get("apps/v1", "Deployment", "web", "rbac")["status"].get("readyReplicas") == 2
     assert time.monotonic() - started < 240
+
+
+def test_readiness_of_real_daemonsets_and_statefulsets(kube):
+    """The one readiness definition against the real controllers' status (deploy's waiter)."""
+    admin = next(c for c in kube["clusters"] if c["name"] == CLUSTER)["kubeconfig"]
+    client = get_client(CLUSTER, admin)
+    labels = {"app.kubernetes.io/managed-by": "qonnect", "qonnect.io/application": "ready"}
+    kubectl(admin, "create", "namespace", "ready")
+
+    def workload(kind: str, name: str, image: str) -> dict:
+        spec = {"selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name, **labels}},
+                             "spec": {"containers": [{"name": "c", "image": image}]}}}
+        if kind == "StatefulSet":
+            spec.update(replicas=2, serviceName=name)
+        return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": "ready",
+                                                                     "labels": labels}, "spec": spec}
+
+    for kind, name in (("DaemonSet", "agentd"), ("StatefulSet", "db")):
+        client.apply(workload(kind, name, "registry.k8s.io/pause:3.10"))
+    names = [("DaemonSet", "agentd"), ("StatefulSet", "db")]
+    assert waiter.wait_ready(client, "ready", "ready", names, 120) == []
+    ds = client.get("apps/v1", "DaemonSet", "agentd", "ready")
+    assert ds["status"]["desiredNumberScheduled"] == 1  # the tainted control plane runs none
+    assert readiness(ds).ready and "replicas" not in ds["spec"]
+
+    client.apply(workload("StatefulSet", "db", "registry.k8s.io/pause:3.9"))  # a rolling update
+    seen_not_ready = wait_for(lambda: not readiness(client.get("apps/v1", "StatefulSet", "db", "ready")).ready,
+                              30, "the StatefulSet to be not ready while it rolls")
+    assert seen_not_ready
+    assert waiter.wait_ready(client, "ready", "ready", [("StatefulSet", "db")], 120) == []
+    status = client.get("apps/v1", "StatefulSet", "db", "ready")["status"]
+    assert status["updateRevision"] == status["currentRevision"] and status["updatedReplicas"] == 2
