@@ -194,7 +194,7 @@ def load(text: str, source: str, path: str = "", multi: bool = False) -> tuple[l
     ``multi`` every document is returned (manifest files), else exactly one (a spec).
     """
     if yaml is None:
-        raise SpecYamlError([f"{source}: PyYAML is required to read YAML: pip install PyYAML"])
+        raise SpecYamlError(["PyYAML is required to read YAML: install it with 'pip install PyYAML'"])
     if len(text) > MAX_FILE_BYTES and len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise SpecYamlError([f"{source}: larger than the limit of {_size(MAX_FILE_BYTES)}"])
     try:
