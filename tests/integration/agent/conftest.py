@@ -9,10 +9,39 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import yaml
 from _agent_harness import KB, QONNECT, Agent
+
+_BUILD: dict[str, object] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the real engine's binaries (or take them from the cache) before any `kube` test of
+    this directory runs: a cold build takes longer than a test's timeout. A failure is kept and
+    raised by the kube_bin fixture, so those tests fail (never skip)."""
+    here = Path(__file__).parent
+    if _BUILD or not any(item.get_closest_marker("kube") and Path(str(item.fspath)).parent == here
+                         for item in session.items):
+        return
+    from qonnect.testbed.kube import BinariesError, ensure_binaries
+
+    try:
+        _BUILD["bin"] = ensure_binaries()
+    except BinariesError as exc:
+        _BUILD["error"] = exc
+
+
+@pytest.fixture(scope="session")
+def kube_bin() -> Path:
+    """The real engine's bin directory (kube-apiserver, ..., kubectl)."""
+    if "error" in _BUILD:
+        raise _BUILD["error"]  # type: ignore[misc]
+    from qonnect.testbed.kube import ensure_binaries
+
+    return ensure_binaries()
 
 
 @pytest.fixture(scope="module")

@@ -5,15 +5,15 @@ The agent with docs/rbac/agent-clusterrole.yml reads everything it needs; withou
 rights it reports exactly that right as missing; deploy with docs/rbac/deploy-clusterrole.yml
 applies, waits, removes and (through a Terminating namespace) re-applies an application.
 
-Runs when QONNECT_CONFORMANCE_ENGINES names `kube` (the default, as for tests/conformance); a
-requested engine that cannot start fails the test, it is never skipped.
+Marked `kube` like tests/integration/kube: the binaries are built (or taken from the cache) at
+collection by this directory's conftest.py; a failed build or an engine that cannot start fails
+the tests, they are never skipped.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -31,18 +31,15 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import De
 from qonnect.agent.collector import Collector, ForbiddenError
 
 ROOT = Path(__file__).resolve().parents[3]
-ENGINES = [n.strip() for n in os.environ.get("QONNECT_CONFORMANCE_ENGINES", "emulator,kube").split(",")]
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(900),
-    pytest.mark.skipif("kube" not in ENGINES, reason="QONNECT_CONFORMANCE_ENGINES does not name kube"),
-]
+pytestmark = [pytest.mark.kube, pytest.mark.slow, pytest.mark.timeout(900)]
 CLUSTER = "cloud-1"
+KUBECTL = ["kubectl"]
 
 
 @pytest.fixture(scope="module")
-def kube(tmp_path_factory) -> Iterator[dict]:
+def kube(kube_bin: Path, tmp_path_factory) -> Iterator[dict]:
     """One real cluster of the `tiers` profile: a tainted control-plane node and a worker."""
+    KUBECTL[0] = str(kube_bin / "kubectl")  # the kubectl of the engine's own release
     root = tmp_path_factory.mktemp("kube")
     up = subprocess.run([*QONNECT, "testbed", "up", "--dir", str(root), "--profile", "tiers", "--clusters", "1",
                          "--start-delay", "0.3", "--engine", "kube", "--timeout", "300"],
@@ -58,7 +55,7 @@ def kube(tmp_path_factory) -> Iterator[dict]:
 
 
 def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
-    return subprocess.run(["kubectl", "--kubeconfig", kubeconfig, *args], input=stdin, capture_output=True,
+    return subprocess.run([*KUBECTL, "--kubeconfig", kubeconfig, *args], input=stdin, capture_output=True,
                           text=True, timeout=60, check=True).stdout
 
 
