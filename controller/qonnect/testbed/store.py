@@ -524,8 +524,6 @@ class Store:
         next(self._ips)  # 10.96.0.1 is the kubernetes service's address
         for name in INITIAL_NAMESPACES:
             self.create("namespaces", None, {"metadata": {"name": name}})
-        # A watch cache starts at the resourceVersion it was filled at: older ones are gone (410).
-        self._oldest_rv = self._rv
 
     # ----------------------------------------------------------------- reads
 

@@ -88,7 +88,7 @@ def reject_reason(pod: dict, node: dict, used: Usage) -> str | None:
         return "node(s) were unschedulable"
     for taint in spec.get("taints") or []:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod, taint):
-            return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
+            return "node(s) had untolerated taint(s)"  # kube-scheduler 1.34 names no taint
     if not affinity_matches(pod, node):
         return "node(s) didn't match Pod's node affinity/selector"
     alloc = allocatable(node)
