@@ -1,8 +1,9 @@
 """The product on three real control planes: deploy Bookinfo, kill an API server, see it heal.
 
 Real processes all the way: `qonnect testbed up --engine kube --profile tiers`, the KB, one
-Resource Agent per cluster, Bookinfo through playbooks/deploy.yml (qonnect.core.deploy), three
-controller replicas. Killing the kube-apiserver of the cluster that runs ratings must make the
+Resource Agent per cluster with the least-privilege ClusterRole of docs/rbac/ (deploy and the
+controller use qonnect-deploy's), Bookinfo through playbooks/deploy.yml (qonnect.core.deploy),
+three controller replicas. Killing the kube-apiserver of the cluster that runs ratings must make the
 controller move it, until every service is Healthy on a live cluster. (ratings is not pinned to a
 tier here: with one cluster per tier there would be nowhere to go.)
 """
@@ -25,8 +26,16 @@ pytestmark = [pytest.mark.timeout(600)]
 APP = "bookinfo"
 
 
+KUBECTL = Path(sys.executable).with_name("kubectl")  # linked by scripts/build-kube.sh
+
+
 class KubeStack(Stack):
-    """The controller tests' stack on the real engine's `tiers` profile."""
+    """The controller tests' stack on the real engine's `tiers` profile, least privilege.
+
+    Each cluster gets the documented ClusterRoles (docs/rbac/) applied with kubectl; the KB
+    registers the cluster with the qonnect-deploy service account's kubeconfig (what deploy and
+    the controller's migrations use), and the agents run with qonnect-agent's.
+    """
 
     def start_testbed(self, clusters: int = 3, heartbeat: float = 1.0) -> dict:
         subprocess.run(qonnect_cmd("testbed", "up", "--dir", str(self.testbed_dir), "--profile", "tiers",
@@ -34,10 +43,26 @@ class KubeStack(Stack):
                        check=True, capture_output=True, timeout=300, env=self.env)
         self.federation = yaml.safe_load((self.testbed_dir / "federation.yaml").read_text())
         for c in self.federation["clusters"]:
+            deploy = self._least_privilege(c, "deploy")
+            c["kubeconfig"] = str(self._least_privilege(c, "agent"))  # start_agents reads it
             self.admin.request("PUT", f"/api/v1/clusters/{c['name']}", {
                 "tier": c["tier"], "location": c["location"], "server": c["server"],
-                "kubeconfig": c["kubeconfig"], "context": c.get("context"), "labels": c.get("labels") or {}})
+                "kubeconfig": str(deploy), "context": c.get("context"), "labels": c.get("labels") or {}})
         return self.federation
+
+    def _least_privilege(self, cluster: dict, role: str) -> Path:
+        """Apply docs/rbac/<role>-clusterrole.yml, and a kubeconfig with its account's token."""
+        admin = ["--kubeconfig", cluster["kubeconfig"]]
+        subprocess.run([str(KUBECTL), *admin, "apply", "-f", str(REPO / "docs" / "rbac" / f"{role}-clusterrole.yml")],
+                       check=True, capture_output=True, timeout=60)
+        token = subprocess.run([str(KUBECTL), *admin, "-n", "qonnect", "create", "token", f"qonnect-{role}",
+                                "--duration=24h"], check=True, capture_output=True, text=True, timeout=60)
+        doc = yaml.safe_load(Path(cluster["kubeconfig"]).read_text())
+        doc["users"][0]["user"] = {"token": token.stdout.strip()}
+        path = self.root / f"{cluster['name']}-{role}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        path.chmod(0o600)
+        return path
 
 
 def movable_bookinfo(directory: Path) -> Path:
@@ -66,6 +91,10 @@ def story(kube_bin: Path, tmp_path: Path) -> Iterator[KubeStack]:
 def test_an_api_server_killed_under_bookinfo_is_healed_on_real_clusters(story: KubeStack, tmp_path: Path):
     story.start_kb()
     story.start_testbed()
+    for c in story.federation["clusters"]:  # the agents really run with too few rights to write
+        can = subprocess.run([str(KUBECTL), "--kubeconfig", c["kubeconfig"], "auth", "can-i", "create", "pods",
+                              "-A"], capture_output=True, text=True, timeout=30, check=False)
+        assert can.stdout.strip() == "no"
     story.start_agents(1.0)
     placement = story.deploy(movable_bookinfo(tmp_path), timeout=400)
     assert {t["cluster"] for targets in placement.values() for t in targets} <= {"cloud-1", "fog-1", "edge-1"}
