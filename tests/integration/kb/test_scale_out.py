@@ -1,9 +1,11 @@
-"""Two KB processes on one PostgreSQL database, as docs/operations.md suggests behind a load
-balancer: fenced placements and application versions stay correct with writers racing through
-different instances."""
+"""Two KB processes on one database (PostgreSQL, as docs/operations.md suggests behind a load
+balancer; SQLite, two processes on one host): fenced placements and application versions stay
+correct with writers racing through different instances."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,12 +18,19 @@ pytestmark = pytest.mark.timeout(300)
 ROUNDS = 300
 
 
-@pytest.fixture()
-def two_instances(pg_databases, kb_process, make_token):
-    db = pg_databases.new()
+@pytest.fixture(params=("postgresql", "sqlite"))
+def two_instances(request, db_url_factory, kb_process, make_token):
+    """Two KB processes on one database (on SQLite: one file, as two processes on one host)."""
+    db = db_url_factory(request.param)
     admin = make_token(db, "admin")
     kbs = [kb_process(db), kb_process(db)]
     return db, admin, kbs
+
+
+def _connect(db: str):
+    if db.startswith("sqlite://"):
+        return contextlib.closing(sqlite3.connect(db.removeprefix("sqlite://"), timeout=30))
+    return psycopg.connect(db, autocommit=True)
 
 
 def _status(call) -> int:
@@ -44,7 +53,7 @@ def test_racing_fenced_writes_through_two_instances_never_store_the_older(two_in
     clients[0].put_placement(app, {"desired": {}}, {"term": 1, "seq": 0})
     barrier = threading.Barrier(2)
     stale, answers = [], []
-    with psycopg.connect(db, autocommit=True) as check, ThreadPoolExecutor(2) as pool:
+    with _connect(db) as check, ThreadPoolExecutor(2) as pool:
         for r in range(ROUNDS):
             newer, older = {"term": 1, "seq": 2 * r + 2}, {"term": 1, "seq": 2 * r + 1}
             first = clients[r % 2]  # alternate which instance gets the newer token
@@ -58,8 +67,8 @@ def test_racing_fenced_writes_through_two_instances_never_store_the_older(two_in
             got = [pool.submit(send, first, newer), pool.submit(send, second, older)]
             answers.append(tuple(f.result() for f in got))
             term, seq, desired = check.execute(
-                "SELECT term, seq, desired FROM placements WHERE application = %s",
-                (app,)).fetchone()
+                "SELECT term, seq, desired FROM placements WHERE application = "
+                + ("?" if isinstance(check, sqlite3.Connection) else "%s"), (app,)).fetchone()
             if (term, seq) != (1, 2 * r + 2) or f"c-{2 * r + 2}" not in desired:
                 stale.append((r, term, seq, desired))
     assert stale == [], f"{len(stale)} of {ROUNDS} rounds stored an older write: {stale[:5]}"
