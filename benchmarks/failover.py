@@ -133,6 +133,7 @@ def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faul
     target = ratings_cluster(stack)
     after = last_id(stack)
     t0 = time.monotonic()
+    reelect = None
     faults.fail(stack, target)
     try:
         wait_for(lambda: any(e["type"] == kbio.DECISION for e in ours(stack, after)), 60, 0.05, "a decision")
@@ -150,7 +151,9 @@ def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faul
             leader = stack.leader()
             if leader is not None:
                 leader.kill()
+                t_kill = time.monotonic()
                 stack.wait_leader(10, [r for r in stack.replicas if r is not leader])
+                reelect = time.monotonic() - t_kill  # under migration load, not on an idle group
                 leader.start()
         wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 120, 0.2, "recovery")
         recover = time.monotonic() - t0
@@ -167,7 +170,8 @@ def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faul
             successes[e["ref"]["id"]] = successes.get(e["ref"]["id"], 0) + 1
     wait_for(lambda: all(c["healthy"] for c in stack.admin.inventory()["clusters"]), 60, 0.5, "clusters healthy")
     return {"cluster": target, "detect": detect, "recover": recover, "decisions": len(decisions),
-            "duplicates": sum(1 for n in successes.values() if n > 1), "lost": len(decisions - ended)}
+            "duplicates": sum(1 for n in successes.values() if n > 1), "lost": len(decisions - ended),
+            "reelect": reelect}
 
 
 # -- fault trials (issue 11) ----------------------------------------------------------------------
@@ -373,6 +377,7 @@ def run(trials: int, commits: int, workdir: Path) -> dict[str, Any]:
         stack.close()
     result["detect_seconds"] = summary([r["detect"] for r in runs])
     result["recover_seconds"] = summary([r["recover"] for r in runs])
+    result["reelection_seconds_under_migration"] = summary([r["reelect"] for r in runs if r.get("reelect")])
     result["recover_seconds_plain"] = summary([r["recover"] for i, r in enumerate(runs) if i % 2 == 0])
     result["recover_seconds_leader_killed"] = summary([r["recover"] for i, r in enumerate(runs) if i % 2 == 1])
     result["duplicate_migrations"] = sum(r["duplicates"] for r in [*runs, wiped])
