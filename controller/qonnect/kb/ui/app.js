@@ -8,7 +8,6 @@ const API = "/api/v1";
 const KEY = "qonnect.kb.token";
 const REFRESH_MS = 3000;
 const TIERS = ["cloud", "fog", "edge"];
-const REF = /\[decision [\w.]+ token (\d+)\/(\d+)/;
 
 let timer = null;
 let latest = null;
@@ -99,9 +98,8 @@ function fenced(p) { return Boolean(p.fencing && (p.fencing.term > 0 || p.fencin
 function fencingTerm(placements, events) {
   let term = null;
   for (const p of placements) if (fenced(p)) term = Math.max(term ?? 0, p.fencing.term);
-  for (const e of events) {
-    const m = REF.exec(e.message || "");
-    if (m) term = Math.max(term ?? 0, Number(m[1]));
+  for (const e of events) {  // the structured reference of events a controller token wrote
+    if (e.role === "controller" && e.ref) term = Math.max(term ?? 0, Number(e.ref.term));
   }
   return term;
 }
