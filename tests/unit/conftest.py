@@ -12,7 +12,10 @@ import os
 import sys
 from pathlib import Path
 
+_CONTROLLER = str(Path(__file__).resolve().parents[2] / "controller")
 if importlib.util.find_spec("qonnect") is None:
-    _CONTROLLER = str(Path(__file__).resolve().parents[2] / "controller")
-    sys.path.insert(0, _CONTROLLER)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_CONTROLLER, os.environ.get("PYTHONPATH")) if p)
+# Always first on the path: pytest puts tests/unit there (for this conftest), where the folder
+# tests/unit/qonnect would otherwise pass for a namespace package of that name ahead of an
+# editable install, whose finder Python asks only after the path.
+sys.path.insert(0, _CONTROLLER)

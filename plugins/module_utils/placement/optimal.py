@@ -16,6 +16,7 @@ import os
 import sys
 
 from ansible_collections.qonnect.core.plugins.module_utils.placement.criteria import (
+    evaluate,
     normalised_weights,
     service_scores,
     static_scores,
@@ -193,31 +194,45 @@ def assign(problem, time_limit: float | None = None) -> tuple[dict, dict]:
             for dep in svc.depends_on:
                 _dependency(model, fleet, svc, info[svc.name], app.service(dep), info[dep],
                             wl / (info[svc.name]["nrefs"] * lmax))
+    greedy = _greedy(problem)
     solution = model.solve(TIME_LIMIT if time_limit is None else time_limit,
-                           _warm_start(problem, info))
+                           _warm_start(greedy, info))
     if solution is None:
-        raise PlacementError(", ".join(s.name for s in problem.order),
-                             "capacity (the services' combined requests do not fit together)")
-    placed = {}
-    for name, data in info.items():
-        counts = np.rint(solution[data["cols"]]).astype(int)
-        placed[name] = [int(v) for v in np.repeat(data["cand"], counts)]
+        if greedy is None:
+            raise PlacementError(", ".join(s.name for s in problem.order),
+                                 "capacity (the services' combined requests do not fit together)")
+        placed = greedy
+    else:
+        placed = {}
+        for name, data in info.items():
+            counts = np.rint(solution[data["cols"]]).astype(int)
+            placed[name] = [int(v) for v in np.repeat(data["cand"], counts)]
+        # The model's dependency-latency term is a lower bound when a service spans clusters,
+        # so its optimum can score below the greedy plan on the exact objective: keep the better.
+        if greedy is not None and evaluate(fleet, app, greedy) > evaluate(fleet, app, placed) + 1e-9:
+            placed = greedy
     return placed, _explain(problem, weights, placed, info) if problem.explain else {}
 
 
-def _warm_start(problem, info) -> dict[int, float] | None:
-    """The weighted scorer's replica counts as a (partial) MIP start, or None if it fails."""
+def _greedy(problem) -> dict | None:
+    """The weighted scorer's assignment (the MIP start and the floor), or None if it fails."""
     from ansible_collections.qonnect.core.plugins.module_utils.placement import weighted
 
     fleet = problem.fleet
     saved, explain = fleet.free.copy(), problem.explain
     problem.explain = False
     try:
-        placed = weighted.assign(problem)[0]
+        return weighted.assign(problem)[0]
     except PlacementError:
         return None
     finally:
         fleet.free, problem.explain = saved, explain
+
+
+def _warm_start(placed: dict | None, info) -> dict[int, float] | None:
+    """Replica counts of an assignment as a (partial) MIP start, or None."""
+    if placed is None:
+        return None
     start: dict[int, float] = {}
     for name, data in info.items():
         col_of = {int(v): int(c) for v, c in np.column_stack((data["cand"], data["cols"]))}
