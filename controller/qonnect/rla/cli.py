@@ -13,7 +13,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from qonnect.cli import UserError
+from qonnect.errors import UserError
+from qonnect.rla.detector import PROGRESSING_BACKSTOP
 
 log = logging.getLogger("qonnect.rla")
 
@@ -40,8 +41,10 @@ def add_parser(subparsers: Any) -> None:
                      help="Resource Agent report interval in seconds (heartbeat timeout default: 3x this)")
     run.add_argument("--heartbeat-timeout", type=float, help="seconds without a report before a cluster is down")
     run.add_argument("--tick", type=float, default=1.0, help="seconds between detector runs")
-    run.add_argument("--progressing-timeout", type=float, default=30.0,
-                     help="seconds a workload may be Progressing before its service moves")
+    run.add_argument("--progressing-timeout", type=float, default=PROGRESSING_BACKSTOP,
+                     help="backstop: seconds a workload may stay Progressing before its service moves "
+                          "(default %(default)gs; the agent reports Failed earlier, after the workload's "
+                          "own grace: the Deployment's progressDeadlineSeconds, 600 s by default)")
     run.add_argument("--hysteresis", type=float, default=0.1, help="relative QoS gain needed to move (0..1)")
     run.add_argument("--min-dwell", type=float, default=60.0, help="seconds an app stays put before a QoS move")
     run.add_argument("--stable-seconds", type=float, default=30.0,

@@ -12,8 +12,10 @@ Rules (one trigger per application at most; the first rule that fires wins):
    because nobody could report, not because every cluster failed.
 2. no ready node: every node of a cluster NotReady/unschedulable for longer than ``node_grace``
    (the cluster could not reschedule) -> move the services placed there.
-3. workload Failed (the agent also reports Progressing past its timeout as Failed), or
-   Progressing for longer than ``progressing_timeout`` -> re-place that service elsewhere.
+3. workload Failed (the agent reports Failed once the workload's own grace is over: the
+   Deployment's progressDeadlineSeconds or qonnect.io/failure-grace-seconds, so a transient
+   ErrImagePull or a surge pod waiting for room is no reason to move), or Progressing for
+   longer than the backstop ``progressing_timeout`` -> re-place that service elsewhere.
 4. application spec changed (new version in the KB) -> re-place.
 5. QoS drift: the placement engine finds a placement better than the current one by more than
    the hysteresis, using only clusters healthy for ``stable_seconds``, and the application has
@@ -28,6 +30,9 @@ from typing import Any
 
 from qonnect.rla.statemachine import FAILED, DecisionLog
 
+# Longer than Kubernetes' default progress deadline (600 s), after which the agent reports a
+# stuck workload Failed itself: the controller's own clock only catches an agent that never does.
+PROGRESSING_BACKSTOP = 900.0
 
 @dataclass(frozen=True)
 class Settings:
@@ -35,7 +40,7 @@ class Settings:
 
     heartbeat_timeout: float = 6.0
     node_grace: float = 10.0
-    progressing_timeout: float = 30.0
+    progressing_timeout: float = PROGRESSING_BACKSTOP
     stable_seconds: float = 30.0
     min_dwell: float = 60.0
     retry_cooldown: float = 30.0

@@ -204,3 +204,19 @@ def test_node_not_ready_on_two_clusters_names_both():
     trigger = detect(snap(clusters, placements, now=1000.0 + S.node_grace + 1), log, memory, S)[0][0]
     assert trigger.kind == "node-not-ready" and "edge-1" in trigger.reason and "edge-2" in trigger.reason
     assert trigger.exclude == ("edge-1", "edge-2") and trigger.pinned == ("edge-1", "edge-2")
+
+
+def test_default_settings_leave_a_transient_failure_to_the_agents_grace():
+    """A workload Progressing for minutes (a flaky registry, a surge pod waiting for room) is the
+    agent's to judge against the Deployment's progress deadline (600 s by default): with the
+    product's defaults the controller does not move it; past the backstop it does."""
+    defaults = Settings()
+    assert defaults.progressing_timeout > 600
+    log, memory = known(DecisionLog()), Memory()
+    waiting = [{"cluster": "fog-1", "application": "shop", "service": "web", "status": "Progressing",
+                "reason": "ErrImagePull", "since": 1000.0 - 300}]
+    s = snap([cluster("fog-1"), cluster("fog-2")], {"shop": {"web": on("fog-1")}}, waiting)
+    assert detect(s, log, memory, defaults)[0] == []
+    late = snap([cluster("fog-1"), cluster("fog-2")], {"shop": {"web": on("fog-1")}}, waiting,
+                now=1000.0 + defaults.progressing_timeout)
+    assert [t.kind for t in detect(late, log, memory, defaults)[0]] == ["workload-stuck"]
