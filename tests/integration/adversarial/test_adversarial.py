@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,7 @@ PAPER = str(ROOT / "examples" / "inventories" / "paper.json")
 EVALUATION = str(ROOT / "examples" / "inventories" / "qonnect-evaluation.json")
 MAX_RSS_MB = 200  # the documented worst case (docs/qos-spec.md, benchmarks/spec_limits.py)
 MAX_CPU_S = 2.0
+WORKERS = 2  # processes at once: the machine has two cores
 BUNDLE_FILES = {"cloud_svc": "productpage.yaml", "fog_svc": "review-details.yaml",
                 "edge_svc": "ratings.yaml"}
 
@@ -59,13 +61,30 @@ def _no_traceback(run) -> None:
     assert "Traceback" not in run.stderr and "Traceback" not in run.stdout, run.stderr[-2000:]
 
 
+def _run_all(run_one, items: list) -> list:
+    """Run every case's process, two at a time (each is measured on its own, see run_measured)."""
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        return list(pool.map(run_one, items))
+
+
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory) -> dict:
+    """Case id -> `qonnect plan` on the case's files."""
+    base = tmp_path_factory.mktemp("cli")
+
+    def one(case: Case):
+        folder = base / case.id
+        args = ["plan", "--spec", str(case.write(folder)), "--inventory", PAPER, "--scorer", "borda"]
+        for key, name in case.bundles.items():
+            args += ["--bundle", f"{key}={name}"]
+        return run_cli(*args, cwd=str(folder))
+
+    return dict(zip([c.id for c in CASES], _run_all(one, CASES), strict=True))
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_cli_refuses_with_paths(case, tmp_path):
-    spec = case.write(tmp_path)
-    args = ["plan", "--spec", str(spec), "--inventory", PAPER, "--scorer", "borda"]
-    for key, name in case.bundles.items():
-        args += ["--bundle", f"{key}={name}"]
-    run = run_cli(*args, cwd=str(tmp_path))
+def test_cli_refuses_with_paths(case, cli_runs):
+    run = cli_runs[case.id]
     _no_traceback(run)
     assert run.rc == 2, (run.rc, run.stdout[-500:], run.stderr[-2000:])
     for expected in case.expect:
@@ -75,7 +94,7 @@ def test_cli_refuses_with_paths(case, tmp_path):
 
 @pytest.fixture(scope="module")
 def baseline(federation, dyn):
-    """Cluster and KB state before the table (each module case must leave both as they are)."""
+    """Cluster and KB state before the table (the module cases must leave both as they are)."""
     kb = federation.kb()
     return cluster_state(dyn), kb_state(kb)
 
@@ -84,13 +103,26 @@ def kb_args(federation) -> dict:
     return {"kb_url": federation.kb_url, "kb_token": federation.admin_token_file.read_text().strip()}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_module_refuses_whole(case, tmp_path, federation, dyn, baseline):
-    spec = case.write(tmp_path / "case")
-    args = {"src": str(spec), "scorer": "borda", "wait_timeout": 5, **kb_args(federation)}
+def _module_run(federation, module: str, case: Case, folder: Path, **extra):
+    args = {"src": str(case.write(folder / "case")), **extra, **kb_args(federation)}
     if case.bundles:
-        args["bundles"] = {k: str(tmp_path / "case" / v) for k, v in case.bundles.items()}
-    run = run_module("deploy", args, tmp_path)
+        args["bundles"] = {k: str(folder / "case" / v) for k, v in case.bundles.items()}
+    return run_module(module, args, folder)
+
+
+@pytest.fixture(scope="module")
+def module_runs(tmp_path_factory, federation, dyn, baseline) -> tuple[dict, tuple]:
+    """Case id -> the deploy module on the case's files; and the cluster and KB state after all."""
+    base = tmp_path_factory.mktemp("module")
+    runs = _run_all(lambda c: _module_run(federation, "deploy", c, base / c.id, scorer="borda",
+                                          wait_timeout=5), CASES)
+    return dict(zip([c.id for c in CASES], runs, strict=True)), (cluster_state(dyn), kb_state(federation.kb()))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_module_refuses_whole(case, module_runs, baseline):
+    runs, after = module_runs
+    run = runs[case.id]
     _no_traceback(run)
     assert run.rc == 1, (run.stdout[-2000:], run.stderr[-2000:])
     out = run.json()
@@ -101,19 +133,26 @@ def test_module_refuses_whole(case, tmp_path, federation, dyn, baseline):
     if not case.placement:
         assert out["msg"].startswith("invalid QoS spec")
     _bounded(case, run)
-    assert cluster_state(dyn) == baseline[0], case.id
-    assert kb_state(federation.kb()) == baseline[1], case.id
+    # every case must leave every cluster and the KB as they were
+    assert after[0] == baseline[0]
+    assert after[1] == baseline[1]
 
 
 BOMBS = [c for c in CASES if c.bomb]
+OTHER_MODULES = [(m, c) for m in ("application", "placement") for c in BOMBS]
 
 
-@pytest.mark.parametrize("module", ["application", "placement"])
-@pytest.mark.parametrize("case", BOMBS, ids=[c.id for c in BOMBS])
-def test_other_modules_stay_bounded(case, module, tmp_path, federation):
-    spec = case.write(tmp_path / "case")
-    args = {"src": str(spec), **kb_args(federation)}
-    run = run_module(module, args, tmp_path)
+@pytest.fixture(scope="module")
+def other_module_runs(tmp_path_factory, federation) -> dict:
+    base = tmp_path_factory.mktemp("other-modules")
+    runs = _run_all(lambda mc: _module_run(federation, mc[0], mc[1], base / f"{mc[0]}-{mc[1].id}"),
+                    OTHER_MODULES)
+    return dict(zip([(m, c.id) for m, c in OTHER_MODULES], runs, strict=True))
+
+
+@pytest.mark.parametrize(("module", "case"), OTHER_MODULES, ids=[f"{m}-{c.id}" for m, c in OTHER_MODULES])
+def test_other_modules_stay_bounded(module, case, other_module_runs):
+    run = other_module_runs[(module, case.id)]
     _no_traceback(run)
     out = run.json()
     assert run.rc == 1 and out["msg"].startswith("invalid QoS spec"), out
