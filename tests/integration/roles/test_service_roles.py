@@ -227,3 +227,37 @@ def test_bad_role_arguments_are_named(tmp_path):
     assert returncode != 0
     assert "resource_agent_cluster" in message and "resource_agent_state" in message
     assert "resource_agent_interval" in message
+
+
+def test_kb_role_refuses_plain_http_beyond_loopback_unless_asked(tmp_path):
+    """The KB refuses plain HTTP on a non-loopback address; the role says why, and its
+    knowledge_base_insecure_listen passes the explicit opt-in."""
+    port = free_port()
+    base = tmp_path / "q"
+    (tmp_path / "play.yml").write_text(f"""
+- hosts: localhost
+  gather_facts: false
+  vars:
+    qonnect_python: {VENV_BIN / "python"}
+  roles:
+    - role: qonnect.core.knowledge_base
+      knowledge_base_state: "{{{{ state }}}}"
+      knowledge_base_base_dir: {base}
+      knowledge_base_host: 0.0.0.0
+      knowledge_base_port: {port}
+      knowledge_base_service_manager: process
+      knowledge_base_start_timeout: 20
+      knowledge_base_insecure_listen: "{{{{ insecure | default(false) }}}}"
+""")
+    play = Play(tmp_path, [])
+    try:
+        returncode, _stdout, output = play.playbook("started")
+        assert returncode != 0
+        assert "insecure-listen" in output or "TLS" in output, output[-3000:]
+        (tmp_path / "play.yml").write_text((tmp_path / "play.yml").read_text().replace(
+            '"{{ insecure | default(false) }}"', "true"))
+        returncode, _stdout, output = play.playbook("started")
+        assert returncode == 0, output[-3000:]
+        assert KBClient(f"http://127.0.0.1:{port}", "x", timeout=5).healthz()["status"] == "ok"
+    finally:
+        play.playbook("absent")
