@@ -90,8 +90,8 @@ def test_up_tiers_serves_three_real_control_planes_with_the_profiles_nodes(tiers
                        for n in nodes.values())
 
 
-def test_a_deployment_becomes_ready_on_the_worker_through_the_real_controllers(tiers: KubeFederation,
-                                                                             node_timing: tuple[int, int]):
+def test_a_deployment_becomes_ready_on_the_worker_through_the_real_controllers(
+        tiers: KubeFederation, node_timing: tuple[int, int]):
     with api(tiers.kubeconfig("cloud-1")) as c:
         core, apps = client.CoreV1Api(c), client.AppsV1Api(c)
         ns = namespace(core)
@@ -168,6 +168,7 @@ def test_node_down_turns_not_ready_and_taint_eviction_moves_nothing_onto_the_tai
             pod = core.read_namespaced_pod(first, ns)
             return pod.metadata.deletion_timestamp is not None
         wait_for(evicted, toleration + 40, f"eviction of {first}")
+
         # The replacement has nowhere to go: the only other node is the tainted control plane.
         def pending_replacement() -> list:
             return [p for p in core.list_namespaced_pod(ns).items

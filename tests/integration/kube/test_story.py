@@ -136,6 +136,7 @@ def test_a_transient_image_pull_failure_on_a_real_cluster_moves_nothing(story: K
         new = [p for p in yaml.safe_load(pods.stdout)["items"]
                if "pull-flaky" in p["spec"]["containers"][0]["image"]]
         return bool(new) and all(c.get("ready") for p in new for c in p["status"].get("containerStatuses") or [])
+
     def decisions() -> list:
         return [e for e in story.events(APP) if e["id"] > before and e["type"] == "controller.decision"]
     wait_for(lambda: decisions() or pulled_again(), 150, 1.0, "the rollout's pod ready once the pulls succeed")

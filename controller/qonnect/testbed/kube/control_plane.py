@@ -81,9 +81,8 @@ class ControlPlane:
     def _prepare(self) -> dict[str, Path]:
         d = self.directory
         (d / "logs").mkdir(parents=True, exist_ok=True)
-        cert, key = self.ca.issue_server(self.name, [self.address], ("localhost", "kubernetes",
-                                                                    "kubernetes.default",
-                                                                    "kubernetes.default.svc"))
+        names = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
+        cert, key = self.ca.issue_server(self.name, [self.address], names)
         cert_path, key_path = pki.write_server_pair(d, "apiserver", cert, key)
         sa_key = ec.generate_private_key(ec.SECP256R1())
         sa_priv = _write(d / "sa.key", sa_key.private_bytes(

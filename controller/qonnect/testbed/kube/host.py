@@ -146,8 +146,8 @@ class KubeFederationHost(FederationHost):
         """The restricted identity (read-only on a few kinds in 'default') and its kubeconfig."""
         api = cluster.plane.api
         ns = "/api/v1/namespaces/default"
-        await api.ensure(f"{ns}/serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount",
-                                                    "metadata": {"name": RESTRICTED_SA}})
+        await api.ensure(f"{ns}/serviceaccounts",
+                         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RESTRICTED_SA}})
         rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default"
         await api.ensure(f"{rbac}/roles", {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",

@@ -76,7 +76,7 @@ class Kubelets:
         node = node_object(self.cluster, spec, index)
         info = node["status"]["nodeInfo"]
         info.update(kubeletVersion=self.version, kubeProxyVersion=self.version,
-                    containerRuntimeVersion="qonnect-sim://1.0",
+                    containerRuntimeVersion="qonnect-sim://1.0", kernelVersion="simulated",
                     osImage="qonnect testbed (simulated kubelet)")
         taints = [dict(t) for t in getattr(spec, "taints", None) or []]
         if taints:
