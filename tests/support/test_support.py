@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+
 from support import free_port, stop_process, wait_for
 
 
