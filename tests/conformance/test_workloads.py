@@ -210,3 +210,29 @@ def test_endpoints_follow_ready_pods(engine, ns):
     got = {a.ip: (a.target_ref.kind, a.target_ref.name) for a in ep.subsets[0].addresses}
     assert got == {ip: ("Pod", name) for ip, name in pods.items()}
     assert [(p.name, p.port, p.protocol) for p in ep.subsets[0].ports] == [("http", 8080, "TCP")]
+
+
+def test_replica_failure_until_the_service_account_exists(engine, ns):
+    """A pod the API refuses (here: its ServiceAccount is missing) is ReplicaFailure, retried."""
+    apps, core = engine.apps(), engine.core()
+    body = deployment("sa", replicas=1)
+    body["spec"]["template"]["spec"]["serviceAccountName"] = "late"
+    apps.create_namespaced_deployment(ns, body)
+
+    def failing():
+        d = apps.read_namespaced_deployment("sa", ns)
+        return d if _conditions(d).get("ReplicaFailure", ("",) * 3)[:2] == ("True", "FailedCreate") else None
+
+    d = wait_for(failing, timeout=60, what="ReplicaFailure")
+    message = _conditions(d)["ReplicaFailure"][2]
+    assert message.startswith('pods "sa-') and message.endswith(
+        f'" is forbidden: error looking up service account {ns}/late: serviceaccount "late" not found')
+    rs = apps.list_namespaced_replica_set(ns, label_selector="app=sa").items[0]
+    assert _conditions(rs)["ReplicaFailure"] == ("True", "FailedCreate", message)
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "late"}})
+
+    def recovered():
+        d = apps.read_namespaced_deployment("sa", ns)
+        return d if d.status.available_replicas == 1 and "ReplicaFailure" not in _conditions(d) else None
+
+    wait_for(recovered, timeout=120, what="available once the ServiceAccount exists")

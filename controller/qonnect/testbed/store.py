@@ -653,6 +653,7 @@ class Store:
         _apply_defaults(resource, obj, self)
         if resource == "pods":
             admit_pod(obj, self.toleration_seconds)
+            self._require_service_account(obj, namespace or "")
         _validate(rt, obj)
         key = self._key(rt, namespace, meta["name"])
         existing = self._objects[resource].get(key)
@@ -917,6 +918,17 @@ class Store:
                 data[key] = base64.b64encode(str(value).encode()).decode()
             obj["data"] = data
         return obj
+
+    def _require_service_account(self, pod: dict, namespace: str) -> None:
+        """The ServiceAccount admission plugin: a pod's service account must exist (403)."""
+        account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        if (namespace, account) in self._objects["serviceaccounts"]:
+            return
+        meta = pod["metadata"]
+        shown = meta.get("generateName") or meta.get("name", "")
+        raise ApiError(403, "Forbidden", f'pods "{shown}" is forbidden: error looking up service account '
+                       f'{namespace}/{account}: serviceaccount "{account}" not found',
+                       {"name": shown, "kind": "pods"})
 
     def _require_namespace(self, namespace: str, rt: ResourceType | None = None, name: str = "") -> None:
         ns = self._objects["namespaces"].get(("", namespace))

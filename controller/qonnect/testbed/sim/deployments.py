@@ -18,10 +18,11 @@ from typing import Iterable
 
 from qonnect.testbed.sim.base import Cache, Controller
 from qonnect.testbed.sim.objects import is_true, key_of, now, set_condition
-from qonnect.testbed.store import Store
+from qonnect.testbed.store import ApiError, Store
 
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"
 REVISION = "deployment.kubernetes.io/revision"
+FAILED_CREATE_RETRY_SECONDS = 1.0
 
 
 def template_hash(template: dict) -> str:
@@ -73,6 +74,7 @@ class Deployments(Controller):
         self.store = store
         self.cache = cache
         self._progress: dict[str, tuple[tuple, float]] = {}  # uid -> (status counts, when they last changed)
+        self._failures: dict[str, str | None] = {}  # ReplicaSet uid -> why its last pod creation failed
 
     def process(self, keys: Iterable[tuple[str, str]]) -> None:
         for key in keys:
@@ -144,8 +146,17 @@ class Deployments(Controller):
                 self.store.delete("pods", namespace, pod["metadata"]["name"])
             old = []
         room = replicas + surge - len(new) - len(old)
+        failure = None
         for _pod in range(max(0, min(replicas - len(new), room))):
-            self._create(deployment, current, new_rs)
+            try:
+                self._create(deployment, current, new_rs)
+            except ApiError as exc:  # e.g. its ServiceAccount is missing: ReplicaFailure, retried
+                if exc.code != 403:
+                    raise
+                failure = exc.message
+                self.enqueue_later(key_of(deployment), FAILED_CREATE_RETRY_SECONDS)
+                break
+        self._failures[new_rs["metadata"]["uid"]] = failure
         if len(new) > replicas:
             for pod in _removal_order(new)[: len(new) - replicas]:
                 self.store.delete("pods", namespace, pod["metadata"]["name"])
@@ -176,6 +187,13 @@ class Deployments(Controller):
             status = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
                       "availableReplicas": ready, "observedGeneration": rs["metadata"].get("generation", 1)}
             status = {k: v for k, v in status.items() if v or k == "replicas"}
+            failure = self._failures.get(rs["metadata"]["uid"])
+            if failure:
+                before = next((c for c in (rs.get("status") or {}).get("conditions") or []
+                               if c.get("type") == "ReplicaFailure"), {})
+                status["conditions"] = [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                                         "message": failure,
+                                         "lastTransitionTime": before.get("lastTransitionTime") or now()}]
             if (rs.get("spec") or {}).get("replicas") != want:
                 rs = self.store.update("replicasets", rs["metadata"]["namespace"],
                                        dict(rs, spec=dict(rs["spec"], replicas=want)))
@@ -249,6 +267,11 @@ class Deployments(Controller):
                                   f'ReplicaSet "{name}" is progressing.', stamp, update_time=True)
             if isinstance(deadline, int):
                 self.enqueue_later(key_of(deployment), seen[1] + deadline - clock + 0.05)
+        failure = self._failures.get(new_rs["metadata"]["uid"])
+        if failure:
+            conds = set_condition(conds, "ReplicaFailure", "True", "FailedCreate", failure, stamp, update_time=True)
+        else:
+            conds = [c for c in conds if c.get("type") != "ReplicaFailure"]
         status["conditions"] = sorted(conds, key=lambda c: c["type"] != "Available")
         if status != (deployment.get("status") or {}):
             self.store.update("deployments", deployment["metadata"]["namespace"],
