@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
 import socket
 import time
 from dataclasses import dataclass
@@ -80,6 +81,9 @@ class ControlPlane:
 
     def _prepare(self) -> dict[str, Path]:
         d = self.directory
+        # A new testbed starts empty, as the emulator's does: etcd data of an earlier run (other
+        # ports, other service-account keys) is dropped.
+        shutil.rmtree(d / "etcd", ignore_errors=True)
         (d / "logs").mkdir(parents=True, exist_ok=True)
         names = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
         cert, key = self.ca.issue_server(self.name, [self.address], names)
