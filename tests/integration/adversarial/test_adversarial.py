@@ -318,12 +318,14 @@ def test_qonnect_sample_plans_from_its_files():
 
 
 def test_qonnect_sample_deploys_with_addresses_resolved(tmp_path, federation, dyn):
-    args = {"src": str(SAMPLE / "application.yaml"), "bundles": _bundles(), "scorer": "borda",
-            "wait_timeout": 90, **kb_args(federation)}
-    out = run_module("deploy", args, tmp_path).json()
-    assert not out.get("failed"), out.get("msg")
-    chosen = {s: es[0]["cluster"] for s, es in out["plan"]["services"].items()}
-    applied = {c: [o["key"] for o in r["objects"]] for c, r in out["clusters"].items()}
+    """Through the deploy playbook, as a user runs it, with QONNECT's files as they are."""
+    result = federation.playbook("qonnect.core.deploy", "-e", f"app_file={SAMPLE / 'application.yaml'}",
+                                 "-e", json.dumps({"bundles": _bundles(), "scorer": "borda",
+                                                   "wait_timeout": 90}), timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+    placed = federation.kb().get_placement("istio-sample")["current"]
+    chosen = {s: es[0]["cluster"] for s, es in placed.items()}
+    applied = {c: sorted(labelled(dyn, "istio-sample")[c]) for c in chosen.values()}
     assert set(chosen) == {"cloud-svc", "fog-svc", "edge-svc"}
     address = {c: federation.clusters[c]["address"] for c in CLUSTERS}
     cloud, fog, edge = chosen["cloud-svc"], chosen["fog-svc"], chosen["edge-svc"]
