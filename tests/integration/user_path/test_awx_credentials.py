@@ -20,7 +20,7 @@ from pathlib import Path
 import jinja2.sandbox
 import pytest
 import yaml
-from conftest import ROOT, tool
+from user_path_support import ROOT, tool
 
 DOCS = ROOT / "docs" / "awx"
 COLLECTIONS = ROOT / ".venv" / "collections"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-from conftest import ROOT, tool
+from user_path_support import ROOT, tool
 
 
 def test_every_fragment_is_valid():

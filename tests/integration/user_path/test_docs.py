@@ -12,7 +12,7 @@ import re
 
 import pytest
 import yaml
-from conftest import ROOT
+from user_path_support import ROOT
 
 MODULES = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
 PLUGINS = [("modules", m) for m in MODULES] + [("inventory", "kb")] + [

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, tool
+from user_path_support import ROOT, tool
 
 # what only the qonnect services need (cryptography, aiohttp and pydantic also come with
 # ansible-core and kubernetes, so they say nothing about leanness)

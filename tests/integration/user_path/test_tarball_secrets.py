@@ -14,7 +14,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from conftest import ROOT, build, copy_tree
+from user_path_support import ROOT, build, copy_tree
 
 SCAN = [sys.executable, str(ROOT / "scripts" / "scan_tarball.py")]
 KIND = "RSA " + "PRIVATE KEY"  # split, so this file itself holds no PEM key the scanner would flag
