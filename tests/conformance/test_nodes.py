@@ -61,7 +61,7 @@ def test_tolerating_pod_runs_on_the_control_plane(engine, ns):
     assert p.spec.node_name == CONTROL_PLANE
 
 
-def test_node_loss_conditions_and_taints_then_recovery(engine):
+def test_node_loss_conditions_and_taints_then_recovery(engine, ns):
     core = engine.core()
     engine.testbed("node-down", engine.cluster, WORKER)
     try:
@@ -80,6 +80,19 @@ def test_node_loss_conditions_and_taints_then_recovery(engine):
         assert _conds(node)["Ready"] == ("Unknown", "NodeStatusUnknown")
         assert {(t.key, t.effect) for t in node.spec.taints} >= {
             ("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")}
+        core.create_namespaced_pod(ns, pod("stranded"))
+
+        def unschedulable():
+            p = core.read_namespaced_pod("stranded", ns)
+            cond = {c.type: c for c in p.status.conditions or []}.get("PodScheduled")
+            return cond.message if cond and cond.reason == "Unschedulable" else None
+
+        message = wait_for(unschedulable, timeout=60, what="Unschedulable while the worker is lost")
+        if engine.is_emulator:  # the emulator's scheduler checks readiness before taints
+            assert message == ("0/2 nodes are available: 1 node(s) had untolerated taint(s), "
+                               "1 node(s) were not ready.")
+        else:  # kube-scheduler sees only the unreachable taint
+            assert message.startswith("0/2 nodes are available: 2 node(s) had untolerated taint(s). ")
     finally:
         engine.testbed("node-up", engine.cluster, WORKER)
 
