@@ -109,9 +109,6 @@ def test_an_api_server_killed_under_bookinfo_is_healed_on_real_clusters(story: K
     assert moved != target
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="issue 10 item 4, open: the controller's detector re-places a service "
-                   "Progressing > 30 s (rla/detector.py progressing_timeout, 'workload-stuck'), before the "
-                   "workload's grace; strict: this fails as soon as that is fixed - then drop the marker")
 def test_a_transient_image_pull_failure_on_a_real_cluster_moves_nothing(story: KubeStack, tmp_path: Path):
     story.start_kb()
     story.start_testbed()
