@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+
 
 class FencedError(ValueError):
     """A newer controller leader holds the fence: this run must not change anything more."""
@@ -30,8 +32,8 @@ def fence_guard(kb: Any, token: dict | None) -> Callable[[str], None] | None:
 
     def check(step: str) -> None:
         try:
-            fence = kb.request("GET", "/api/v1/fence")
-        except Exception as exc:  # the KB client's errors and transport errors alike
+            fence = kb.get_fence()
+        except KBError as exc:  # status 0: the KB could not be reached
             raise FencedError(f"fencing: cannot check the controller fence before {step} ({exc}); "
                               "stopping so a deposed leader cannot change clusters") from None
         if newer_fence(fence or {}, token):

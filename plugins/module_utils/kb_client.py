@@ -261,6 +261,15 @@ class KBClient:
             body["fencing"] = fencing
         return self.request("PUT", f"{API}/placements/{_quote(app)}", body)
 
+    # -- the controller fence ------------------------------------------------------------------
+    def get_fence(self) -> dict[str, Any]:
+        """The newest controller leader's fencing token ``{"term", "seq", ...}``."""
+        return self.request("GET", f"{API}/fence")
+
+    def raise_fence(self, token: dict[str, int]) -> dict[str, Any]:
+        """A new leader announces its token; from then on the KB refuses older ones (409)."""
+        return self.request("PUT", f"{API}/fence", {"term": int(token["term"]), "seq": int(token["seq"])})
+
     # -- events ----------------------------------------------------------------------------
     def list_events(
         self,

@@ -52,6 +52,7 @@ MAX_OBJECTS_PER_SERVICE = 250
 MAX_REPLICAS = 1000
 MAX_OBJECT_DATA_BYTES = 2**20  # a ConfigMap's or Secret's data, as Kubernetes limits it
 MAX_QUANTITY = 2.0**63  # beyond what a Kubernetes quantity can hold
+MAX_GRACE_SECONDS = 7 * 86400  # spec.failureGraceSeconds: a week at most
 LIMITS = {
     **spec_yaml.LIMITS,
     "services": MAX_SERVICES,
@@ -138,6 +139,9 @@ class Application:
     services: list[Service]
     labels: dict = field(default_factory=dict)
     source_format: str = API_VERSION
+    # spec.failureGraceSeconds: how long a workload may stay not ready before it counts as
+    # Failed and moves (None: the Deployment's progressDeadlineSeconds, 600 s by default)
+    failure_grace_seconds: float | None = None
 
     def service(self, name: str) -> Service:
         for svc in self.services:
@@ -153,6 +157,9 @@ class Application:
             "source_format": self.source_format,
             "objective": dict(self.objective),
             "services": [s.to_dict() for s in self.services],
+            # only when set: a stored spec without it keeps its version on a re-put
+            **({"failure_grace_seconds": self.failure_grace_seconds}
+               if self.failure_grace_seconds is not None else {}),
         }
 
     @classmethod
@@ -164,6 +171,7 @@ class Application:
             source_format=data.get("source_format", API_VERSION),
             objective={k: float(data.get("objective", {}).get(k, 0.0)) for k in CRITERIA},
             services=[Service.from_dict(s) for s in data["services"]],
+            failure_grace_seconds=data.get("failure_grace_seconds"),
         )
 
 
@@ -384,6 +392,14 @@ class _Loader:
         if not _finite(value) or not 0 <= value <= 1:
             self.err(path, f"{value!r} is not a number between 0 and 1")
             return 0.0
+        return float(value)
+
+    def grace(self, value: Any, path: str) -> float | None:
+        if value is None:
+            return None
+        if not _finite(value) or not 0 < value <= MAX_GRACE_SECONDS:
+            self.err(path, f"{value!r} is not a number of seconds in (0, {MAX_GRACE_SECONDS}]")
+            return None
         return float(value)
 
     def integer(self, value: Any, path: str, default: int, minimum: int,
@@ -695,7 +711,8 @@ class _Loader:
         if data.get("kind") != KIND:
             self.err("kind", f"{data.get('kind')!r} is not {KIND}")
         name, namespace, labels = self.metadata(data, ("name", "namespace", "labels"))[:3]
-        spec = self.mapping(data.get("spec"), "spec", ("objective", "services"))
+        spec = self.mapping(data.get("spec"), "spec", ("objective", "services", "failureGraceSeconds"))
+        grace = self.grace(spec.get("failureGraceSeconds"), "spec.failureGraceSeconds")
         obj = self.mapping(spec.get("objective"), "spec.objective", CRITERIA)
         objective = {k: self.weight(obj.get(k), f"spec.objective.{k}") for k in CRITERIA}
         raw_services = spec.get("services")
@@ -709,7 +726,8 @@ class _Loader:
         services = [self.service(s, f"spec.services[{i}]") for i, s in enumerate(raw_services)]
         self.check_graph(services)
         return self.finish(Application(name=name, namespace=namespace, labels=labels,
-                                       objective=objective, services=services))
+                                       objective=objective, services=services,
+                                       failure_grace_seconds=grace))
 
     def service(self, raw: Any, path: str) -> Service:
         allowed = ("name", "tier", "replicas", "spread", "dependsOn", "constraints", "manifests")

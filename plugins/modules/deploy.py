@@ -243,6 +243,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import k8s_auth_argspec
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import with_grace
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import (
     Deployer,
     Target,
@@ -374,7 +375,8 @@ def run(module: AnsibleModule) -> tuple[dict, bool]:
         app = load_app_from_params(params, kb)
     previous = previous_placement(kb, app.name)
     old_clusters = {e["cluster"] for entries in previous.values() for e in entries}
-    services = {s.name: s.manifests for s in app.services}
+    services = {s.name: [with_grace(m, app.failure_grace_seconds) for m in s.manifests]
+                for s in app.services}
     overrides = params.get("kubeconfigs") or {}
     warnings: list[str] = []
 

@@ -19,3 +19,5 @@ if importlib.util.find_spec("qonnect") is None:
 # tests/unit/qonnect would otherwise pass for a namespace package of that name ahead of an
 # editable install, whose finder Python asks only after the path.
 sys.path.insert(0, _CONTROLLER)
+# tests/support (shared test helpers: `import support`), also under `ansible-test units`
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))

@@ -26,7 +26,6 @@ SUPERSEDED = "controller.decision.superseded"  # lost with every replica's log; 
 DEFERRED = "controller.decision.deferred"  # no attempt now: e.g. no eligible cluster; retried later
 RECONCILED = "controller.cluster.reconciled"  # a recovered cluster was cleaned of what the KB does not place
 DONE = (SUCCEEDED, GAVE_UP, SUPERSEDED)  # a decision with one of these events has ended
-FENCE_PATH = "/api/v1/fence"
 
 
 def ref(decision: dict[str, Any], attempt: int | None = None, token: dict[str, int] | None = None) -> dict[str, Any]:
@@ -51,12 +50,12 @@ def post(kb: Any, etype: str, decision: dict[str, Any], text: str, attempt: int 
 
 def raise_fence(kb: Any, token: dict[str, int]) -> dict[str, Any]:
     """Announce a new leader's token to the KB; from then on older tokens are refused."""
-    return kb.request("PUT", FENCE_PATH, {"term": int(token["term"]), "seq": int(token["seq"])})
+    return kb.raise_fence(token)
 
 
 def fence(kb: Any) -> tuple[int, int]:
     """The KB's controller fence (term, seq)."""
-    found = kb.request("GET", FENCE_PATH)
+    found = kb.get_fence()
     return int(found.get("term") or 0), int(found.get("seq") or 0)
 
 

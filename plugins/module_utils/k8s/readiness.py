@@ -186,24 +186,11 @@ def progress_deadline_seconds(obj: dict) -> float:
     return seconds if seconds > 0 else DEFAULT_PROGRESS_DEADLINE
 
 
-# The application spec's per-application grace (seconds) before a workload that is not ready
-# is reported Failed and moved; deploy writes it onto each workload as GRACE_ANNOTATION, which
-# the agent reads. Without it: the Deployment's progressDeadlineSeconds (600 s by default).
-GRACE_SPEC_KEY = "failureGraceSeconds"
+# The application's grace (seconds) before a workload that is not ready is reported Failed and
+# moved: spec.failureGraceSeconds (qos.Application.failure_grace_seconds), which deploy writes
+# onto each workload as GRACE_ANNOTATION for the agent to read. Without it: the Deployment's
+# progressDeadlineSeconds (600 s by default).
 GRACE_ANNOTATION = "qonnect.io/failure-grace-seconds"
-
-
-def failure_grace_seconds(application_spec: Any) -> float | None:
-    """``spec.failureGraceSeconds`` of an application spec dict, or None when unset or invalid.
-
-    Read defensively (the QoS spec validator reports a bad value with its path; here a bad value
-    only means "use the default").
-    """
-    spec = application_spec.get("spec") if isinstance(application_spec, dict) else None
-    value = spec.get(GRACE_SPEC_KEY) if isinstance(spec, dict) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if 0 < value < float("inf") else None
 
 
 GRACE_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")

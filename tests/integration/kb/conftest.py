@@ -1,6 +1,6 @@
 """Live KB servers (real `qonnect kb serve` processes) on SQLite and on PostgreSQL.
 
-PostgreSQL is the server at 127.0.0.1:5432 (trust auth, database ``test``); each test session
+PostgreSQL is the server at 127.0.0.1:5432 (role and database ``test`` from scripts/setup-services.sh); each test session
 creates its own databases there and drops them at the end, so parallel runs do not collide.
 A PostgreSQL that cannot be reached fails the tests: it is part of what is tested.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 
-PG_ADMIN_URL = os.environ.get("QONNECT_TEST_PG", "postgresql://127.0.0.1:5432/test")
+PG_ADMIN_URL = os.environ.get("QONNECT_TEST_PG", "postgresql://qonnect:qonnect@127.0.0.1:5432/test")
 BACKENDS = ("sqlite", "postgresql")
 
 # `python -m qonnect.cli` would load cli.py twice (as __main__ too); run main() instead

@@ -266,3 +266,15 @@ def test_given_mappings_are_bounded_too():
     data["spec"]["services"][0]["constraints"] = {"filter": deep}
     errs = errors_of(data)
     assert errs[0].startswith("spec.services[0].constraints.filter") and "deeper than the limit" in errs[0]
+
+
+def test_failure_grace_is_validated_with_its_path_and_kept():
+    data = spec()
+    data["spec"]["failureGraceSeconds"] = 900
+    app = load_application(data)
+    assert app.failure_grace_seconds == 900.0
+    assert type(app).from_dict(app.to_dict()).failure_grace_seconds == 900.0
+    assert "failure_grace_seconds" not in load_application(spec()).to_dict()  # unchanged when unset
+    for bad in (0, -5, "soon", True, float("nan"), float("inf"), 10**9):
+        data["spec"]["failureGraceSeconds"] = bad
+        assert [e for e in errors_of(data) if e.startswith("spec.failureGraceSeconds:")], bad

@@ -1,91 +1,17 @@
 """Run qonnect.core modules in-process with ansible-core's patch_module_args.
 
-The KB is an in-memory stand-in with the KBClient's method names and error behaviour (KBError
-404 for missing records, 409 for stale fencing), so these tests check each module's own logic;
-tests/integration/ansible runs the same modules against the real KB.
+The KB is tests/support/memory_kb.py, an in-memory stand-in that passes the same contract test
+as the real KB (tests/integration/kb/test_kb_contract.py), so these tests check each module's own
+logic; tests/integration/ansible runs the same modules against the real KB.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
-from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application
-
-
-class MemoryKB:
-    def __init__(self):
-        self.clusters: dict[str, dict] = {}
-        self.apps: dict[str, dict] = {}
-        self.placements: dict[str, dict] = {}
-        self.events: list[dict] = []
-        self.inventory_doc = {"clusters": [], "latency_ms": {}, "placements": {}}
-        self.writes = 0
-
-    def _get(self, table, name, what):
-        if name not in table:
-            raise KBError(404, f"{what} {name!r} does not exist")
-        return copy.deepcopy(table[name])
-
-    def get_cluster(self, name):
-        return self._get(self.clusters, name, "cluster")
-
-    def list_clusters(self):
-        return [copy.deepcopy(c) for c in self.clusters.values()]
-
-    def register_cluster(self, body):
-        if body["name"] in self.clusters:
-            raise KBError(409, "exists")
-        self.writes += 1
-        self.clusters[body["name"]] = dict(body, status={"healthy": False})
-        return copy.deepcopy(self.clusters[body["name"]])
-
-    def update_cluster(self, name, changes):
-        self.writes += 1
-        self.clusters[name].update(changes)
-        return copy.deepcopy(self.clusters[name])
-
-    def delete_cluster(self, name):
-        self.writes += 1
-        del self.clusters[name]
-
-    def get_application(self, name):
-        return self._get(self.apps, name, "application")
-
-    def put_application(self, name, spec):
-        app = load_application(spec).to_dict()  # the real KB validates the same way
-        old = self.apps.get(name)
-        if old and old["application"] == app:
-            return dict(old, changed=False)
-        self.writes += 1
-        version = (old or {"version": 0})["version"] + 1
-        self.apps[name] = {"name": name, "version": version, "spec": spec, "application": app}
-        return dict(self.apps[name], changed=True)
-
-    def delete_application(self, name):
-        self.writes += 1
-        del self.apps[name]
-
-    def get_placement(self, app):
-        return self._get(self.placements, app, "placement")
-
-    def put_placement(self, app, placement, fencing=None):
-        old = self.placements.get(app, {}).get("fencing")
-        if old and fencing and (fencing["term"], fencing["seq"]) < (old["term"], old["seq"]):
-            raise KBError(409, "stale fencing token")
-        self.writes += 1
-        self.placements[app] = dict(placement, fencing=fencing)
-        return self.placements[app]
-
-    def post_event(self, event):
-        self.events.append(event)
-        return dict(event, id=len(self.events))
-
-    def inventory(self):
-        return copy.deepcopy(self.inventory_doc)
+from support.memory_kb import MemoryKB
 
 
 @pytest.fixture

@@ -102,3 +102,17 @@ def test_deploy_from_src_stores_the_spec(run_module, kb, federation):
     assert again["changed"] is False and again["version"] == 2
     checked = run_module(deploy, {"src": ENERGY}, check_mode=True)
     assert checked["changed"] and kb.apps["bookinfo"]["version"] == 2
+
+
+def test_failure_grace_reaches_every_workload_for_the_agent(run_module, kb, federation):
+    """spec.failureGraceSeconds is written onto each workload, where the agent reads it."""
+    clusters = federation[0]
+    stored = kb.apps["bookinfo"]["spec"]
+    patient = json.loads(json.dumps(stored))
+    patient["spec"]["failureGraceSeconds"] = 900
+    out = run_module(deploy, {"spec": patient})
+    assert out["changed"] and not out.get("failed"), out
+    workloads = [d for c in clusters.values() for d in c.list("apps/v1", "Deployment", "bookinfo")]
+    assert workloads
+    for dep in workloads:
+        assert dep["metadata"]["annotations"]["qonnect.io/failure-grace-seconds"] == "900"

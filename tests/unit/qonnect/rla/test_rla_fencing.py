@@ -6,6 +6,7 @@ import pytest
 import qonnect._collection as _collection_on_path  # noqa: F401 - makes the collection importable
 from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError, fence_guard
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import Deployer, Target
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 
 
 class KB:
@@ -13,8 +14,7 @@ class KB:
         self.fence = fence
         self.asked = 0
 
-    def request(self, method: str, path: str) -> dict:
-        assert (method, path) == ("GET", "/api/v1/fence")
+    def get_fence(self) -> dict:
         self.asked += 1
         if isinstance(self.fence, Exception):
             raise self.fence
@@ -59,7 +59,7 @@ def test_current_token_passes_and_newer_fence_stops():
 
 def test_unreachable_kb_stops_the_run():
     with pytest.raises(FencedError, match="cannot check"):
-        fence_guard(KB(OSError("connection refused")), {"term": 1, "seq": 1})("prune")
+        fence_guard(KB(KBError(0, "connection refused")), {"term": 1, "seq": 1})("prune")
 
 
 def test_deployer_checks_the_fence_before_it_changes_a_cluster():

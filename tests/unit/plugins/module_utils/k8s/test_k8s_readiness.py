@@ -13,7 +13,6 @@ import yaml
 from ansible_collections.qonnect.core.plugins.module_utils.k8s import waiter
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import (
     GRACE_ANNOTATION,
-    failure_grace_seconds,
     progress_deadline_seconds,
     readiness,
     with_grace,
@@ -275,13 +274,6 @@ def test_deploy_waiter_stops_early_when_kubernetes_declared_the_rollout_failed()
     pending = waiter.wait_ready(client, "default", "app", [("Deployment", "nginx-deployment")], 30.0)
     assert time.monotonic() - started < 5
     assert pending[0].startswith("Deployment/nginx-deployment: Progressing: ProgressDeadlineExceeded")
-
-
-def test_the_grace_spec_key_is_read_defensively():
-    assert failure_grace_seconds({"spec": {"failureGraceSeconds": 900}}) == 900.0
-    for bad in ({"spec": {"failureGraceSeconds": "soon"}}, {"spec": {"failureGraceSeconds": 0}},
-                {"spec": {"failureGraceSeconds": True}}, {"spec": {}}, {"spec": None}, None, "x"):
-        assert failure_grace_seconds(bad) is None
 
 
 def test_with_grace_annotates_workloads_only_and_keeps_a_manifests_own_value():

@@ -1,0 +1,115 @@
+"""One contract, two implementations: the in-memory KB that the module unit tests use
+(tests/support/memory_kb.py) and a real KB (`qonnect kb serve` on SQLite and PostgreSQL) answer the same calls
+with the same results and the same KBError statuses, so a unit test cannot pass against a KB
+that behaves differently from the one users run."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from support.memory_kb import MemoryKB
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def spec(name: str, energy: float = 1.0) -> dict[str, Any]:
+    return {"apiVersion": "qonnect.io/v1", "kind": "Application", "metadata": {"name": name},
+            "spec": {"objective": {"energy": energy},
+                     "services": [{"name": "web", "manifests": [{
+                         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                         "spec": {"selector": {"matchLabels": {"app": "web"}},
+                                  "template": {"metadata": {"labels": {"app": "web"}},
+                                               "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}]}]}}
+
+
+@dataclass
+class Impl:
+    """The same KB seen as admin and as a controller (the memory KB plays both roles)."""
+
+    name: str
+    admin: Any
+    controller: Any
+
+
+@pytest.fixture(params=["memory", "real"])
+def kb(request: pytest.FixtureRequest, live_kb) -> Impl:
+    """The memory KB, or the session's real KB (live_kb: SQLite and PostgreSQL)."""
+    if request.param == "memory":
+        memory = MemoryKB()
+        return Impl("memory", memory, memory)
+    return Impl(live_kb.backend, live_kb.admin, live_kb.client("controller"))
+
+
+def fresh(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def status_of(call, *args: Any) -> int:
+    with pytest.raises(KBError) as info:
+        call(*args)
+    return info.value.status
+
+
+def test_missing_records_are_404(kb: Impl):
+    name = fresh("none")
+    assert status_of(kb.admin.get_cluster, name) == 404
+    assert status_of(kb.admin.delete_cluster, name) == 404
+    assert status_of(kb.admin.update_cluster, name, {"labels": {"a": "b"}}) == 404
+    assert status_of(kb.admin.get_application, name) == 404
+    assert status_of(kb.admin.delete_application, name) == 404
+    assert status_of(kb.admin.get_placement, name) == 404
+
+
+def test_clusters_register_once(kb: Impl):
+    name = fresh("edge")
+    made = kb.admin.register_cluster({"name": name, "tier": "edge", "labels": {"zone": "a"}})
+    assert made["name"] == name and made["tier"] == "edge" and made["labels"] == {"zone": "a"}
+    assert status_of(kb.admin.register_cluster, {"name": name, "tier": "edge"}) == 409
+    assert kb.admin.update_cluster(name, {"labels": {"zone": "b"}})["labels"] == {"zone": "b"}
+    assert name in {c["name"] for c in kb.admin.list_clusters()}
+    kb.admin.delete_cluster(name)
+    assert status_of(kb.admin.get_cluster, name) == 404
+
+
+def test_application_versions_grow_only_on_change(kb: Impl):
+    name = fresh("app")
+    first = kb.admin.put_application(name, spec(name))
+    assert (first["version"], first["changed"]) == (1, True)
+    same = kb.admin.put_application(name, copy.deepcopy(spec(name)))
+    assert (same["version"], same["changed"]) == (1, False)
+    other = kb.admin.put_application(name, spec(name, energy=0.5))
+    assert (other["version"], other["changed"]) == (2, True)
+    assert kb.admin.get_application(name)["application"]["objective"]["energy"] == 0.5
+
+
+def test_a_bad_spec_is_422_and_stores_nothing(kb: Impl):
+    name = fresh("bad")
+    bad = spec(name)
+    bad["spec"]["objective"]["energy"] = 7
+    assert status_of(kb.admin.put_application, name, bad) == 422
+    assert status_of(kb.admin.get_application, name) == 404
+
+
+def test_placements_are_fenced(kb: Impl):
+    name = fresh("placed")
+    kb.admin.put_application(name, spec(name))
+    fence = kb.controller.get_fence()
+    term = int(fence["term"]) + 1
+    a = {"current": {"web": [{"cluster": "edge-1", "replicas": 1}]}}
+    b = {"current": {"web": [{"cluster": "edge-2", "replicas": 1}]}}
+    kb.controller.raise_fence({"term": term, "seq": 5})
+    assert kb.controller.get_fence()["term"] == term
+    assert kb.controller.put_placement(name, a, {"term": term, "seq": 5})["fencing"] == {"term": term, "seq": 5}
+    assert kb.controller.put_placement(name, a, {"term": term, "seq": 5})["current"] == a["current"]  # retry
+    assert status_of(kb.controller.put_placement, name, b, {"term": term, "seq": 5}) == 409  # same token, new content
+    assert status_of(kb.controller.put_placement, name, b, {"term": term, "seq": 4}) == 409  # older than stored
+    assert status_of(kb.controller.put_placement, name, b, {"term": term - 1, "seq": 99}) == 409  # below the fence
+    assert status_of(kb.controller.raise_fence, {"term": term - 1, "seq": 1}) == 409
+    assert kb.controller.put_placement(name, b, {"term": term, "seq": 6})["current"] == b["current"]
+    assert kb.admin.get_placement(name)["current"] == b["current"]
