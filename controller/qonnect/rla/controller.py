@@ -31,6 +31,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import qonnect._collection  # noqa: F401 - puts the collection (the KB client) on the path
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+
 from qonnect.rla import kbio, proctree
 from qonnect.rla.detector import (
     Memory,
@@ -170,7 +175,7 @@ class Controller:
             self._reconcile_lost()
         try:
             snapshot, _placements = kbio.read_snapshot(self.kb, time.time())
-        except Exception as exc:
+        except KBError as exc:
             self._kb_heard(False, exc)
             self.why = f"leader of term {term}, but no decisions: cannot read the KB ({exc})"
             return
@@ -203,7 +208,7 @@ class Controller:
         try:  # tokens must stay above what the KB holds, even if every replica lost its log
             floor = kbio.kb_floor(self.kb.request("GET", "/api/v1/placements")["placements"],
                                   kbio.fence(self.kb)[0])
-        except Exception as exc:
+        except KBError as exc:
             self._kb_heard(False, exc)
             self.why = f"elected leader of term {term}, but no decisions: cannot read the KB ({exc})"
             return False
@@ -218,7 +223,7 @@ class Controller:
         token = res["token"]
         try:
             fence = kbio.raise_fence(self.kb, token)
-        except Exception as exc:
+        except KBError as exc:
             self.why = f"elected leader of term {term}, but no decisions: cannot raise the KB fence ({exc})"
             log.warning("leader of term %d: cannot raise the KB fence to %s: %s", term, token, exc)
             return False
@@ -284,7 +289,7 @@ class Controller:
                                 for e in kbio.decision_story(self.kb, decision["app"], limit=50)):
                 kbio.post(self.kb, kbio.DECISION, decision,
                           f"decided to re-place {decision['app']}: {decision['reason']}", fence=self.lead_token)
-        except Exception as exc:
+        except KBError as exc:
             log.warning("cannot record decision %s in the KB: %s", decision["id"], exc)
             return False
         self.recorded.add(decision["id"])
@@ -297,7 +302,7 @@ class Controller:
         try:
             apps = [a["name"] for a in self.kb.list_applications()]
             lost = kbio.unfinished_in_kb(self.kb, newest, apps)
-        except Exception as exc:
+        except KBError as exc:
             log.info("cannot check the KB for lost decisions yet: %s", exc)
             return
         for event in lost:
@@ -318,7 +323,7 @@ class Controller:
                 try:
                     kbio.post(self.kb, kbio.SUPERSEDED, lost, f"every replica lost its log; carried on as "
                               f"decision {res['id']}", fence=self.lead_token)
-                except Exception as exc:
+                except KBError as exc:
                     log.info("could not mark %s superseded: %s", r["id"], exc)
         self.reconciled = True
 
@@ -404,7 +409,7 @@ class Controller:
             try:
                 kbio.post(self.kb, kbio.DEFERRED, self.node.machine.get(did) or decision,
                           f"{app} waits: {why}; checked again with exponential backoff", fence=self.lead_token)
-            except Exception as exc:
+            except KBError as exc:
                 log.info("cannot record that %s waits: %s", did, exc)
         return False
 
@@ -412,7 +417,7 @@ class Controller:
         """The previous leader's attempt finished (per the KB): record success instead of rerunning."""
         try:
             done = kbio.done_in_kb(self.kb, decision)
-        except Exception as exc:
+        except KBError as exc:
             log.warning("decision %s: cannot check the KB record (%s); not taking over yet", decision["id"], exc)
             return True
         if not done:
@@ -426,7 +431,7 @@ class Controller:
             try:
                 kbio.post(self.kb, kbio.SUCCEEDED, decision, f"confirmed after leader change: {done}",
                           decision["attempts"], decision["attempt_token"], fence=self.lead_token)
-            except Exception as exc:
+            except KBError as exc:
                 log.info("could not post confirmation for %s: %s", decision["id"], exc)
         return True
 
@@ -444,7 +449,7 @@ class Controller:
         try:
             kbio.post(self.kb, kbio.STARTED, snapshot, f"attempt {attempt} by {self.node.node_id}: migrating "
                       f"{snapshot['app']} away from {', '.join(snapshot['exclude']) or 'nothing'}", attempt, token)
-        except Exception as exc:
+        except KBError as exc:
             log.warning("decision %s: cannot record the start in the KB (%s); retrying later", decision["id"], exc)
             self._finish(snapshot, attempt, Outcome("failed", f"KB unreachable before start: {exc}", "", None))
             return
@@ -475,7 +480,7 @@ class Controller:
             try:  # the truth goes to the KB even if this replica is no longer leader
                 kbio.post(self.kb, etype, decision, f"attempt {attempt} by {self.node.node_id} {outcome.result}: "
                           f"{outcome.detail}; artifacts {outcome.artifacts}", attempt, token)
-            except Exception as exc:
+            except KBError as exc:
                 log.warning("cannot report decision %s outcome to the KB: %s", decision["id"], exc)
             if outcome.result == CANCELLED:
                 continue  # deposed: the next leader takes over
@@ -508,7 +513,7 @@ class Controller:
         try:
             kbio.post(self.kb, kbio.GAVE_UP, decision, f"decision ended without success: {why}",
                       fence=self.lead_token)
-        except Exception as exc:
+        except KBError as exc:
             log.info("cannot post end of %s: %s", decision["id"], exc)
 
     def _propose(self, cmd: dict[str, Any]) -> dict[str, Any] | None:
@@ -529,7 +534,7 @@ class Controller:
         try:
             self.kb.healthz()
             self._kb_heard(True)
-        except Exception as exc:
+        except KBError as exc:
             self._kb_heard(False, exc)
 
     def _follower_why(self) -> str:

@@ -13,6 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import qonnect._collection  # noqa: F401 - puts the collection (the KB client) on the path
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+
 from qonnect.rla.detector import Snapshot
 
 DECISION = "controller.decision"
@@ -107,8 +112,10 @@ def done_in_kb(kb: Any, decision: dict[str, Any]) -> str | None:
             return f"KB event {event.get('id')} records attempt {r['attempt']} succeeded"
     try:
         record = kb.get_placement(decision["app"])
-    except Exception:  # no placement yet: not done
-        return None
+    except KBError as exc:
+        if exc.status == 404:  # no placement yet: not done
+            return None
+        raise
     fencing = record.get("fencing") or {}
     if (fencing.get("term"), fencing.get("seq")) == (token["term"], token["seq"]):
         return f"the KB placement of {decision['app']} was written with attempt {decision['attempts']}'s token"

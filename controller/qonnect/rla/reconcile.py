@@ -17,6 +17,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import qonnect._collection  # noqa: F401 - puts the collection (the KB client) on the path
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+
 from qonnect.rla import kbio
 
 log = logging.getLogger(__name__)
@@ -109,8 +116,10 @@ def reconcile_cluster(cluster: str, kb: Any, busy: Callable[[str], bool],
             application = Application.from_dict(spec["application"])
             services = {s.name: s.manifests for s in application.services}
             namespace = application.namespace
-        except Exception:  # deleted from the KB: nothing of it should run anywhere
-            services, namespace = {}, seen["namespace"] or app
+        except KBError as exc:
+            if exc.status != 404:
+                raise
+            services, namespace = {}, seen["namespace"] or app  # deleted: nothing of it should run
         if not here:
             deployer = Deployer(app, namespace, services, {}, {cluster: target}, previous={cluster},
                                 client_factory=lambda t: client, before_step=before_step)
@@ -179,7 +188,7 @@ class Reconciler:
         self.thread.start()
 
     def _run(self, clusters: list[str], term: int, token: dict[str, int]) -> None:
-        from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError, fence_guard
+        from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
 
         guard = fence_guard(self.kb, token)
 
@@ -191,8 +200,11 @@ class Reconciler:
         for cluster in clusters:
             try:
                 done, later = reconcile_cluster(cluster, self.kb, self.busy, before_step)
-            except Exception as exc:
+            except (KBError, K8sError, FencedError) as exc:  # the KB, the cluster or the fence said no
                 log.warning("reconciling %s failed: %s; retried later", cluster, exc)
+                later, done = True, []
+            except Exception:  # a bug: shown with its traceback; the other clusters still get their turn
+                log.exception("reconciling %s failed", cluster)
                 later, done = True, []
             if later:
                 self.after[cluster] = time.monotonic() + 10.0
@@ -201,5 +213,5 @@ class Reconciler:
                 try:
                     self.kb.post_event({"type": kbio.RECONCILED, "reason": "orphans-removed", "message": line,
                                         "cluster": cluster, "application": app, "fencing": token})
-                except Exception as exc:
+                except KBError as exc:
                     log.info("cannot record the reconciliation of %s: %s", cluster, exc)

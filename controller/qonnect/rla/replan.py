@@ -22,7 +22,11 @@ def engine_replanner(scorer: str = "weighted") -> Replanner | None:
 
     try:
         ensure_importable()
-        from ansible_collections.qonnect.core.plugins.module_utils.placement import place
+        from ansible_collections.qonnect.core.plugins.module_utils.placement import (
+            InventoryError,
+            PlacementError,
+            place,
+        )
         from ansible_collections.qonnect.core.plugins.module_utils.placement.engine import objective
         from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
     except ImportError as exc:
@@ -36,8 +40,8 @@ def engine_replanner(scorer: str = "weighted") -> Replanner | None:
             plan = place(app, inventory, scorer=scorer, exclude=exclude, current=current,
                          hysteresis=hysteresis, explain=False)
             now = objective(app, inventory, {"services": current})
-        except Exception as exc:  # no feasible plan, unknown cluster, ...: no drift move this tick
-            log.info("drift check of %s skipped: %s", record.get("name"), exc)
+        except (PlacementError, InventoryError) as exc:  # no feasible plan or no usable fleet now:
+            log.info("drift check of %s skipped: %s", record.get("name"), exc)  # no drift move this tick
             return None
         return plan.services, (f"objective {now:.4f} -> {plan.objective:.4f} with the engine's "
                                f"{scorer} scorer beyond hysteresis {hysteresis:g}")
@@ -58,7 +62,10 @@ def engine_feasibility(scorer: str = "weighted") -> Feasibility | None:
     try:
         ensure_importable()
         from ansible_collections.qonnect.core.plugins.module_utils.placement import place
-        from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import PlacementError
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import (
+            InventoryError,
+            PlacementError,
+        )
         from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
     except ImportError as exc:
         log.warning("placement engine unavailable (%s): no feasibility check before migrations", exc)
@@ -70,7 +77,7 @@ def engine_feasibility(scorer: str = "weighted") -> Feasibility | None:
             place(app, inventory, scorer=scorer, exclude=exclude, explain=False)
         except PlacementError as exc:
             return f"{exc.service}: no eligible cluster ({exc.constraint}) without {', '.join(exclude) or 'none'}"
-        except Exception as exc:  # a bad spec or inventory: let the playbook report it
+        except InventoryError as exc:  # no usable fleet: let the playbook report it
             log.info("feasibility check of %s skipped: %s", record.get("name"), exc)
         return None
 

@@ -7,6 +7,7 @@ import copy
 import json
 from pathlib import Path
 
+import pytest
 import qonnect._collection as _collection_on_path  # noqa: F401 - makes the collection importable
 from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application_file
 from qonnect.rla.detector import Memory, Settings, Snapshot, detect
@@ -38,10 +39,29 @@ def run(record, inventory, replan, now=1000.0):
 
 
 def test_unchanged_fleet_has_no_drift():
-    record, inventory, _current, replan = setup_case()
+    record, inventory, current, replan = setup_case()
     for c in inventory["clusters"]:
         c["heartbeat_age"] = 1.0
+    # the engine really ran (a replanner that fails says None) and kept the placement
+    again = replan(record, inventory, current, (), 0.1)
+    assert again is not None and again[0] == current
     assert run(record, inventory, replan) == []
+
+
+def test_a_bug_in_the_engine_is_not_taken_for_no_drift(monkeypatch):
+    """Only 'no plan' (PlacementError) and 'no usable fleet' (InventoryError) mean no drift move;
+    anything else is a bug and must surface, not read as a quiet fleet."""
+    from ansible_collections.qonnect.core.plugins.module_utils import placement
+
+    record, inventory, current, _replan = setup_case()
+
+    def broken(*args, **kwargs):
+        raise TypeError("a bug in the engine")
+
+    monkeypatch.setattr(placement, "place", broken)
+    replan = engine_replanner()
+    with pytest.raises(TypeError, match="a bug in the engine"):
+        replan(record, inventory, current, (), 0.1)
 
 
 def test_current_cluster_getting_much_worse_is_drift():
