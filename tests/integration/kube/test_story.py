@@ -4,14 +4,16 @@ Real processes all the way: `qonnect testbed up --engine kube --profile tiers`, 
 Resource Agent per cluster with the least-privilege ClusterRole of docs/rbac/ (deploy and the
 controller use qonnect-deploy's), Bookinfo through playbooks/deploy.yml (qonnect.core.deploy),
 three controller replicas. Killing the kube-apiserver of the cluster that runs ratings must make the
-controller move it, until every service is Healthy on a live cluster. (ratings is not pinned to a
-tier here: with one cluster per tier there would be nowhere to go.)
+controller move it, until every service is Healthy on a live cluster. An image pull that fails for
+a while is waited out; one that keeps failing moves ratings once, after the workload's grace.
+(ratings is not pinned to a tier here: with one cluster per tier there would be nowhere to go.)
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,7 +111,8 @@ def test_an_api_server_killed_under_bookinfo_is_healed_on_real_clusters(story: K
     assert moved != target
 
 
-def test_a_transient_image_pull_failure_on_a_real_cluster_moves_nothing(story: KubeStack, tmp_path: Path):
+def test_a_transient_pull_failure_moves_nothing_a_permanent_one_moves_once_after_the_grace(
+        story: KubeStack, tmp_path: Path):
     story.start_kb()
     story.start_testbed()
     story.start_agents(1.0)
@@ -141,3 +144,18 @@ def test_a_transient_image_pull_failure_on_a_real_cluster_moves_nothing(story: K
     wait_for(lambda: story.healthy_elsewhere(APP, set()), 60, 1.0, "bookinfo Healthy again")
     assert decisions() == []
     assert story.placement(APP)["ratings"][0]["cluster"] == target
+
+    # Now a permanent failure (every pull fails) with a 20 s grace on the workload: nothing
+    # before the grace has passed, then one migration, and ratings Healthy on another cluster.
+    grace = 20
+    subprocess.run([str(KUBECTL), *admin, "annotate", "--overwrite", "deployment/ratings-v1",
+                    f"qonnect.io/failure-grace-seconds={grace}"], check=True, capture_output=True, timeout=30)
+    broken_at = time.time()
+    subprocess.run([str(KUBECTL), *admin, "set", "image", "deployment/ratings-v1",
+                    "*=qonnect.test/pull-fail/examples-bookinfo-ratings-v1:1.20.2"],
+                   check=True, capture_output=True, timeout=30)
+    first = wait_for(decisions, grace + 90, 1.0, "a decision about the permanently failing ratings")[0]
+    assert first["ts"] - broken_at >= grace - 1  # the grace was waited out
+    wait_for(lambda: story.healthy_elsewhere(APP, {target}), 180, 1.0, f"ratings Healthy off {target}")
+    time.sleep(5)
+    assert len(decisions()) == 1  # one migration, not a loop
