@@ -27,12 +27,14 @@ $(STAMP): requirements.txt test-requirements.txt controller/pyproject.toml
 	@bash scripts/setup-venv.sh "$(PYTHON)" "$(VENV)"
 	@touch $(STAMP)
 
-## test: everything CI runs — lint, unit and integration tests, molecule, collection build, ansible-test sanity
+## test: everything CI runs — ruff, unit and integration tests (both engines), molecule, collection build +
+## secret scan, ansible-test sanity and units, ansible-lint (production), antsibull-changelog lint
 test: setup services kube lint
 	$(PY) -m pytest tests -q
 	$(MAKE) --no-print-directory molecule
 	$(MAKE) --no-print-directory check-build
 	$(MAKE) --no-print-directory sanity
+	$(MAKE) --no-print-directory ansible-lint
 
 ## kube: build the real engine's Kubernetes binaries once into a cache outside the checkout
 ## (~/.cache/qonnect/kube/VERSION/bin; QONNECT_KUBE_CACHE moves it) and link .venv/bin/kubectl

@@ -20,6 +20,20 @@ T = TypeVar("T")
 QONNECT = str(Path(sys.executable).parent / "qonnect")
 
 
+def qonnect_reference() -> Path:
+    """QONNECT's own files (sample application, evaluation data): ``shared/qonnect-reference``
+    beside the checkout, found from any copy of it (ansible-test works on a copy under build/)
+    or named by QONNECT_REFERENCE. Read from there, never copied into the repository."""
+    named = os.environ.get("QONNECT_REFERENCE")
+    if named:
+        return Path(named)
+    for parent in Path(__file__).resolve().parents:
+        found = parent / "shared" / "qonnect-reference"
+        if found.is_dir():
+            return found
+    raise FileNotFoundError("shared/qonnect-reference is not beside the checkout; set QONNECT_REFERENCE")
+
+
 def qonnect_cmd(*args: str) -> list[str]:
     """Command line of ``qonnect ARGS`` with the test session's interpreter."""
     return [QONNECT, *args]

@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from support import qonnect_reference
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ansible"))
 
 from ansible_federation import (
@@ -30,7 +32,7 @@ from ansible_federation import (
     wait_for,
 )
 
-REFERENCE = ROOT.parent / "shared" / "qonnect-reference"
+REFERENCE = qonnect_reference()
 SAMPLE = REFERENCE / "sample-application"
 
 

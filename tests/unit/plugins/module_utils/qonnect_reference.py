@@ -9,8 +9,10 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from support import qonnect_reference
+
 ROOT = Path(__file__).resolve().parents[4]
-REFERENCE = ROOT.parent / "shared" / "qonnect-reference"
+REFERENCE = qonnect_reference()
 EVALUATION = REFERENCE / "evaluation-info"
 SAMPLE = REFERENCE / "sample-application"
 

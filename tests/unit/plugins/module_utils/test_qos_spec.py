@@ -16,6 +16,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     load_application_file,
     parse_quantity,
 )
+from support import qonnect_reference
 
 ROOT = Path(__file__).resolve().parents[4]
 BOOKINFO = ROOT / "examples" / "bookinfo"
@@ -185,7 +186,7 @@ def test_doc_examples_load(tmp_path):
 # -- issue 13: every bad spec refused whole, with paths, within bounds -------------------------
 
 ADVERSARIAL = ROOT / "tests" / "integration" / "adversarial"
-SAMPLE = ROOT.parent / "shared" / "qonnect-reference" / "sample-application"
+SAMPLE = qonnect_reference() / "sample-application"
 
 
 def _table():
