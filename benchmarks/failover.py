@@ -229,6 +229,7 @@ def stale_writes(stack: Stack) -> tuple[int, int]:
 
 def orphans(stack: Stack) -> list[str]:
     """bookinfo objects on clusters where the KB does not place them (each cluster's own record)."""
+    from ansible_collections.qonnect.core.plugins.module_utils import keys
     from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
 
     placement = stack.placement(APP)
@@ -237,10 +238,10 @@ def orphans(stack: Stack) -> list[str]:
         here = {svc for svc, targets in placement.items() if any(t["cluster"] == c["name"] for t in targets)}
         client = get_client(c["name"], c["kubeconfig"], c.get("context"))
         for api_version, kind in (("apps/v1", "Deployment"), ("v1", "Service")):
-            for obj in client.list(api_version, kind, None, f"qonnect.io/application={APP}"):
+            for obj in client.list(api_version, kind, None, f"{keys.APP_LABEL}={APP}"):
                 labels = obj["metadata"].get("labels") or {}
-                stub = labels.get("qonnect.io/role") == "address"
-                if (not here) or (not stub and labels.get("qonnect.io/service") not in here):
+                stub = labels.get(keys.ROLE_LABEL) == "address"
+                if (not here) or (not stub and labels.get(keys.SERVICE_LABEL) not in here):
                     found.append(f"{c['name']}: {kind} {obj['metadata']['name']}")
     return found
 

@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
 # Imported for its side effect: it puts the qonnect.core collection on sys.path.
 import qonnect._collection as _collection_on_path  # noqa: F401
 from ansible_collections.qonnect.core.plugins.module_utils.placement import (
+    SCORERS,
     Inventory,
     capacity_violations,
     place,
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         inv = Inventory.from_dict(fleet(clusters))
         app = application(services, clusters)
         results = {}
-        for scorer in ("weighted", "borda", "optimal"):
+        for scorer in SCORERS:
             if scorer == "optimal" and clusters * services > MILP_MAX_PAIRS:
                 continue
             try:

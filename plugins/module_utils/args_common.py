@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.basic import env_fallback
+from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER, SCORERS
 
 KB_ARGSPEC: dict[str, dict[str, Any]] = {
     "kb_url": {"type": "str", "fallback": (env_fallback, ["QONNECT_KB_URL"])},
@@ -49,7 +50,7 @@ PLAN_ARGSPEC = {
     "name": {"type": "str"},
     "spec": {"type": "dict"},
     "src": {"type": "path"},
-    "scorer": {"type": "str", "choices": ["weighted", "borda", "optimal"], "default": "weighted"},
+    "scorer": {"type": "str", "choices": list(SCORERS), "default": DEFAULT_SCORER},
     "exclude": {"type": "list", "elements": "str", "default": []},
     "hysteresis": {"type": "float", "default": 0.1},
 }

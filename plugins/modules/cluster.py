@@ -112,13 +112,9 @@ from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
     kb_client_from_params,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.nodes import (
-    LOCATION_LABEL,
-    TIER_LABEL,
-    common_label,
-    node_facts,
-)
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.nodes import common_label, node_facts
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.keys import LOCATION_LABEL, TIER_LABEL
 
 FIELDS = ("tier", "location", "server", "kubeconfig", "context", "labels")
 

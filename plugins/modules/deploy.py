@@ -249,9 +249,8 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import (
     Target,
     service_domain,
 )
-
-ADDRESS_LABEL = "qonnect.io/address"
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.keys import ADDRESS_LABEL
 from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     MAX_REPLICAS,
     QONNECT_API_VERSION,

@@ -26,6 +26,13 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import 
     readiness,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.taints import node_taints
+from ansible_collections.qonnect.core.plugins.module_utils.keys import (
+    APP_LABEL,
+    BANDWIDTH_LABEL,
+    ENERGY_LABEL,
+    PRICE_LABEL,
+    SERVICE_LABEL,
+)
 from ansible_collections.qonnect.core.plugins.module_utils.labels import labels_match
 from ansible_collections.qonnect.core.plugins.module_utils.quantity import parse_quantity_decimal
 
@@ -39,13 +46,13 @@ except ImportError:  # pragma: no cover - the kubernetes client is a declared de
 log = logging.getLogger(__name__)
 
 MANAGED_SELECTOR = "app.kubernetes.io/managed-by=qonnect"
-LABEL_APPLICATION = "qonnect.io/application"
-LABEL_SERVICE = "qonnect.io/service"
+LABEL_APPLICATION = APP_LABEL
+LABEL_SERVICE = SERVICE_LABEL
 # node label -> report field, all floats
 NODE_NUMBER_LABELS = {
-    "qonnect.io/bandwidth-gbps": "bandwidth_gbps",
-    "qonnect.io/energy-kwh": "energy_kwh",
-    "qonnect.io/price-eur-h": "price_eur_h",
+    BANDWIDTH_LABEL: "bandwidth_gbps",
+    ENERGY_LABEL: "energy_kwh",
+    PRICE_LABEL: "price_eur_h",
 }
 RESOURCES = {"cpu": "cpu", "memory": "memory", "ephemeral-storage": "ephemeral_storage"}
 # Container waiting reasons that show a pod in trouble. On real clusters most of them are often

@@ -49,11 +49,11 @@ def placed_on(placement: dict[str, Any], cluster: str) -> set[str]:
 
 def found_on(client: Any) -> dict[str, dict[str, Any]]:
     """app -> {namespace, services (real objects), stubs} of what qonnect applied on a cluster."""
-    from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import (
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import WORKLOAD_KINDS
+    from ansible_collections.qonnect.core.plugins.module_utils.keys import (
         APP_LABEL,
         ROLE_LABEL,
         SERVICE_LABEL,
-        WORKLOAD_KINDS,
     )
 
     found: dict[str, dict[str, Any]] = {}

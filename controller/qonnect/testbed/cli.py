@@ -7,6 +7,9 @@ address and token are in DIR/testbed.json (mode 0600).
 
 from __future__ import annotations
 
+import qonnect._collection  # noqa: F401 - puts the collection on the path
+
+# isort: split
 import argparse
 import asyncio
 import json
@@ -22,6 +25,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from ansible_collections.qonnect.core.plugins.module_utils import keys
 
 from qonnect.cli import UserError
 from qonnect.testbed import federation, fleet
@@ -359,8 +364,8 @@ def parse_labels(items: list[str]) -> dict[str, str | None]:
 
 def cmd_set(args: argparse.Namespace) -> int:
     labels = parse_labels(args.label)
-    for value, key in ((args.price, "qonnect.io/price-eur-h"), (args.energy, "qonnect.io/energy-kwh"),
-                       (args.bandwidth, "qonnect.io/bandwidth-gbps")):
+    for value, key in ((args.price, keys.PRICE_LABEL), (args.energy, keys.ENERGY_LABEL),
+                       (args.bandwidth, keys.BANDWIDTH_LABEL)):
         if value is not None:
             labels[key] = fleet.label_number(value)
     if not labels:

@@ -15,11 +15,14 @@ import hashlib
 import json
 from typing import Any
 
-MANAGED_BY = "app.kubernetes.io/managed-by"
-APP_LABEL = "qonnect.io/application"
-SERVICE_LABEL = "qonnect.io/service"
-ROLE_LABEL = "qonnect.io/role"
-HASH_ANNOTATION = "qonnect.io/applied-hash"
+from ansible_collections.qonnect.core.plugins.module_utils.keys import (
+    APP_LABEL,
+    HASH_ANNOTATION,
+    MANAGED_BY,
+    ROLE_LABEL,
+    SERVICE_LABEL,
+)
+
 HOSTNAME_KEY = "kubernetes.io/hostname"
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")

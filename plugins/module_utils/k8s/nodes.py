@@ -12,9 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.taints import blocking_taints, node_taints
-
-TIER_LABEL = "qonnect.io/tier"
-LOCATION_LABEL = "qonnect.io/location"
+from ansible_collections.qonnect.core.plugins.module_utils.keys import PREFIX
 
 
 def node_facts(client: Any) -> list[dict]:
@@ -33,7 +31,7 @@ def node_facts(client: Any) -> list[dict]:
             "taints": taints,
             "workloads": schedulable and not blocking_taints(taints, []),
             "allocatable": dict(status.get("allocatable") or {}),
-            "labels": {k: v for k, v in labels.items() if k.startswith(("qonnect.io/", "kubernetes.io/", "topology."))},
+            "labels": {k: v for k, v in labels.items() if k.startswith((PREFIX, "kubernetes.io/", "topology."))},
         })
     return sorted(facts, key=lambda n: n["name"] or "")
 

@@ -6,12 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import (
-    APP_LABEL,
-    MANAGED_BY,
-    comparable,
-    object_key,
-)
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import comparable, object_key
+from ansible_collections.qonnect.core.plugins.module_utils.keys import APP_LABEL, MANAGED_BY
 
 # Kinds pruned when found with the managed labels; workloads go first so traffic drains last.
 DEFAULT_PRUNE_KINDS = (

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.keys import GRACE_ANNOTATION
+
 # Kubernetes' default Deployment.spec.progressDeadlineSeconds.
 DEFAULT_PROGRESS_DEADLINE = 600.0
 
@@ -190,7 +192,6 @@ def progress_deadline_seconds(obj: dict) -> float:
 # moved: spec.failureGraceSeconds (qos.Application.failure_grace_seconds), which deploy writes
 # onto each workload as GRACE_ANNOTATION for the agent to read. Without it: the Deployment's
 # progressDeadlineSeconds (600 s by default).
-GRACE_ANNOTATION = "qonnect.io/failure-grace-seconds"
 
 
 GRACE_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")

@@ -46,9 +46,8 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.prune import (
     sweep,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.waiter import wait_ready
+from ansible_collections.qonnect.core.plugins.module_utils.keys import DOMAIN_LABEL
 from ansible_collections.qonnect.core.plugins.module_utils.qos import substitute
-
-DOMAIN_LABEL = "qonnect.io/service-domain"
 
 
 def service_domain(cluster: str, labels: dict | None = None) -> str:

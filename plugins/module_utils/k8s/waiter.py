@@ -7,11 +7,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import APP_LABEL, MANAGED_BY
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import (
     readiness,
     workload_ready,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.keys import APP_LABEL, MANAGED_BY
 
 __all__ = ["not_ready_reason", "wait_ready", "workload_ready"]
 

@@ -18,8 +18,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.errors impo
 )
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import Inventory
 from ansible_collections.qonnect.core.plugins.module_utils.placement.plan import Plan
+from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER, SCORERS
 
-SCORERS = ("weighted", "borda", "optimal")
-
-__all__ = ["SCORERS", "Inventory", "InventoryError", "PlacementError", "Plan",
+__all__ = ["DEFAULT_SCORER", "SCORERS", "Inventory", "InventoryError", "PlacementError", "Plan",
            "capacity_violations", "objective", "place"]

@@ -95,15 +95,9 @@ def release_current(fleet: Fleet, app, current: dict) -> None:
 
 
 def _scorer(name: str):
-    from ansible_collections.qonnect.core.plugins.module_utils.placement import (
-        borda,
-        optimal,
-        weighted,
-    )
-    scorers = {"weighted": weighted.assign, "borda": borda.assign, "optimal": optimal.assign}
-    if name not in scorers:
-        raise ValueError(f"scorer: {name!r} is not one of {', '.join(sorted(scorers))}")
-    return scorers[name]
+    from ansible_collections.qonnect.core.plugins.module_utils.scorers import assign_function
+
+    return assign_function(name)
 
 
 def place(app, inventory, scorer: str = "weighted", exclude=(), current=None,

@@ -7,10 +7,15 @@ kubelet stops posting: all conditions Unknown (so Ready is not True), unreachabl
 
 from __future__ import annotations
 
+import qonnect._collection  # noqa: F401 - puts the collection on the path
+
+# isort: split
 import asyncio
 import ipaddress
 import logging
 import random
+
+from ansible_collections.qonnect.core.plugins.module_utils import keys
 
 from qonnect.testbed.fleet import ClusterSpec, NodeSpec, label_number
 from qonnect.testbed.sim.events import record
@@ -59,11 +64,11 @@ def node_labels(cluster: ClusterSpec, node: NodeSpec) -> dict[str, str]:
         "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
         "beta.kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": node.profile,
         "topology.kubernetes.io/zone": cluster.location,
-        "qonnect.io/tier": cluster.tier, "qonnect.io/location": cluster.location,
-        "qonnect.io/node-profile": node.profile,
-        "qonnect.io/energy-kwh": label_number(node.energy_kwh),
-        "qonnect.io/price-eur-h": label_number(node.price_eur_h),
-        "qonnect.io/bandwidth-gbps": label_number(node.bandwidth_gbps),
+        keys.TIER_LABEL: cluster.tier, keys.LOCATION_LABEL: cluster.location,
+        keys.PROFILE_LABEL: node.profile,
+        keys.ENERGY_LABEL: label_number(node.energy_kwh),
+        keys.PRICE_LABEL: label_number(node.price_eur_h),
+        keys.BANDWIDTH_LABEL: label_number(node.bandwidth_gbps),
         **node.labels,
     }
 

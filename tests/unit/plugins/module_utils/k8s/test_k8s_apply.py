@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.qonnect.core.plugins.module_utils import keys
 from ansible_collections.qonnect.core.plugins.module_utils.k8s import apply
 
 DEPLOYMENT = {
@@ -50,7 +51,7 @@ def test_hash_changes_with_content_only():
     a = apply.prepare(DEPLOYMENT, "a", "s", "ns", replicas=1)
     b = apply.prepare(DEPLOYMENT, "a", "s", "ns", replicas=1)
     c = apply.prepare(DEPLOYMENT, "a", "s", "ns", replicas=2)
-    h = apply.HASH_ANNOTATION
+    h = keys.HASH_ANNOTATION
     assert a["metadata"]["annotations"][h] == b["metadata"]["annotations"][h]
     assert a["metadata"]["annotations"][h] != c["metadata"]["annotations"][h]
 
