@@ -300,7 +300,7 @@ def tier_down_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     time.sleep(25)
     for cluster in edge:
         faults.recover(stack, cluster)
-    wait_for(lambda: not [d for d in (stack.leader() or stack.replicas[0]).status()["inflight"]], 120, 0.5,
+    wait_for(lambda: not list((stack.leader() or stack.replicas[0]).status()["inflight"]), 120, 0.5,
              "the decision to end")
     events = ours(stack, after)
     return {"fault": "edge tier down 25 s", "playbook_runs": sum(e["type"] == kbio.STARTED for e in events),

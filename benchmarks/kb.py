@@ -250,7 +250,7 @@ def bench(backend: str, args: argparse.Namespace) -> dict:
             database(backend, workdir, args.pg_url) as db_url, contextlib.ExitStack() as stack:
         _tokens, pairs = prepare(db_url, agents)
         servers = [stack.enter_context(Server(db_url, workdir, agents + 100))
-                   for _ in range(instances)]
+                   for _i in range(instances)]
         runner = uvloop.run if uvloop else asyncio.run
         runs = []
         for _run in range(args.runs):

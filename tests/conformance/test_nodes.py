@@ -70,6 +70,7 @@ def test_node_loss_conditions_and_taints_then_recovery(engine, ns):
             assert ready == "Unknown"
         else:  # the node lifecycle controller waits 40 s (its default) without heartbeats
             assert ready == "True"
+
         def lost():
             node = core.read_node(WORKER)
             taints = {(t.key, t.effect) for t in node.spec.taints or []}

@@ -15,7 +15,7 @@ def test_wait_for_returns_the_value_and_names_what_timed_out():
     calls = iter([0, "", "ready"])
     assert wait_for(lambda: next(calls), 5, "three polls", interval=0.01) == "ready"
     with pytest.raises(AssertionError, match=r"timed out after 0.1s waiting for nothing \(last error: 'boom'\)"):
-        wait_for(lambda: (_ for _ in ()).throw(KeyError("boom")), 0.1, "nothing", interval=0.01,
+        wait_for(lambda: (x for x in ()).throw(KeyError("boom")), 0.1, "nothing", interval=0.01,
                  retry_on=(KeyError,))
 
 

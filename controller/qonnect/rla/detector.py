@@ -34,6 +34,7 @@ from qonnect.rla.statemachine import FAILED, DecisionLog
 # stuck workload Failed itself: the controller's own clock only catches an agent that never does.
 PROGRESSING_BACKSTOP = 900.0
 
+
 @dataclass(frozen=True)
 class Settings:
     """Detector thresholds in seconds; defaults meet the 15 s recovery target with 2 s agents."""

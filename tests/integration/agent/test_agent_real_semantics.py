@@ -295,7 +295,7 @@ def test_a_node_loss_with_room_left_is_rescheduled_and_never_failed(tmp_path, kb
         agent = Agent(kb, federation, "edge-1", tmp_path / "agent")
         agent.not_ready_timeout = 2.0
         agent.start()
-        manifest = MANIFESTS.split("---")[0] + "---" + MANIFESTS.split("---")[1]  # Namespace shop + waits
+        manifest = "---".join(MANIFESTS.split("---")[:2])  # Namespace shop + waits
         manifest = manifest.replace('cpu: "5"', 'cpu: "1"').replace("replicas: 2", "replicas: 4")
         subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-"], input=manifest, text=True,
                        check=True, capture_output=True, timeout=60)

@@ -84,7 +84,7 @@ def test_the_agent_clusterrole_is_enough_and_every_right_in_it_is_needed(kube, t
         assert nodes[f"{CLUSTER}-control-plane"]["taints"] == [
             {"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}]
 
-        docs = list(yaml.safe_load_all(role_file.read_text()))
+        docs = yaml.safe_load(role_file.read_text())["items"]
         role = next(d for d in docs if d["kind"] == "ClusterRole")
         for i, rule in enumerate(role["rules"]):
             for resource in rule["resources"]:
@@ -181,8 +181,8 @@ def test_readiness_of_real_daemonsets_and_statefulsets(kube):
                              "spec": {"containers": [{"name": "c", "image": image}]}}}
         if kind == "StatefulSet":
             spec.update(replicas=2, serviceName=name)
-        return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": "ready",
-                                                                     "labels": labels}, "spec": spec}
+        metadata = {"name": name, "namespace": "ready", "labels": labels}
+        return {"apiVersion": "apps/v1", "kind": kind, "metadata": metadata, "spec": spec}
 
     for kind, name in (("DaemonSet", "agentd"), ("StatefulSet", "db")):
         client.apply(workload(kind, name, "registry.k8s.io/pause:3.10"))

@@ -48,7 +48,7 @@ def own_kb(request, db_url_factory, kb_process, make_token) -> OwnKB:
 
 def _nested(depth: int) -> dict:
     inner: dict = {"leaf": 1}
-    for _ in range(depth):
+    for _i in range(depth):
         inner = {"a": inner}
     return inner
 

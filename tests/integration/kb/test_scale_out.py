@@ -79,7 +79,7 @@ def test_concurrent_application_puts_through_two_instances(two_instances, fresh)
     """Many writers storing versions of the same applications through both instances: never a
     500, and the versions are 1..n without gaps, each created exactly once."""
     _db, admin_token, kbs = two_instances
-    apps = [fresh("shop") for _ in range(3)]
+    apps = [fresh("shop") for _i in range(3)]
     clients = [KBClient(kb.url, admin_token) for kb in kbs]
 
     def put(i: int) -> tuple[str, int, dict | None]:

@@ -148,7 +148,7 @@ def test_an_unreachable_cluster_is_still_reported_unreachable(tmp_path):
 
 
 def test_the_documented_agent_clusterrole_grants_exactly_what_the_collector_reads():
-    docs = list(yaml.safe_load_all((ROOT / "docs" / "rbac" / "agent-clusterrole.yml").read_text()))
+    docs = yaml.safe_load((ROOT / "docs" / "rbac" / "agent-clusterrole.yml").read_text())["items"]
     (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
     granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
                for resource in rule["resources"] for verb in rule["verbs"]}
@@ -165,12 +165,12 @@ def test_the_documented_deploy_clusterrole_covers_what_deploy_touches():
         SWEEP_KINDS,
     )
 
-    docs = list(yaml.safe_load_all((ROOT / "docs" / "rbac" / "deploy-clusterrole.yml").read_text()))
+    docs = yaml.safe_load((ROOT / "docs" / "rbac" / "deploy-clusterrole.yml").read_text())["items"]
     (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
     granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
                for resource in rule["resources"] for verb in rule["verbs"]}
     plural = {"Ingress": "ingresses", "HorizontalPodAutoscaler": "horizontalpodautoscalers"}
-    kinds = {(av.split("/")[0] if "/" in av else "", plural.get(kind, kind.lower() + "s"))
+    kinds = {(av.split("/", maxsplit=1)[0] if "/" in av else "", plural.get(kind, kind.lower() + "s"))
              for av, kind in (*DEFAULT_PRUNE_KINDS, *SWEEP_KINDS)}
     kinds |= {("apps", kind.lower() + "s") for kind in WORKLOAD_KINDS}
     for group, resource in kinds:

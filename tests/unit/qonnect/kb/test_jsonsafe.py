@@ -7,7 +7,7 @@ from qonnect.kb.jsonsafe import MAX_DEPTH, MAX_PROBLEMS, storable_problems
 
 def _nested(depth: int) -> dict:
     value: dict = {}
-    for _ in range(depth):
+    for _i in range(depth):
         value = {"a": value}
     return value
 

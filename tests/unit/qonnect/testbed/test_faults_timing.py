@@ -35,7 +35,7 @@ def test_start_delays_first_match_with_jitter_and_slow_images():
     delays = StartDelays.from_profile({"start_delays": [
         {"image": "docker.io/istio/*", "seconds": 4, "jitter": 2}, {"image": "*:slow", "seconds": 9}]},
         1.0, random.Random(7))
-    got = [delays.delay("docker.io/istio/examples-bookinfo-ratings-v1:1.20") for _ in range(200)]
+    got = [delays.delay("docker.io/istio/examples-bookinfo-ratings-v1:1.20") for _i in range(200)]
     assert 2.0 <= min(got) < 2.5 and 5.5 < max(got) <= 6.0 and len(set(got)) > 100
     assert delays.delay("x:slow") == 9.0 and delays.delay("nginx") == 1.0
     assert delays.delay("qonnect.test/slow-3s/a") == 4.0
