@@ -318,10 +318,10 @@ class Controller:
             if res and res.get("ok"):
                 log.warning("decision %s re-committed from the KB record of lost decision %s", res["id"], r["id"])
                 self._record(machine.get(res["id"]), fresh=True)
-                lost = {"id": r["id"], "app": event["application"], "kind": event.get("reason") or "",
-                        "exclude": r["exclude"], "token": {"term": r["term"], "seq": r["seq"]}}
+                superseded = {"id": r["id"], "app": event["application"], "kind": event.get("reason") or "",
+                              "exclude": r["exclude"], "token": {"term": r["term"], "seq": r["seq"]}}
                 try:
-                    kbio.post(self.kb, kbio.SUPERSEDED, lost, f"every replica lost its log; carried on as "
+                    kbio.post(self.kb, kbio.SUPERSEDED, superseded, f"every replica lost its log; carried on as "
                               f"decision {res['id']}", fence=self.lead_token)
                 except KBError as exc:
                     log.info("could not mark %s superseded: %s", r["id"], exc)
