@@ -16,17 +16,9 @@ import tempfile
 import threading
 from typing import Any
 
-try:
-    from kubernetes import config as k8s_config
-    from kubernetes.client.rest import ApiException
-    from kubernetes.dynamic import DynamicClient
-    from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
-
-    HAS_KUBERNETES = True
-    KUBERNETES_IMPORT_ERROR = ""
-except ImportError as exc:  # the feature fails with a clear message only when used
-    HAS_KUBERNETES = False
-    KUBERNETES_IMPORT_ERROR = str(exc)
+# The kubernetes client is imported on first use: it costs about half a second, which a run
+# that stops at validation (a refused spec, a check of arguments) should not pay.
+_KUBERNETES: dict[str, Any] = {}
 
 FIELD_MANAGER = "qonnect"
 REQUEST_TIMEOUT = 15.0
@@ -42,25 +34,37 @@ class K8sError(Exception):
         self.status = status
 
 
+def kubernetes() -> dict[str, Any]:
+    """The kubernetes client's parts this module uses, imported once; a clear K8sError when the
+    package is missing."""
+    if not _KUBERNETES:
+        try:
+            from kubernetes import config as k8s_config
+            from kubernetes.client.rest import ApiException
+            from kubernetes.dynamic import DynamicClient
+            from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+        except ImportError as exc:
+            raise K8sError("-", f"the 'kubernetes' Python package is required (pip install kubernetes): {exc}") from None
+        _KUBERNETES.update(config=k8s_config, ApiException=ApiException, DynamicClient=DynamicClient,
+                           DynamicApiError=DynamicApiError, ResourceNotFoundError=ResourceNotFoundError)
+    return _KUBERNETES
+
+
 def require_kubernetes() -> None:
     """Fail clearly when the kubernetes client is missing."""
-    if not HAS_KUBERNETES:
-        raise K8sError(
-            "-",
-            "the 'kubernetes' Python package is required (pip install kubernetes): "
-            + KUBERNETES_IMPORT_ERROR,
-        )
+    kubernetes()
 
 
 def _error_message(exc: BaseException) -> tuple[str, int]:
     """Turn a client exception into a short message without headers or credentials."""
     status = int(getattr(exc, "status", 0) or 0)
-    if HAS_KUBERNETES and isinstance(exc, DynamicApiError):
+    k8s = _KUBERNETES  # empty until the client was imported: then no exception can be its own
+    if k8s and isinstance(exc, k8s["DynamicApiError"]):
         summary = exc.summary()
         if isinstance(summary, bytes):
             summary = summary.decode("utf-8", "replace")
         return f"HTTP {status}: {summary}", status
-    if HAS_KUBERNETES and isinstance(exc, ApiException):
+    if k8s and isinstance(exc, k8s["ApiException"]):
         return f"HTTP {status}: {exc.reason}", status
     text = str(exc).split("\n", 1)[0]
     if "Connection refused" in str(exc) or "NewConnectionError" in str(exc):
@@ -75,7 +79,7 @@ class ClusterClient:
     mapping: k8s/auth.py builds one from K8S_AUTH_* options; content never appears in errors)."""
 
     def __init__(self, name: str, kubeconfig: str | dict, context: str | None = None):
-        require_kubernetes()
+        k8s_config = kubernetes()["config"]
         self.name = name
         self.kubeconfig = kubeconfig if isinstance(kubeconfig, str) else "<kubeconfig content>"
         try:
@@ -102,7 +106,7 @@ class ClusterClient:
                     tempfile.gettempdir(),
                     f"qonnect-discovery-{hashlib.sha256(host).hexdigest()[:16]}.json",
                 )
-                self._dynamic = self._call(DynamicClient, self.api, cache_file=cache)
+                self._dynamic = self._call(kubernetes()["DynamicClient"], self.api, cache_file=cache)
             return self._dynamic
 
     def _call(self, func: Any, *args: Any, **kwargs: Any) -> Any:
@@ -122,7 +126,7 @@ class ClusterClient:
             dyn = self._dyn()
             try:
                 found = dyn.resources.get(api_version=api_version, kind=kind)
-            except ResourceNotFoundError:
+            except kubernetes()["ResourceNotFoundError"]:
                 raise K8sError(self.name, f"the cluster does not serve {api_version} {kind}", 404) from None
             except Exception as exc:
                 message, status = _error_message(exc)
