@@ -15,6 +15,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.plan import
     Plan,
     entries_from_assignment,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.scorers import SCORERS
 
 
 class Problem:
@@ -94,10 +95,21 @@ def release_current(fleet: Fleet, app, current: dict) -> None:
                 fleet.free[v] = np.minimum(fleet.free[v] + req, fleet.alloc[v])
 
 
-def _scorer(name: str):
-    from ansible_collections.qonnect.core.plugins.module_utils.scorers import assign_function
+def scorer_registry() -> dict:
+    """Scorer name -> its assign(problem). Static imports: Ansible packs a module's imports."""
+    from ansible_collections.qonnect.core.plugins.module_utils.placement import (
+        borda,
+        optimal,
+        weighted,
+    )
+    return {"weighted": weighted.assign, "borda": borda.assign, "optimal": optimal.assign}
 
-    return assign_function(name)
+
+def _scorer(name: str):
+    registry = scorer_registry()
+    if name not in SCORERS:
+        raise ValueError(f"scorer: {name!r} is not one of {', '.join(sorted(SCORERS))}")
+    return registry[name]
 
 
 def place(app, inventory, scorer: str = "weighted", exclude=(), current=None,
