@@ -57,6 +57,7 @@ molecule: setup
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 ## sanity: ansible-test sanity on a copy of the collection at an ansible_collections/ path
 sanity: setup

@@ -67,13 +67,31 @@ def testbed(root: Path, clusters: int, nodes: int) -> Iterator[dict]:
     """`qonnect testbed up` with the scale profile; always brought down again."""
     try:
         subprocess.run(
-            qonnect("testbed", "up", "--dir", str(root), "--profile", "scale", "--clusters",
-                    str(clusters), "--nodes", str(nodes), "--start-delay", "0.2", "--timeout", "120"),
-            check=True, capture_output=True, timeout=180,
+            qonnect(
+                "testbed",
+                "up",
+                "--dir",
+                str(root),
+                "--profile",
+                "scale",
+                "--clusters",
+                str(clusters),
+                "--nodes",
+                str(nodes),
+                "--start-delay",
+                "0.2",
+                "--timeout",
+                "120",
+            ),
+            check=True,
+            capture_output=True,
+            timeout=180,
         )
         yield yaml.safe_load((root / "federation.yaml").read_text())
     finally:
-        subprocess.run(qonnect("testbed", "down", "--dir", str(root)), capture_output=True, timeout=60, check=False)
+        subprocess.run(
+            qonnect("testbed", "down", "--dir", str(root)), capture_output=True, timeout=60, check=False
+        )
         pid_file = root / "testbed.pid"
         if pid_file.exists():
             with contextlib.suppress(ProcessLookupError, ValueError):
@@ -96,7 +114,8 @@ def knowledge_base(root: Path) -> Iterator[tuple[str, str]]:
     with open(root / "kb.log", "ab") as log:
         proc = subprocess.Popen(
             qonnect("kb", "serve", "--db", db, "--port", "0", "--port-file", str(port_file)),
-            stdout=log, stderr=subprocess.STDOUT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     try:
         deadline = time.monotonic() + 60
@@ -123,19 +142,37 @@ def deploy_pods(kubeconfig: str, pods: int) -> None:
     cfg = client.Configuration()
     config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
     with client.ApiClient(cfg) as api:
-        labels = {"app.kubernetes.io/managed-by": "qonnect", "qonnect.io/application": "bench",
-                  "qonnect.io/service": "web"}
+        labels = {
+            "app.kubernetes.io/managed-by": "qonnect",
+            "qonnect.io/application": "bench",
+            "qonnect.io/service": "web",
+        }
         client.CoreV1Api(api).create_namespace({"metadata": {"name": "bench"}})
         apps = client.AppsV1Api(api)
-        apps.create_namespaced_deployment("bench", {
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "labels": labels},
-            "spec": {"replicas": pods, "selector": {"matchLabels": {"app": "web"}},
-                     "template": {"metadata": {"labels": {"app": "web", **labels}},
-                                  "spec": {"containers": [{"name": "web", "image": "nginx:1.25",
-                                           "resources": {"requests": {"cpu": "100m",
-                                                                      "memory": "64Mi"}}}]}}},
-        })
+        apps.create_namespaced_deployment(
+            "bench",
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "web", "labels": labels},
+                "spec": {
+                    "replicas": pods,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web", **labels}},
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "web",
+                                    "image": "nginx:1.25",
+                                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                                }
+                            ]
+                        },
+                    },
+                },
+            },
+        )
         deadline = time.monotonic() + 60
         while (apps.read_namespaced_deployment("web", "bench").status.ready_replicas or 0) < pods:
             if time.monotonic() > deadline:
@@ -163,11 +200,24 @@ def bench(args: argparse.Namespace) -> dict:
             token_file.chmod(0o600)
             peers = list(fed["clusters"][1:])
             argv = qonnect(
-                "-vv", "agent", "--cluster", me["name"], "--kubeconfig", me["kubeconfig"],
-                "--kb", url, "--token-file", str(token_file), "--interval", str(args.interval),
-                "--source-address", me["address"],
-                "--peers", ",".join(f"{c['name']}={c['server']}" for c in peers),
-                "--state-dir", str(root / "agent"),
+                "-vv",
+                "agent",
+                "--cluster",
+                me["name"],
+                "--kubeconfig",
+                me["kubeconfig"],
+                "--kb",
+                url,
+                "--token-file",
+                str(token_file),
+                "--interval",
+                str(args.interval),
+                "--source-address",
+                me["address"],
+                "--peers",
+                ",".join(f"{c['name']}={c['server']}" for c in peers),
+                "--state-dir",
+                str(root / "agent"),
             )
             log_path = root / "agent.log"
             with open(log_path, "ab") as log:
@@ -178,8 +228,9 @@ def bench(args: argparse.Namespace) -> dict:
                 stop(agent)
 
 
-def measure(args: argparse.Namespace, agent: subprocess.Popen, admin, me: dict, log_path: Path,
-            peers: int) -> dict:
+def measure(
+    args: argparse.Namespace, agent: subprocess.Popen, admin, me: dict, log_path: Path, peers: int
+) -> dict:
     def seq() -> int | None:
         return (admin.get_cluster(me["name"]).get("status") or {}).get("seq")
 
@@ -204,18 +255,23 @@ def measure(args: argparse.Namespace, agent: subprocess.Popen, admin, me: dict, 
 
     cpu0 = wait_ticks(args.warmup)
     cpu1 = wait_ticks(args.warmup + args.ticks)
-    ticks = logged()[args.warmup:args.warmup + args.ticks]
+    ticks = logged()[args.warmup : args.warmup + args.ticks]
     status = admin.get_cluster(me["name"])["status"]
     nodes = admin.list_nodes(me["name"])
     return {
-        "clusters": args.clusters, "nodes_per_cluster": args.nodes, "pods": args.pods,
-        "peers": peers, "interval_s": args.interval, "ticks": len(ticks),
+        "clusters": args.clusters,
+        "nodes_per_cluster": args.nodes,
+        "pods": args.pods,
+        "peers": peers,
+        "interval_s": args.interval,
+        "ticks": len(ticks),
         "startup_cpu_s": round(startup, 3),
         "cpu_ms_per_tick_median": round(statistics.median(c for _wall, c in ticks), 2),
         "cpu_ms_per_tick_p90": round(sorted(c for _wall, c in ticks)[int(0.9 * (len(ticks) - 1))], 2),
         "cpu_ms_per_tick_mean_proc": round((cpu1 - cpu0) * 1000.0 / len(ticks), 2),
         "wall_ms_per_tick_median": round(statistics.median(w for w, _cpu in ticks), 2),
-        "agent_healthy": bool(status.get("healthy")), "nodes_reported": len(nodes),
+        "agent_healthy": bool(status.get("healthy")),
+        "nodes_reported": len(nodes),
     }
 
 

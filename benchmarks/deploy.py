@@ -47,8 +47,13 @@ def _wait(check, timeout: float, what: str):
 
 
 def _token(db: str, role: str, path: Path) -> Path:
-    out = subprocess.run([str(BIN / "qonnect"), "kb", "token", "create", "--db", db, "--role", role],
-                         capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    out = subprocess.run(
+        [str(BIN / "qonnect"), "kb", "token", "create", "--db", db, "--role", role],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
     path.write_text(out + "\n")
     path.chmod(0o600)
     return path
@@ -59,16 +64,39 @@ def start_agents(base: Path, db: str, url: str, fed: dict, procs: list) -> None:
     for cluster in fed["clusters"]:
         name = cluster["name"]
         token = base / f"agent-{name}.token"
-        out = subprocess.run([str(BIN / "qonnect"), "kb", "token", "create", "--db", db, "--role", "agent",
-                              "--cluster", name], capture_output=True, text=True, check=True, timeout=60)
+        out = subprocess.run(
+            [str(BIN / "qonnect"), "kb", "token", "create", "--db", db, "--role", "agent", "--cluster", name],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
         token.write_text(out.stdout.strip() + "\n")
         token.chmod(0o600)
         with open(base / f"agent-{name}.log", "wb") as log:
-            procs.append(subprocess.Popen(
-                [str(BIN / "qonnect"), "agent", "--cluster", name, "--kubeconfig", cluster["kubeconfig"],
-                 "--kb", url, "--token-file", str(token), "--interval", "5",
-                 "--state-dir", str(base / f"agent-{name}")],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(BIN / "qonnect"),
+                        "agent",
+                        "--cluster",
+                        name,
+                        "--kubeconfig",
+                        cluster["kubeconfig"],
+                        "--kb",
+                        url,
+                        "--token-file",
+                        str(token),
+                        "--interval",
+                        "5",
+                        "--state-dir",
+                        str(base / f"agent-{name}"),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
 
 
 # -- the plain-script baseline ----------------------------------------------------------------
@@ -96,11 +124,21 @@ def baseline(plan_file: str, namespace: str) -> None:
                         obj["spec"]["replicas"] = entries[0].get("replicas", 1)
                     objs.append(obj)
                 elif obj["kind"] == "Service":
-                    objs.append({"apiVersion": "v1", "kind": "Service",
-                                 "metadata": {"name": meta["name"], "namespace": namespace,
-                                              "labels": meta["labels"]},
-                                 "spec": {"type": "ExternalName",
-                                          "externalName": f"{meta['name']}.{namespace}.svc.{host}.qonnect.local"}})
+                    objs.append(
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Service",
+                            "metadata": {
+                                "name": meta["name"],
+                                "namespace": namespace,
+                                "labels": meta["labels"],
+                            },
+                            "spec": {
+                                "type": "ExternalName",
+                                "externalName": f"{meta['name']}.{namespace}.svc.{host}.qonnect.local",
+                            },
+                        }
+                    )
         return objs
 
     def deploy(cluster: str) -> None:
@@ -108,17 +146,25 @@ def baseline(plan_file: str, namespace: str) -> None:
         deployments = []
         for obj in objects_for(cluster):
             res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-            dyn.server_side_apply(res, body=obj, name=obj["metadata"]["name"],
-                                  namespace=obj["metadata"].get("namespace") if res.namespaced else None,
-                                  field_manager="qonnect", force_conflicts=True)
+            dyn.server_side_apply(
+                res,
+                body=obj,
+                name=obj["metadata"]["name"],
+                namespace=obj["metadata"].get("namespace") if res.namespaced else None,
+                field_manager="qonnect",
+                force_conflicts=True,
+            )
             if obj["kind"] == "Deployment":
                 deployments.append(obj["metadata"]["name"])
         res = dyn.resources.get(api_version="apps/v1", kind="Deployment")
         deadline = time.monotonic() + 60
         while deployments and time.monotonic() < deadline:
             items = dyn.get(res, namespace=namespace).to_dict()["items"]
-            ready = {d["metadata"]["name"] for d in items
-                     if (d.get("status") or {}).get("readyReplicas", 0) >= d["spec"].get("replicas", 1)}
+            ready = {
+                d["metadata"]["name"]
+                for d in items
+                if (d.get("status") or {}).get("readyReplicas", 0) >= d["spec"].get("replicas", 1)
+            }
             deployments = [d for d in deployments if d not in ready]
             time.sleep(0.1)
         if deployments:
@@ -134,7 +180,9 @@ def timed(cmd: list[str], env: dict) -> float:
     result = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     elapsed = time.monotonic() - started
     if result.returncode != 0:
-        raise SystemExit(f"deploy benchmark: {' '.join(cmd[:2])} failed:\n{result.stdout[-3000:]}{result.stderr[-2000:]}")
+        raise SystemExit(
+            f"deploy benchmark: {' '.join(cmd[:2])} failed:\n{result.stdout[-3000:]}{result.stderr[-2000:]}"
+        )
     return elapsed
 
 
@@ -147,38 +195,86 @@ def run() -> dict:
     base = Path(tempfile.mkdtemp(prefix="qonnect-bench-deploy-"))
     tb, procs = base / "testbed", []
     try:
-        subprocess.run([str(BIN / "qonnect"), "testbed", "up", "--profile", "paper", "--dir", str(tb),
-                        "--start-delay", "0.2"], check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                str(BIN / "qonnect"),
+                "testbed",
+                "up",
+                "--profile",
+                "paper",
+                "--dir",
+                str(tb),
+                "--start-delay",
+                "0.2",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         fed = yaml.safe_load((tb / "federation.yaml").read_text())
         db = f"sqlite:///{base / 'kb.sqlite'}"
         admin = _token(db, "admin", base / "admin.token")
         port_file = base / "kb.port"
         with open(base / "kb.log", "wb") as log:
-            procs.append(subprocess.Popen(
-                [str(BIN / "qonnect"), "kb", "serve", "--db", db, "--host", "127.0.0.1", "--port", "0",
-                 "--port-file", str(port_file), "--heartbeat-timeout", "30"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(BIN / "qonnect"),
+                        "kb",
+                        "serve",
+                        "--db",
+                        db,
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        "0",
+                        "--port-file",
+                        str(port_file),
+                        "--heartbeat-timeout",
+                        "30",
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
         port = _wait(lambda: port_file.exists() and port_file.read_text().strip(), 60, "the KB")
         url = f"http://127.0.0.1:{port}"
         kb = KBClient(url, admin.read_text().strip())
         for c in fed["clusters"]:
-            kb.register_cluster({k: c[k] for k in ("name", "tier", "location", "server", "kubeconfig", "context")})
+            kb.register_cluster(
+                {k: c[k] for k in ("name", "tier", "location", "server", "kubeconfig", "context")}
+            )
         start_agents(base, db, url, fed, procs)
         _wait(lambda: all(c["healthy"] and c["nodes"] for c in kb.inventory()["clusters"]), 90, "the agents")
-        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-                   ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".venv" / "collections"), QONNECT_KB_URL=url)
-        cmd = [str(BIN / "ansible-playbook"), "qonnect.core.deploy", "-e", f"app_file={SPEC}",
-               "-e", f"kb_token_file={admin}"]
+        env = dict(
+            os.environ,
+            PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".venv" / "collections"),
+            QONNECT_KB_URL=url,
+        )
+        cmd = [
+            str(BIN / "ansible-playbook"),
+            "qonnect.core.deploy",
+            "-e",
+            f"app_file={SPEC}",
+            "-e",
+            f"kb_token_file={admin}",
+        ]
         playbook_s = timed(cmd, env)
         rerun_s = timed(cmd, env)
         plan = kb.get_placement("bookinfo")["current"]
         app = load_application_file(str(ROOT / SPEC))
         job = base / "job.json"
-        job.write_text(json.dumps({
-            "plan": plan,
-            "manifests": {s.name: s.manifests for s in app.services},
-            "kubeconfigs": {c["name"]: c["kubeconfig"] for c in fed["clusters"]},
-        }))
+        job.write_text(
+            json.dumps(
+                {
+                    "plan": plan,
+                    "manifests": {s.name: s.manifests for s in app.services},
+                    "kubeconfigs": {c["name"]: c["kubeconfig"] for c in fed["clusters"]},
+                }
+            )
+        )
         script_s = timed([sys.executable, __file__, "--baseline", str(job), "bookinfo-script"], env)
         return {
             "benchmark": "deploy",
@@ -198,8 +294,12 @@ def run() -> dict:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=10)
-        subprocess.run([str(BIN / "qonnect"), "testbed", "down", "--dir", str(tb)], capture_output=True, timeout=60,
-                       check=False)
+        subprocess.run(
+            [str(BIN / "qonnect"), "testbed", "down", "--dir", str(tb)],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -61,13 +61,18 @@ def summary(values: list[float]) -> dict[str, Any]:
     if not values:
         return {"n": 0}
     ordered = sorted(values)
-    return {"n": len(values), "p50": round(statistics.median(ordered), 3),
-            "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 3),
-            "p99": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 3),
-            "max": round(ordered[-1], 3), "values": [round(v, 3) for v in values]}
+    return {
+        "n": len(values),
+        "p50": round(statistics.median(ordered), 3),
+        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 3),
+        "p99": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 3),
+        "max": round(ordered[-1], 3),
+        "values": [round(v, 3) for v in values],
+    }
 
 
 # -- commit latency ------------------------------------------------------------------------------
+
 
 def node_main(self_addr: str, peers: str, secret_file: str, count: int, out: str) -> None:
     """One replica of the latency group; the one that becomes leader runs the sequential commits."""
@@ -98,8 +103,14 @@ def commit_latency(size: int, count: int, workdir: Path) -> dict[str, Any]:
     secret.chmod(0o600)
     out = workdir / f"latency-{size}.json"
     addrs = [f"127.0.0.1:{free_port()}" for _replica in range(size)]
-    procs = [subprocess.Popen([sys.executable, __file__, "_node", a, ",".join(addrs), str(secret), str(count),
-                               str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for a in addrs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "_node", a, ",".join(addrs), str(secret), str(count), str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for a in addrs
+    ]
     try:
         wait_for(out.exists, 120, 0.1, f"{size} replicas to finish {count} commits")
         samples = json.loads(out.read_text())
@@ -111,11 +122,17 @@ def commit_latency(size: int, count: int, workdir: Path) -> dict[str, Any]:
                 p.kill()
                 p.wait()
     ordered = sorted(samples)
-    return {"replicas": size, "commits": len(samples), "p50_ms": round(statistics.median(ordered), 2),
-            "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 2), "max_ms": round(ordered[-1], 2)}
+    return {
+        "replicas": size,
+        "commits": len(samples),
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 2),
+        "max_ms": round(ordered[-1], 2),
+    }
 
 
 # -- failover ------------------------------------------------------------------------------------
+
 
 def ours(stack: Stack, after: int) -> list[dict[str, Any]]:
     return [e for e in stack.events(APP) if e["id"] > after and kbio.trusted(e)]
@@ -157,8 +174,12 @@ def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faul
                 leader.start()
         wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 120, 0.2, "recovery")
         recover = time.monotonic() - t0
-        wait_for(lambda: any(e["type"] in (kbio.SUCCEEDED, kbio.GAVE_UP) for e in ours(stack, after)), 120, 0.2,
-                 "a decision to end")
+        wait_for(
+            lambda: any(e["type"] in (kbio.SUCCEEDED, kbio.GAVE_UP) for e in ours(stack, after)),
+            120,
+            0.2,
+            "a decision to end",
+        )
     finally:
         faults.recover(stack, target)
     events = ours(stack, after)
@@ -168,10 +189,18 @@ def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faul
     for e in events:
         if e["type"] == kbio.SUCCEEDED:
             successes[e["ref"]["id"]] = successes.get(e["ref"]["id"], 0) + 1
-    wait_for(lambda: all(c["healthy"] for c in stack.admin.inventory()["clusters"]), 60, 0.5, "clusters healthy")
-    return {"cluster": target, "detect": detect, "recover": recover, "decisions": len(decisions),
-            "duplicates": sum(1 for n in successes.values() if n > 1), "lost": len(decisions - ended),
-            "reelect": reelect}
+    wait_for(
+        lambda: all(c["healthy"] for c in stack.admin.inventory()["clusters"]), 60, 0.5, "clusters healthy"
+    )
+    return {
+        "cluster": target,
+        "detect": detect,
+        "recover": recover,
+        "decisions": len(decisions),
+        "duplicates": sum(1 for n in successes.values() if n > 1),
+        "lost": len(decisions - ended),
+        "reelect": reelect,
+    }
 
 
 # -- fault trials (issue 11) ----------------------------------------------------------------------
@@ -197,8 +226,10 @@ class Faults:
     def failed_near(self, cluster: str, when: float) -> bool:
         if cluster in self.open and self.open[cluster] <= when + 1:
             return True
-        return any(c == cluster and start <= when + 1 and when <= end + STABLE_SECONDS + 5
-                   for c, start, end in self.windows)
+        return any(
+            c == cluster and start <= when + 1 and when <= end + STABLE_SECONDS + 5
+            for c, start, end in self.windows
+        )
 
 
 def false_failovers(stack: Stack, after: int, faults: Faults) -> int:
@@ -248,7 +279,9 @@ def orphans(stack: Stack) -> list[str]:
 
 def settle(stack: Stack, timeout: float = 100.0) -> list[str]:
     """Wait for a healthy fleet and for the reconciliation to remove orphans; what is left."""
-    wait_for(lambda: all(c["healthy"] for c in stack.admin.inventory()["clusters"]), 60, 0.5, "clusters healthy")
+    wait_for(
+        lambda: all(c["healthy"] for c in stack.admin.inventory()["clusters"]), 60, 0.5, "clusters healthy"
+    )
     deadline = time.monotonic() + timeout
     left = orphans(stack)
     while left and time.monotonic() < deadline:
@@ -274,8 +307,12 @@ def sigstop_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
             os.kill(leader.proc.pid, signal.SIGCONT)
         wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 120, 0.2, "recovery")
         recover = time.monotonic() - t0
-        wait_for(lambda: any(e["type"] in (kbio.SUCCEEDED, kbio.GAVE_UP) for e in ours(stack, after)), 120, 0.2,
-                 "a decision to end")
+        wait_for(
+            lambda: any(e["type"] in (kbio.SUCCEEDED, kbio.GAVE_UP) for e in ours(stack, after)),
+            120,
+            0.2,
+            "a decision to end",
+        )
     finally:
         faults.recover(stack, target)
     return {"fault": "leader SIGSTOP 10 s mid-migration", "recover": recover, **count_trial(stack, after)}
@@ -300,11 +337,18 @@ def tier_down_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     time.sleep(25)
     for cluster in edge:
         faults.recover(stack, cluster)
-    wait_for(lambda: not list((stack.leader() or stack.replicas[0]).status()["inflight"]), 120, 0.5,
-             "the decision to end")
+    wait_for(
+        lambda: not list((stack.leader() or stack.replicas[0]).status()["inflight"]),
+        120,
+        0.5,
+        "the decision to end",
+    )
     events = ours(stack, after)
-    return {"fault": "edge tier down 25 s", "playbook_runs": sum(e["type"] == kbio.STARTED for e in events),
-            **count_trial(stack, after)}
+    return {
+        "fault": "edge tier down 25 s",
+        "playbook_runs": sum(e["type"] == kbio.STARTED for e in events),
+        **count_trial(stack, after),
+    }
 
 
 def flapping_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
@@ -322,8 +366,12 @@ def flapping_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
         time.sleep(2)
     faults.recover(stack, target)
     events = ours(stack, after)
-    return {"fault": "flapping cluster", "recover": recover,
-            "decisions": sum(e["type"] == kbio.DECISION for e in events), **count_trial(stack, after)}
+    return {
+        "fault": "flapping cluster",
+        "recover": recover,
+        "decisions": sum(e["type"] == kbio.DECISION for e in events),
+        **count_trial(stack, after),
+    }
 
 
 def count_trial(stack: Stack, after: int) -> dict[str, Any]:
@@ -363,15 +411,20 @@ def run(trials: int, commits: int, workdir: Path) -> dict[str, Any]:
             runs[-1].update(count_trial(stack, start_id))
         wiped = failover_trial(stack, kill_leader=False, wipe_all=True, faults=faults)
         wiped.update(count_trial(stack, start_id))
-        fault_trials = [sigstop_trial(stack, faults), kb_outage_trial(stack, faults),
-                        tier_down_trial(stack, faults), flapping_trial(stack, faults)]
+        fault_trials = [
+            sigstop_trial(stack, faults),
+            kb_outage_trial(stack, faults),
+            tier_down_trial(stack, faults),
+            flapping_trial(stack, faults),
+        ]
         stale, stale_starts = stale_writes(stack)
         result["stale_writes"] = stale
         result["non_leader_migrations"] = stale_starts
         result["false_failovers"] = false_failovers(stack, start_id, faults)
         result["orphans"] = sum(r["orphans"] for r in [*runs, wiped, *fault_trials])
-        result["fault_trials"] = [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}
-                                  for r in fault_trials]
+        result["fault_trials"] = [
+            {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()} for r in fault_trials
+        ]
         healed = [r["recover"] for r in [*runs, *fault_trials] if "recover" in r]
         result["recover_seconds_all_faults"] = summary(healed)
     finally:
@@ -380,21 +433,41 @@ def run(trials: int, commits: int, workdir: Path) -> dict[str, Any]:
     result["recover_seconds"] = summary([r["recover"] for r in runs])
     result["reelection_seconds_under_migration"] = summary([r["reelect"] for r in runs if r.get("reelect")])
     result["recover_seconds_plain"] = summary([r["recover"] for i, r in enumerate(runs) if i % 2 == 0])
-    result["recover_seconds_leader_killed"] = summary([r["recover"] for i, r in enumerate(runs) if i % 2 == 1])
+    result["recover_seconds_leader_killed"] = summary(
+        [r["recover"] for i, r in enumerate(runs) if i % 2 == 1]
+    )
     result["duplicate_migrations"] = sum(r["duplicates"] for r in [*runs, wiped])
     result["lost_decisions"] = sum(r["lost"] for r in [*runs, wiped])
-    result["all_replicas_lost_trial"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in wiped.items()}
+    result["all_replicas_lost_trial"] = {
+        k: (round(v, 3) if isinstance(v, float) else v) for k, v in wiped.items()
+    }
     result["leader_killed_mid_migration_trials"] = sum(1 for i in range(trials) if i % 2 == 1)
     result["recover_seconds"]["p99"] = result["recover_seconds"].get("p99")
-    result["targets"] = {"recover_seconds_max": 15, "reelection_seconds_max": 2, "duplicate_migrations": 0,
-                         "lost_decisions": 0, "stale_writes": 0, "non_leader_migrations": 0, "false_failovers": 0,
-                         "orphans": 0, "recover_seconds_p99_max": 15}
-    result["not_measured"] = ["netns partition of the leader (covered by the integration test "
-                              "test_isolated_leader_does_not_complete_the_migration)"]
-    result["settings"] = {"agent_interval_s": DEFAULT_INTERVAL, "heartbeat_timeout_s": 3 * DEFAULT_INTERVAL,
-                          "detector_tick_s": 1.0,
-                          "raft_election_s": [0.7, 1.4], "leader_fallback_s": 1.5, "clusters": 6,
-                          "cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)}
+    result["targets"] = {
+        "recover_seconds_max": 15,
+        "reelection_seconds_max": 2,
+        "duplicate_migrations": 0,
+        "lost_decisions": 0,
+        "stale_writes": 0,
+        "non_leader_migrations": 0,
+        "false_failovers": 0,
+        "orphans": 0,
+        "recover_seconds_p99_max": 15,
+    }
+    result["not_measured"] = [
+        "netns partition of the leader (covered by the integration test "
+        "test_isolated_leader_does_not_complete_the_migration)"
+    ]
+    result["settings"] = {
+        "agent_interval_s": DEFAULT_INTERVAL,
+        "heartbeat_timeout_s": 3 * DEFAULT_INTERVAL,
+        "detector_tick_s": 1.0,
+        "raft_election_s": [0.7, 1.4],
+        "leader_fallback_s": 1.5,
+        "clusters": 6,
+        "cpu_count": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
     return result
 
 

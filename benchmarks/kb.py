@@ -64,8 +64,9 @@ def prepare(db_url: str, agents: int) -> tuple[str, list[tuple[str, str]]]:
     admin = auth.insert_token(conn, "admin", None, "bench-admin", now)["token"]
     for i in range(agents):
         name = f"bench-{i:04d}"
-        ops.create_cluster(conn, {"name": name, "tier": ("cloud", "fog", "edge")[i % 3],
-                                  "location": name, "labels": {}}, now)
+        ops.create_cluster(
+            conn, {"name": name, "tier": ("cloud", "fog", "edge")[i % 3], "location": name, "labels": {}}, now
+        )
         pairs.append((name, auth.insert_token(conn, "agent", name, None, now)["token"]))
     conn.commit()
     db.close()
@@ -83,10 +84,24 @@ class Server:
 
     def __enter__(self) -> Server:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", MAIN, "kb", "serve", "--db", self.db_url,
-             "--port", "0", "--port-file", str(self.port_file),
-             "--max-connections", str(self.connections)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            [
+                sys.executable,
+                "-c",
+                MAIN,
+                "kb",
+                "serve",
+                "--db",
+                self.db_url,
+                "--port",
+                "0",
+                "--port-file",
+                str(self.port_file),
+                "--max-connections",
+                str(self.connections),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
         deadline = time.monotonic() + 60
         while not self.port_file.exists():
@@ -118,9 +133,11 @@ class Agent(asyncio.Protocol):
     """One simulated agent: a keep-alive connection with at most one request in flight."""
 
     def __init__(self, cluster: str, token: str) -> None:
-        self.head = (f"POST /api/v1/clusters/{cluster}/reports HTTP/1.1\r\nHost: kb\r\n"
-                     f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
-                     "Content-Length: ")
+        self.head = (
+            f"POST /api/v1/clusters/{cluster}/reports HTTP/1.1\r\nHost: kb\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+            "Content-Length: "
+        )
         self.node = cluster + "-w"
         self.seq = 0
         self.buf = b""
@@ -149,31 +166,35 @@ class Agent(asyncio.Protocol):
                 length = int(value)
         if len(self.buf) < end + 4 + length:
             return
-        self.buf = self.buf[end + 4 + length:]
+        self.buf = self.buf[end + 4 + length :]
         if self.waiter and not self.waiter.done():
             self.waiter.set_result(int(head.split(" ", 2)[1]))
 
     async def send(self) -> int:
         self.seq += 1
         requested = 268435456 + self.seq % 7  # pods come and go: the node data changes
-        body = (f'{{"seq":{self.seq},"ts":{time.time():.3f},"reachable":true,'
-                f'"latencies":{{"kb":0.5}},"nodes":[{{"name":"{self.node}","ready":true,'
-                '"schedulable":true,"allocatable":{"cpu":6.0,"memory":7160000000,'
-                f'"ephemeral_storage":0}},"requested":{{"cpu":0.5,"memory":{requested},'
-                '"ephemeral_storage":0},"bandwidth_gbps":52.5,"energy_kwh":0.0024042,'
-                '"price_eur_h":16.3884}]}').encode()
+        body = (
+            f'{{"seq":{self.seq},"ts":{time.time():.3f},"reachable":true,'
+            f'"latencies":{{"kb":0.5}},"nodes":[{{"name":"{self.node}","ready":true,'
+            '"schedulable":true,"allocatable":{"cpu":6.0,"memory":7160000000,'
+            f'"ephemeral_storage":0}},"requested":{{"cpu":0.5,"memory":{requested},'
+            '"ephemeral_storage":0},"bandwidth_gbps":52.5,"energy_kwh":0.0024042,'
+            '"price_eur_h":16.3884}]}'
+        ).encode()
         self.waiter = asyncio.get_running_loop().create_future()
         self.transport.write(f"{self.head}{len(body)}\r\n\r\n".encode() + body)
         return await self.waiter
 
 
-async def run_load(ports: list[int], pairs: list[tuple[str, str]], rate: float, warmup: float,
-                   duration: float) -> dict:
+async def run_load(
+    ports: list[int], pairs: list[tuple[str, str]], rate: float, warmup: float, duration: float
+) -> dict:
     loop = asyncio.get_running_loop()
     agents = []
     for i, (cluster, token) in enumerate(pairs):  # round-robin over the KB instances
-        _transport, proto = await loop.create_connection(lambda c=cluster, t=token: Agent(c, t),
-                                                         "127.0.0.1", ports[i % len(ports)])
+        _transport, proto = await loop.create_connection(
+            lambda c=cluster, t=token: Agent(c, t), "127.0.0.1", ports[i % len(ports)]
+        )
         agents.append(proto)
     interval = len(agents) / rate
     start = loop.time() + 0.5
@@ -215,10 +236,16 @@ async def run_load(ports: list[int], pairs: list[tuple[str, str]], rate: float, 
         return round(latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000, 2)
 
     return {
-        "agents": len(agents), "target_rate": rate, "duration_s": duration, "sent": sent_total,
-        "requests": len(latencies), "errors": errors, "late_sends": late,
+        "agents": len(agents),
+        "target_rate": rate,
+        "duration_s": duration,
+        "sent": sent_total,
+        "requests": len(latencies),
+        "errors": errors,
+        "late_sends": late,
         "rate": round(len(latencies) / duration, 1),
-        "p50_ms": pct(0.50) if latencies else None, "p99_ms": pct(0.99) if latencies else None,
+        "p50_ms": pct(0.50) if latencies else None,
+        "p99_ms": pct(0.99) if latencies else None,
         "max_ms": round(latencies[-1] * 1000, 2) if latencies else None,
     }
 
@@ -246,24 +273,25 @@ def bench(backend: str, args: argparse.Namespace) -> dict:
     instances = args.instances if pg else 1
     agents = args.pg_agents if pg else args.agents
     rate = args.pg_rate if pg else args.rate
-    with tempfile.TemporaryDirectory(prefix="qkb-bench-") as workdir, \
-            database(backend, workdir, args.pg_url) as db_url, contextlib.ExitStack() as stack:
+    with (
+        tempfile.TemporaryDirectory(prefix="qkb-bench-") as workdir,
+        database(backend, workdir, args.pg_url) as db_url,
+        contextlib.ExitStack() as stack,
+    ):
         _tokens, pairs = prepare(db_url, agents)
-        servers = [stack.enter_context(Server(db_url, workdir, agents + 100))
-                   for _i in range(instances)]
+        servers = [stack.enter_context(Server(db_url, workdir, agents + 100)) for _i in range(instances)]
         runner = uvloop.run if uvloop else asyncio.run
         runs = []
         for _run in range(args.runs):
             server_cpu = sum(s.cpu_seconds() for s in servers)
             own_cpu = time.process_time()
-            result = runner(run_load([s.port for s in servers], pairs, rate, args.warmup,
-                                     args.duration))
+            result = runner(run_load([s.port for s in servers], pairs, rate, args.warmup, args.duration))
             # CPU per request shows the KB's capacity apart from what else runs on the machine
             per_request = 1000 / max(1, result["sent"])
             result["server_cpu_ms_per_request"] = round(
-                (sum(s.cpu_seconds() for s in servers) - server_cpu) * per_request, 3)
-            result["loadgen_cpu_ms_per_request"] = round(
-                (time.process_time() - own_cpu) * per_request, 3)
+                (sum(s.cpu_seconds() for s in servers) - server_cpu) * per_request, 3
+            )
+            result["loadgen_cpu_ms_per_request"] = round((time.process_time() - own_cpu) * per_request, 3)
             runs.append(result)
     return {"instances": instances, **_summary(runs), "runs": runs}
 
@@ -271,19 +299,23 @@ def bench(backend: str, args: argparse.Namespace) -> dict:
 def _summary(runs: list[dict]) -> dict:
     """The runs in the single-run shape (benchmarks/report.py reads it), pessimistically: the
     lowest rate, the worst p99 and max, the median p50, all errors."""
+
     def worst(key: str) -> float | None:
         values = [r[key] for r in runs if r[key] is not None]
         return max(values) if values else None
 
     p50s = sorted(r["p50_ms"] for r in runs if r["p50_ms"] is not None)
     return {
-        "agents": runs[0]["agents"], "target_rate": runs[0]["target_rate"],
-        "duration_s": runs[0]["duration_s"], "rate": min(r["rate"] for r in runs),
-        "errors": sum(r["errors"] for r in runs), "p50_ms": p50s[len(p50s) // 2] if p50s else None,
-        "p99_ms": worst("p99_ms"), "max_ms": worst("max_ms"),
+        "agents": runs[0]["agents"],
+        "target_rate": runs[0]["target_rate"],
+        "duration_s": runs[0]["duration_s"],
+        "rate": min(r["rate"] for r in runs),
+        "errors": sum(r["errors"] for r in runs),
+        "p50_ms": p50s[len(p50s) // 2] if p50s else None,
+        "p99_ms": worst("p99_ms"),
+        "max_ms": worst("max_ms"),
         "p99_ms_per_run": [r["p99_ms"] for r in runs],
-        "server_cpu_ms_per_request": round(
-            sum(r["server_cpu_ms_per_request"] for r in runs) / len(runs), 3),
+        "server_cpu_ms_per_request": round(sum(r["server_cpu_ms_per_request"] for r in runs) / len(runs), 3),
     }
 
 
@@ -291,8 +323,12 @@ def _met(result: dict | None, rate: float, p99: float) -> bool | None:
     """Every run: the offered rate sustained, no errors, p99 under the target."""
     if result is None:
         return None
-    return bool(result["rate"] >= 0.98 * rate and result["errors"] == 0
-                and result["p99_ms"] is not None and result["p99_ms"] < p99)
+    return bool(
+        result["rate"] >= 0.98 * rate
+        and result["errors"] == 0
+        and result["p99_ms"] is not None
+        and result["p99_ms"] < p99
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,19 +336,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--agents", type=int, default=1000, help="SQLite: simulated agents")
-    parser.add_argument("--rate", type=float, default=TARGET_RATE,
-                        help="SQLite: reports per second")
-    parser.add_argument("--pg-agents", type=int, default=PG_TARGET_AGENTS,
-                        help="PostgreSQL: simulated agents")
-    parser.add_argument("--pg-rate", type=float, default=PG_TARGET_RATE,
-                        help="PostgreSQL: reports per second")
-    parser.add_argument("--instances", type=int, default=2,
-                        help="PostgreSQL: KB processes sharing the database")
+    parser.add_argument("--rate", type=float, default=TARGET_RATE, help="SQLite: reports per second")
+    parser.add_argument(
+        "--pg-agents", type=int, default=PG_TARGET_AGENTS, help="PostgreSQL: simulated agents"
+    )
+    parser.add_argument(
+        "--pg-rate", type=float, default=PG_TARGET_RATE, help="PostgreSQL: reports per second"
+    )
+    parser.add_argument(
+        "--instances", type=int, default=2, help="PostgreSQL: KB processes sharing the database"
+    )
     parser.add_argument("--runs", type=int, default=1, help="measured runs per backend")
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds")
     parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--pg-url", default=os.environ.get(
-        "QONNECT_BENCH_PG", "postgresql://127.0.0.1:5432/test"))
+    parser.add_argument(
+        "--pg-url", default=os.environ.get("QONNECT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
+    )
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     results = {}
@@ -322,18 +361,26 @@ def main(argv: list[str] | None = None) -> int:
             print(backend, json.dumps(results[backend]), flush=True)
     report = {
         "benchmark": "kb-heartbeats",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    # other work on the machine competes with the KB and the load generator
-                    "loadavg_before": [round(x, 2) for x in load_before],
-                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
-        "targets": {"sqlite_rate_min": TARGET_RATE, "sqlite_p99_ms_max": TARGET_P99_MS,
-                    "postgresql_rate_min": PG_TARGET_RATE, "postgresql_instances": 2,
-                    "postgresql_p99_ms_max": PG_TARGET_P99_MS},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            # other work on the machine competes with the KB and the load generator
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        },
+        "targets": {
+            "sqlite_rate_min": TARGET_RATE,
+            "sqlite_p99_ms_max": TARGET_P99_MS,
+            "postgresql_rate_min": PG_TARGET_RATE,
+            "postgresql_instances": 2,
+            "postgresql_p99_ms_max": PG_TARGET_P99_MS,
+        },
         "results": results,
         # judged against the targets only when run with the target's parameters
         "target_met": {
             "sqlite": _met(results.get("sqlite"), TARGET_RATE, TARGET_P99_MS)
-            if args.rate == TARGET_RATE else None,
+            if args.rate == TARGET_RATE
+            else None,
             "postgresql": _met(results.get("postgresql"), PG_TARGET_RATE, PG_TARGET_P99_MS)
             if (args.pg_rate, args.pg_agents, args.instances) == (PG_TARGET_RATE, PG_TARGET_AGENTS, 2)
             else None,

@@ -38,8 +38,12 @@ MIB = 1 << 20
 
 def summary(values: list[float]) -> dict[str, Any]:
     ordered = sorted(values)
-    return {"median": round(statistics.median(ordered), 2), "p99": round(ordered[-1], 2),
-            "min": round(ordered[0], 2), "n": len(ordered)}
+    return {
+        "median": round(statistics.median(ordered), 2),
+        "p99": round(ordered[-1], 2),
+        "min": round(ordered[0], 2),
+        "n": len(ordered),
+    }
 
 
 def wait(check: Callable[[], bool], timeout: float, what: str) -> float:
@@ -69,14 +73,27 @@ def trial(directory: Path) -> dict[str, float]:
         with client.ApiClient(cfg) as api:
             core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
             labels = {"app": "bench"}
-            apps.create_namespaced_deployment("default", {
-                "metadata": {"name": "bench"},
-                "spec": {"replicas": 10, "selector": {"matchLabels": labels}, "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}})
+            apps.create_namespaced_deployment(
+                "default",
+                {
+                    "metadata": {"name": "bench"},
+                    "spec": {
+                        "replicas": 10,
+                        "selector": {"matchLabels": labels},
+                        "template": {
+                            "metadata": {"labels": labels},
+                            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+                        },
+                    },
+                },
+            )
             out["deployment_ready_seconds"] = wait(
-                lambda: apps.read_namespaced_deployment_status("bench", "default").status.ready_replicas == 10,
-                120, "10 ready replicas")
+                lambda: (
+                    apps.read_namespaced_deployment_status("bench", "default").status.ready_replicas == 10
+                ),
+                120,
+                "10 ready replicas",
+            )
             out["rss_busy_mib"] = rss(fed)
             fed.fail("cloud-1")
             t = time.monotonic()
@@ -87,6 +104,7 @@ def trial(directory: Path) -> dict[str, float]:
             def unknown() -> bool:
                 node = core.read_node("cloud-1-worker")
                 return any(c.type == "Ready" and c.status == "Unknown" for c in node.status.conditions)
+
             out["not_ready_seconds"] = wait(unknown, GRACE + 60, "NotReady")
     finally:
         fed.stop()
@@ -106,13 +124,19 @@ def main() -> int:
         started = time.monotonic()
         fed = start_federation(Path(tmp) / "tiers", "tiers")
         try:
-            three = {"start_seconds": round(time.monotonic() - started, 2), "rss_mib": round(rss(fed), 1),
-                     "testbed_process_rss_mib": round(_process_rss(fed.status()["pid"]) / MIB, 1)}
+            three = {
+                "start_seconds": round(time.monotonic() - started, 2),
+                "rss_mib": round(rss(fed), 1),
+                "testbed_process_rss_mib": round(_process_rss(fed.status()["pid"]) / MIB, 1),
+            }
         finally:
             fed.stop()
-    report = {"kubernetes_version": KUBE_VERSION, "one_cluster": {
-        key: summary([r[key] for r in results]) for key in results[0]}, "three_clusters": three,
-        "node_monitor_grace_period": GRACE}
+    report = {
+        "kubernetes_version": KUBE_VERSION,
+        "one_cluster": {key: summary([r[key] for r in results]) for key in results[0]},
+        "three_clusters": three,
+        "node_monitor_grace_period": GRACE,
+    }
     print(json.dumps(report, indent=None if args.json else 2))
     return 0
 

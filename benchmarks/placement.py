@@ -68,25 +68,52 @@ def fleet(num_clusters: int, seed: int = 7) -> dict:
         coords[name] = (r * math.cos(angle), r * math.sin(angle))
         nodes = []
         for n in range(1 if num_clusters <= 9 else rng.randint(1, 3)):
-            prof = PROFILES[rng.choice(sorted(PROFILES))] if num_clusters > 9 else \
-                PROFILES[sorted(PROFILES)[(i // 3) % 3]]
+            prof = (
+                PROFILES[rng.choice(sorted(PROFILES))]
+                if num_clusters > 9
+                else PROFILES[sorted(PROFILES)[(i // 3) % 3]]
+            )
             jitter = 1.0 if num_clusters <= 9 else rng.uniform(0.9, 1.1)
-            nodes.append({
-                "name": f"{name}-w{n}", "ready": True, "schedulable": True,
-                "pressure": {"memory": False, "disk": False, "pid": False},
-                "allocatable": {"cpu": prof[0], "memory": int(prof[1] * 1e9),
-                                "ephemeral_storage": 100_000_000_000},
-                "requested": {"cpu": 0.25, "memory": 268_435_456, "ephemeral_storage": 0},
-                "bandwidth_gbps": prof[2] * jitter, "energy_kwh": prof[3] * jitter,
-                "price_eur_h": prof[4] * jitter, "heartbeat_age": 1.0, "labels": {},
-            })
-        clusters.append({"name": name, "tier": tier, "location": name,
-                         "labels": {"zone": f"z{i % 4}"}, "healthy": True,
-                         "heartbeat_age": 1.0, "nodes": nodes})
+            nodes.append(
+                {
+                    "name": f"{name}-w{n}",
+                    "ready": True,
+                    "schedulable": True,
+                    "pressure": {"memory": False, "disk": False, "pid": False},
+                    "allocatable": {
+                        "cpu": prof[0],
+                        "memory": int(prof[1] * 1e9),
+                        "ephemeral_storage": 100_000_000_000,
+                    },
+                    "requested": {"cpu": 0.25, "memory": 268_435_456, "ephemeral_storage": 0},
+                    "bandwidth_gbps": prof[2] * jitter,
+                    "energy_kwh": prof[3] * jitter,
+                    "price_eur_h": prof[4] * jitter,
+                    "heartbeat_age": 1.0,
+                    "labels": {},
+                }
+            )
+        clusters.append(
+            {
+                "name": name,
+                "tier": tier,
+                "location": name,
+                "labels": {"zone": f"z{i % 4}"},
+                "healthy": True,
+                "heartbeat_age": 1.0,
+                "nodes": nodes,
+            }
+        )
     names = sorted(coords)
-    latency = {a: {b: round(0.1 + ((coords[a][0] - coords[b][0]) ** 2
-                                   + (coords[a][1] - coords[b][1]) ** 2) ** 0.5, 2)
-                   for b in names} for a in names}
+    latency = {
+        a: {
+            b: round(
+                0.1 + ((coords[a][0] - coords[b][0]) ** 2 + (coords[a][1] - coords[b][1]) ** 2) ** 0.5, 2
+            )
+            for b in names
+        }
+        for a in names
+    }
     return {"clusters": clusters, "latency_ms": latency, "placements": {}}
 
 
@@ -101,14 +128,26 @@ def application(num_services: int, num_clusters: int, seed: int = 11) -> Applica
         spread = 2 if replicas >= 2 and rng.random() < 0.3 and num_clusters >= 6 else 1
         deps = [f"svc-{rng.randrange(i)}"] if i and rng.random() < 0.3 else []
         cpu = round(rng.uniform(0.05, 0.5) * scale, 4)
-        services.append(Service(
-            name=f"svc-{i}", tier=rng.choice(("cloud", "fog", "edge", "any")),
-            replicas=replicas, spread=spread, depends_on=deps,
-            requests={"cpu": cpu, "memory": int(rng.uniform(64, 512) * scale * 2**20),
-                      "ephemeral_storage": 0}))
-    return Application(name="bench", namespace="bench",
-                       objective={"energy": 0.6, "cost": 0.3, "performance": 0.3, "latency": 0.5},
-                       services=services)
+        services.append(
+            Service(
+                name=f"svc-{i}",
+                tier=rng.choice(("cloud", "fog", "edge", "any")),
+                replicas=replicas,
+                spread=spread,
+                depends_on=deps,
+                requests={
+                    "cpu": cpu,
+                    "memory": int(rng.uniform(64, 512) * scale * 2**20),
+                    "ephemeral_storage": 0,
+                },
+            )
+        )
+    return Application(
+        name="bench",
+        namespace="bench",
+        objective={"energy": 0.6, "cost": 0.3, "performance": 0.3, "latency": 0.5},
+        services=services,
+    )
 
 
 def measure(app, inv, scorer: str, runs: int):
@@ -141,11 +180,16 @@ def main(argv: list[str] | None = None) -> int:
                 continue
         optimal = results.get("optimal")
         for scorer, (seconds, cpu, plan) in results.items():
-            row = {"clusters": clusters, "services": services, "scorer": scorer,
-                   "seconds": round(seconds, 4), "cpu_seconds": round(cpu, 4),
-                   "objective": round(plan.objective, 6),
-                   "optimal_objective": round(optimal[2].objective, 6) if optimal else None,
-                   "capacity_violations": capacity_violations(app, inv, plan)}
+            row = {
+                "clusters": clusters,
+                "services": services,
+                "scorer": scorer,
+                "seconds": round(seconds, 4),
+                "cpu_seconds": round(cpu, 4),
+                "objective": round(plan.objective, 6),
+                "optimal_objective": round(optimal[2].objective, 6) if optimal else None,
+                "capacity_violations": capacity_violations(app, inv, plan),
+            }
             if args.json:
                 print(json.dumps(row), flush=True)
             else:

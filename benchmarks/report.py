@@ -25,17 +25,24 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = {  # benchmark -> (arguments of its quick variant, output file, seconds allowed)
     "placement": (["--json", "--quick"], "placement.jsonl", 900),
-    "kb": (["--json", "--backends", "sqlite", "--agents", "200", "--rate", "500", "--duration", "5"],
-           "kb.json", 600),
+    "kb": (
+        ["--json", "--backends", "sqlite", "--agents", "200", "--rate", "500", "--duration", "5"],
+        "kb.json",
+        600,
+    ),
     "failover": (["--json", "--quick"], "failover.json", 1800),
     "deploy": (["--json"], "deploy.json", 900),
-    "testbed": (["--json", "--clusters", "20", "--nodes", "5", "--pods", "200", "--runs", "10"],
-                "testbed.json", 900),
+    "testbed": (
+        ["--json", "--clusters", "20", "--nodes", "5", "--pods", "200", "--runs", "10"],
+        "testbed.json",
+        900,
+    ),
 }
 NOT_MEASURED = "not measured"
 
 
 # -- input ---------------------------------------------------------------------------------------
+
 
 def run_quick(names: list[str], results: Path) -> dict[str, str]:
     """Run each named benchmark's quick variant; its JSON goes to results/. Returns failures."""
@@ -46,8 +53,14 @@ def run_quick(names: list[str], results: Path) -> dict[str, str]:
         print(f"report: running benchmarks/{name}.py {' '.join(args)}", file=sys.stderr, flush=True)
         started = time.monotonic()
         try:
-            proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args],
-                                  capture_output=True, text=True, timeout=limit, cwd=ROOT, check=False)
+            proc = subprocess.run(
+                [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args],
+                capture_output=True,
+                text=True,
+                timeout=limit,
+                cwd=ROOT,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             failed[name] = f"did not finish within {limit} s"
             continue
@@ -100,6 +113,7 @@ def kind(doc: Any) -> str | None:
 
 # -- charts --------------------------------------------------------------------------------------
 
+
 def _pyplot():
     import matplotlib
 
@@ -121,11 +135,21 @@ def chart_failover(doc: dict[str, Any], path: Path) -> bool:
     detect, recover = (doc.get("detect_seconds") or {}), (doc.get("recover_seconds") or {})
     rows = ["timeline (p50)"] if detect.get("n") and recover.get("n") else []
     if rows:
-        ax.broken_barh([(0, detect["p50"]), (detect["p50"], max(0.0, recover["p50"] - detect["p50"]))],
-                       (-0.4, 0.8), facecolors=["#d9822b", "#1f7a3a"])
+        ax.broken_barh(
+            [(0, detect["p50"]), (detect["p50"], max(0.0, recover["p50"] - detect["p50"]))],
+            (-0.4, 0.8),
+            facecolors=["#d9822b", "#1f7a3a"],
+        )
         for x, text in ((0, "failure"), (detect["p50"], "decision"), (recover["p50"], "healthy")):
-            ax.annotate(text, (x, -0.4), xytext=(0, 2), textcoords="offset points", ha="center",
-                        va="bottom", fontsize=7)
+            ax.annotate(
+                text,
+                (x, -0.4),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=7,
+            )
     offset = len(rows)
     for i, (_label, s) in enumerate(steps, start=offset):
         ax.barh(i, s["p50"], color="#6b8fc7")
@@ -137,8 +161,10 @@ def chart_failover(doc: dict[str, Any], path: Path) -> bool:
     if timeout:
         ax.axvline(timeout, color="#b3261e", linestyle="--", linewidth=1)
     ax.set_xlim(0, max(max(s["p50"], s["p95"]) for _label, s in steps) * 1.2)
-    ax.set_xlabel("seconds after the failure (bar p50, whisker p95"
-                  + ("; red line: heartbeat timeout)" if timeout else ")"))
+    ax.set_xlabel(
+        "seconds after the failure (bar p50, whisker p95"
+        + ("; red line: heartbeat timeout)" if timeout else ")")
+    )
     ax.set_title(f"Failover timeline ({steps[0][1]['n']} trials)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -160,9 +186,15 @@ def chart_placement(rows: list[dict[str, Any]], path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(7, 4))
     fleets = sorted({(r["clusters"], r["services"]) for r in rows})
     for scorer in sorted({r["scorer"] for r in rows}):
-        mine = sorted((r for r in rows if r["scorer"] == scorer), key=lambda r: (r["clusters"], r["services"]))
-        ax.plot([fleets.index((r["clusters"], r["services"])) for r in mine], [r["seconds"] for r in mine],
-                marker="o", label=scorer)
+        mine = sorted(
+            (r for r in rows if r["scorer"] == scorer), key=lambda r: (r["clusters"], r["services"])
+        )
+        ax.plot(
+            [fleets.index((r["clusters"], r["services"])) for r in mine],
+            [r["seconds"] for r in mine],
+            marker="o",
+            label=scorer,
+        )
     ax.set_xticks(range(len(fleets)), [f"{c}x{s}" for c, s in fleets])
     ax.set_yscale("log")
     ax.set_xlabel("fleet: clusters x services")
@@ -184,8 +216,15 @@ def chart_kb(doc: dict[str, Any], path: Path) -> bool:
     names = list(results)
     fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.5))
     left.bar(names, [results[n]["rate"] for n in names], 0.5, color="#1a56a8", label="achieved")
-    left.scatter(names, [results[n]["target_rate"] for n in names], color="black", marker="_", s=400,
-                 label="offered", zorder=3)
+    left.scatter(
+        names,
+        [results[n]["target_rate"] for n in names],
+        color="black",
+        marker="_",
+        s=400,
+        label="offered",
+        zorder=3,
+    )
     left.set_ylabel("agent reports per second")
     left.set_title("KB throughput")
     left.legend(fontsize=8)
@@ -226,6 +265,7 @@ def chart_raft(doc: dict[str, Any], path: Path) -> bool:
 
 # -- markdown ------------------------------------------------------------------------------------
 
+
 def table(header: list[str], rows: list[list[Any]]) -> list[str]:
     def cell(v: Any) -> str:
         if v is None:
@@ -234,15 +274,22 @@ def table(header: list[str], rows: list[list[Any]]) -> list[str]:
             return f"{v:.4g}"
         return str(v)
 
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *["| " + " | ".join(cell(v) for v in row) + " |" for row in rows], ""]
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *["| " + " | ".join(cell(v) for v in row) + " |" for row in rows],
+        "",
+    ]
 
 
 def _missing(name: str, failed: dict[str, str]) -> list[str]:
     args = " ".join(QUICK[name][0])
     why = f" (the last run {failed[name]})" if name in failed else ""
-    return [f"**{NOT_MEASURED}**{why}. Measure with `python benchmarks/{name}.py {args} "
-            f"> benchmarks/results/{QUICK[name][1]}`, or `python benchmarks/report.py --run {name}`.", ""]
+    return [
+        f"**{NOT_MEASURED}**{why}. Measure with `python benchmarks/{name}.py {args} "
+        f"> benchmarks/results/{QUICK[name][1]}`, or `python benchmarks/report.py --run {name}`.",
+        "",
+    ]
 
 
 def _image(img: Path, out: Path, name: str, alt: str, draw: Callable[[Path], bool]) -> list[str]:
@@ -259,49 +306,107 @@ def section_failover(doc: dict[str, Any] | None, img: Path, out: Path, failed: d
         (img / "failover-timeline.png").unlink(missing_ok=True)
         return lines + _missing("failover", failed)
     lines += _image(img, out, "failover-timeline.png", "failover timeline", lambda p: chart_failover(doc, p))
-    rows = [[label.strip(), s.get("n"), s.get("p50"), s.get("p95"), s.get("max")]
-            for label, key in FAILOVER_STEPS if (s := doc.get(key) or {}).get("n")]
+    rows = [
+        [label.strip(), s.get("n"), s.get("p50"), s.get("p95"), s.get("max")]
+        for label, key in FAILOVER_STEPS
+        if (s := doc.get(key) or {}).get("n")
+    ]
     lines += table(["step (seconds from the failure or the kill)", "trials", "p50 s", "p95 s", "max s"], rows)
-    lines += [f"The benchmark records the decision (`controller.decision` in the KB) and the moment every "
-              f"service is healthy elsewhere; detection by the agent's missed heartbeats and the playbook's "
-              f"start are inside the first and second span and are **{NOT_MEASURED}** separately.", ""]
-    checks = [["duplicate migrations", doc.get("duplicate_migrations"), (doc.get("targets") or {}).get(
-        "duplicate_migrations")], ["lost decisions", doc.get("lost_decisions"),
-                                   (doc.get("targets") or {}).get("lost_decisions")]]
+    lines += [
+        f"The benchmark records the decision (`controller.decision` in the KB) and the moment every "
+        f"service is healthy elsewhere; detection by the agent's missed heartbeats and the playbook's "
+        f"start are inside the first and second span and are **{NOT_MEASURED}** separately.",
+        "",
+    ]
+    checks = [
+        [
+            "duplicate migrations",
+            doc.get("duplicate_migrations"),
+            (doc.get("targets") or {}).get("duplicate_migrations"),
+        ],
+        ["lost decisions", doc.get("lost_decisions"), (doc.get("targets") or {}).get("lost_decisions")],
+    ]
     for key in ("stale_writes", "non_leader_migrations", "false_failovers", "orphans"):  # fault trials
         if key in doc:
             checks.append([key.replace("_", " "), doc[key], (doc.get("targets") or {}).get(key)])
     if (doc.get("recover_seconds") or {}).get("p99") is not None:
-        checks.append(["recover seconds p99", doc["recover_seconds"]["p99"],
-                       f"<= {(doc.get('targets') or {}).get('recover_seconds_p99_max', 15)}"])
+        checks.append(
+            [
+                "recover seconds p99",
+                doc["recover_seconds"]["p99"],
+                f"<= {(doc.get('targets') or {}).get('recover_seconds_p99_max', 15)}",
+            ]
+        )
     lines += table(["safety check", "measured", "target"], checks)
     if doc.get("fault_trials"):
-        lines += table(["fault trial", "recover s", "orphans left", "playbook runs", "decisions"],
-                       [[t.get("fault"), t.get("recover", "-"), t.get("orphans"), t.get("playbook_runs", "-"),
-                         t.get("decisions", "-")] for t in doc["fault_trials"]])
+        lines += table(
+            ["fault trial", "recover s", "orphans left", "playbook runs", "decisions"],
+            [
+                [
+                    t.get("fault"),
+                    t.get("recover", "-"),
+                    t.get("orphans"),
+                    t.get("playbook_runs", "-"),
+                    t.get("decisions", "-"),
+                ]
+                for t in doc["fault_trials"]
+            ],
+        )
     if doc.get("settings"):
         lines += ["Settings: " + ", ".join(f"{k} {v}" for k, v in doc["settings"].items()) + ".", ""]
     return lines
 
 
-def section_placement(rows: list[dict[str, Any]] | None, img: Path, out: Path, failed: dict[str, str]) -> list[str]:
+def section_placement(
+    rows: list[dict[str, Any]] | None, img: Path, out: Path, failed: dict[str, str]
+) -> list[str]:
     lines = ["## Placement time against fleet size", ""]
     if not rows:
         (img / "placement-time.png").unlink(missing_ok=True)
         return lines + _missing("placement", failed)
-    lines += _image(img, out, "placement-time.png", "placement time per scorer", lambda p: chart_placement(rows, p))
+    lines += _image(
+        img, out, "placement-time.png", "placement time per scorer", lambda p: chart_placement(rows, p)
+    )
     ordered = sorted(rows, key=lambda r: (r["clusters"], r["services"], r["scorer"]))
-    lines += table(["clusters", "services", "scorer", "seconds", "CPU s", "objective", "optimal objective",
-                    "capacity violations"],
-                   [[r["clusters"], r["services"], r["scorer"], r["seconds"], r.get("cpu_seconds"),
-                     r.get("objective"), r.get("optimal_objective"), r.get("capacity_violations")]
-                    for r in ordered])
+    lines += table(
+        [
+            "clusters",
+            "services",
+            "scorer",
+            "seconds",
+            "CPU s",
+            "objective",
+            "optimal objective",
+            "capacity violations",
+        ],
+        [
+            [
+                r["clusters"],
+                r["services"],
+                r["scorer"],
+                r["seconds"],
+                r.get("cpu_seconds"),
+                r.get("objective"),
+                r.get("optimal_objective"),
+                r.get("capacity_violations"),
+            ]
+            for r in ordered
+        ],
+    )
     scorers = {r["scorer"] for r in rows}
-    gaps = [f"{scorer} at {c}x{n}" for c, n in sorted({(r["clusters"], r["services"]) for r in rows})
-            for scorer in sorted(scorers - {r["scorer"] for r in rows if (r["clusters"], r["services"]) == (c, n)})]
+    gaps = [
+        f"{scorer} at {c}x{n}"
+        for c, n in sorted({(r["clusters"], r["services"]) for r in rows})
+        for scorer in sorted(
+            scorers - {r["scorer"] for r in rows if (r["clusters"], r["services"]) == (c, n)}
+        )
+    ]
     if gaps:
-        lines += [f"{', '.join(gaps)}: **{NOT_MEASURED}** (the benchmark leaves a scorer out when its MILP is "
-                  "too large or HiGHS proves no plan within 60 s).", ""]
+        lines += [
+            f"{', '.join(gaps)}: **{NOT_MEASURED}** (the benchmark leaves a scorer out when its MILP is "
+            "too large or HiGHS proves no plan within 60 s).",
+            "",
+        ]
     return lines
 
 
@@ -312,15 +417,41 @@ def section_kb(doc: dict[str, Any] | None, img: Path, out: Path, failed: dict[st
         return lines + _missing("kb", failed)
     lines += _image(img, out, "kb-throughput.png", "KB throughput and latency", lambda p: chart_kb(doc, p))
     res = doc["results"]
-    lines += table(["backend", "agents", "offered /s", "achieved /s", "errors", "p50 ms", "p99 ms", "max ms",
-                    "KB CPU ms/report"],
-                   [[n, r.get("agents"), r.get("target_rate"), r.get("rate"), r.get("errors"), r.get("p50_ms"),
-                     r.get("p99_ms"), r.get("max_ms"), r.get("server_cpu_ms_per_request")] for n, r in res.items()])
+    lines += table(
+        [
+            "backend",
+            "agents",
+            "offered /s",
+            "achieved /s",
+            "errors",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "KB CPU ms/report",
+        ],
+        [
+            [
+                n,
+                r.get("agents"),
+                r.get("target_rate"),
+                r.get("rate"),
+                r.get("errors"),
+                r.get("p50_ms"),
+                r.get("p99_ms"),
+                r.get("max_ms"),
+                r.get("server_cpu_ms_per_request"),
+            ]
+            for n, r in res.items()
+        ],
+    )
     machine = doc.get("machine") or {}
     if machine:
-        lines += [f"Machine: {machine.get('cpus')} CPUs, load average before {machine.get('loadavg_before')}, "
-                  f"after {machine.get('loadavg_after')} (other work competes with the KB). "
-                  f"Target (SQLite) met: {doc.get('target_met')}.", ""]
+        lines += [
+            f"Machine: {machine.get('cpus')} CPUs, load average before {machine.get('loadavg_before')}, "
+            f"after {machine.get('loadavg_after')} (other work competes with the KB). "
+            f"Target (SQLite) met: {doc.get('target_met')}.",
+            "",
+        ]
     return lines
 
 
@@ -331,9 +462,13 @@ def section_raft(doc: dict[str, Any] | None, img: Path, out: Path, failed: dict[
         (img / "raft-commit-latency.png").unlink(missing_ok=True)
         return lines + _missing("failover", failed)
     lines += _image(img, out, "raft-commit-latency.png", "Raft commit latency", lambda p: chart_raft(doc, p))
-    lines += table(["replicas", "commits", "p50 ms", "p95 ms", "max ms"],
-                   [[s["replicas"], s["commits"], s["p50_ms"], s["p95_ms"], s["max_ms"]]
-                    for _replicas, s in sorted(sizes.items(), key=lambda kv: int(kv[0]))])
+    lines += table(
+        ["replicas", "commits", "p50 ms", "p95 ms", "max ms"],
+        [
+            [s["replicas"], s["commits"], s["p50_ms"], s["p95_ms"], s["max_ms"]]
+            for _replicas, s in sorted(sizes.items(), key=lambda kv: int(kv[0]))
+        ],
+    )
     return lines
 
 
@@ -341,20 +476,24 @@ def section_plain(title: str, name: str, doc: dict[str, Any] | None, failed: dic
     lines = [f"## {title}", ""]
     if not doc:
         return lines + _missing(name, failed)
-    flat = [[k, json.dumps(v) if isinstance(v, (dict, list)) else v] for k, v in doc.items() if k != "benchmark"]
+    flat = [
+        [k, json.dumps(v) if isinstance(v, (dict, list)) else v] for k, v in doc.items() if k != "benchmark"
+    ]
     return lines + table(["measure", "value"], flat)
 
 
 def render(found: dict[str, Any], img: Path, out: Path, failed: dict[str, str], source: str) -> str:
     img.mkdir(parents=True, exist_ok=True)
     lines = [
-        "# Benchmarks", "",
+        "# Benchmarks",
+        "",
         f"Generated by `python benchmarks/report.py` from {source} on "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Every number below is a measurement from "
         f"those files; a benchmark without output says **{NOT_MEASURED}**. The machines these ran on are "
-        "shared and small (see each section's machine notes), so absolute times are upper bounds.", "",
-        "Measured here: "
-        + (", ".join(sorted(found)) or "nothing yet") + ".", "",
+        "shared and small (see each section's machine notes), so absolute times are upper bounds.",
+        "",
+        "Measured here: " + (", ".join(sorted(found)) or "nothing yet") + ".",
+        "",
     ]
     lines += section_failover(found.get("failover"), img, out, failed)
     lines += section_placement(found.get("placement"), img, out, failed)
@@ -367,10 +506,19 @@ def render(found: dict[str, Any], img: Path, out: Path, failed: dict[str, str], 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--from", dest="source", default=str(ROOT / "benchmarks" / "results"),
-                        help="folder of saved outputs (default: benchmarks/results)")
-    parser.add_argument("--run", nargs="?", const=",".join(QUICK), metavar="NAME[,NAME...]",
-                        help=f"first run these quick variants (default all: {', '.join(QUICK)}) into --from")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        default=str(ROOT / "benchmarks" / "results"),
+        help="folder of saved outputs (default: benchmarks/results)",
+    )
+    parser.add_argument(
+        "--run",
+        nargs="?",
+        const=",".join(QUICK),
+        metavar="NAME[,NAME...]",
+        help=f"first run these quick variants (default all: {', '.join(QUICK)}) into --from",
+    )
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--img", default=str(ROOT / "docs" / "img"), help="folder for the charts")
     args = parser.parse_args(argv)
@@ -380,7 +528,9 @@ def main(argv: list[str] | None = None) -> int:
         names = [n.strip() for n in args.run.split(",") if n.strip()]
         unknown = [n for n in names if n not in QUICK]
         if unknown:
-            parser.error(f"--run: unknown benchmark {', '.join(unknown)}; expected some of {', '.join(QUICK)}")
+            parser.error(
+                f"--run: unknown benchmark {', '.join(unknown)}; expected some of {', '.join(QUICK)}"
+            )
         failed = run_quick(names, results)
     if not results.is_dir():
         parser.error(f"--from: {results} is not a folder (run with --run to create it)")

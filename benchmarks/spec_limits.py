@@ -31,8 +31,10 @@ MAX_RSS_MB = 200
 MAX_SECONDS = 2.0
 
 HEAD = "apiVersion: qonnect.io/v1\nkind: Application\nmetadata:\n  name: bomb\n"
-SERVICE = ("spec:\n  objective: {{energy: 1}}\n  services:\n  - name: web\n    tier: cloud\n"
-           "{extra}    manifests:\n{manifests}")
+SERVICE = (
+    "spec:\n  objective: {{energy: 1}}\n  services:\n  - name: web\n    tier: cloud\n"
+    "{extra}    manifests:\n{manifests}"
+)
 CONFIGMAP = "    - {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n"
 
 _LAUNCHER = """
@@ -71,8 +73,9 @@ def bombs(folder: Path) -> dict[str, Path]:
         path = folder / f"{name}.yml"
         path.write_text(text)
         out[name] = path
-    (folder / "many.yaml").write_text("".join(
-        f"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}}}\n" for i in range(50_000)))
+    (folder / "many.yaml").write_text(
+        "".join(f"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}}}\n" for i in range(50_000))
+    )
     with open(folder / "big.yaml", "wb") as handle:
         handle.write(b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata:\n  v: ")
         handle.write(b"x" * (50 * 2**20))
@@ -85,13 +88,22 @@ def measure(cmd: list[str], cwd: Path, env: dict | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out, res = Path(tmp) / "out", Path(tmp) / "res.json"
         start = time.monotonic()
-        subprocess.run([sys.executable, "-c", _LAUNCHER, str(out), str(res), *cmd], cwd=cwd, env=env,
-                       check=True, timeout=600)
+        subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, str(out), str(res), *cmd],
+            cwd=cwd,
+            env=env,
+            check=True,
+            timeout=600,
+        )
         wall = time.monotonic() - start
         usage = json.loads(res.read_text())
-        return {"rc": usage["rc"], "rss_mb": round(usage["maxrss_kb"] / 1024, 1),
-                "cpu_s": round(usage["cpu"], 3), "wall_s": round(wall, 3),
-                "output": out.read_text(errors="replace")[-4000:]}
+        return {
+            "rc": usage["rc"],
+            "rss_mb": round(usage["maxrss_kb"] / 1024, 1),
+            "cpu_s": round(usage["cpu"], 3),
+            "wall_s": round(wall, 3),
+            "output": out.read_text(errors="replace")[-4000:],
+        }
 
 
 def message(output: str) -> str:
@@ -104,14 +116,25 @@ def message(output: str) -> str:
 
 
 def cli(path: Path, folder: Path) -> list[str]:
-    return [str(BIN / "qonnect"), "plan", "--spec", str(path), "--inventory", str(INVENTORY),
-            "--scorer", "borda"]
+    return [
+        str(BIN / "qonnect"),
+        "plan",
+        "--spec",
+        str(path),
+        "--inventory",
+        str(INVENTORY),
+        "--scorer",
+        "borda",
+    ]
 
 
 def module(path: Path, folder: Path) -> list[str]:
     args = folder / f"args-{path.name}.json"
-    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {
-        "src": str(path), "scorer": "borda", "kb_url": "http://127.0.0.1:9"}}))
+    args.write_text(
+        json.dumps(
+            {"ANSIBLE_MODULE_ARGS": {"src": str(path), "scorer": "borda", "kb_url": "http://127.0.0.1:9"}}
+        )
+    )
     return [sys.executable, "-m", "ansible_collections.qonnect.core.plugins.modules.deploy", str(args)]
 
 
@@ -127,24 +150,32 @@ def main() -> int:
         for name, path in bombs(folder).items():
             for via, build in (("cli", cli), ("module", module)):
                 runs = [measure(build(path, folder), folder, env) for _run in range(args.repeat)]
-                rows.append({
-                    "bomb": name, "via": via, "refused": all(r["rc"] != 0 for r in runs),
-                    "rss_mb_max": max(r["rss_mb"] for r in runs),
-                    "cpu_s_median": statistics.median(r["cpu_s"] for r in runs),
-                    "cpu_s_max": max(r["cpu_s"] for r in runs),
-                    "wall_s_median": statistics.median(r["wall_s"] for r in runs),
-                    "wall_s_max": max(r["wall_s"] for r in runs),
-                    "message": message(runs[0]["output"]),
-                })
+                rows.append(
+                    {
+                        "bomb": name,
+                        "via": via,
+                        "refused": all(r["rc"] != 0 for r in runs),
+                        "rss_mb_max": max(r["rss_mb"] for r in runs),
+                        "cpu_s_median": statistics.median(r["cpu_s"] for r in runs),
+                        "cpu_s_max": max(r["cpu_s"] for r in runs),
+                        "wall_s_median": statistics.median(r["wall_s"] for r in runs),
+                        "wall_s_max": max(r["wall_s"] for r in runs),
+                        "message": message(runs[0]["output"]),
+                    }
+                )
     worst = {
         "rss_mb": max(r["rss_mb_max"] for r in rows),
         "cpu_s": max(r["cpu_s_max"] for r in rows),
         "wall_s": max(r["wall_s_max"] for r in rows),
     }
     report = {
-        "benchmark": "spec_limits", "repeat": args.repeat, "bound": {"rss_mb": MAX_RSS_MB, "seconds": MAX_SECONDS},
-        "worst": worst, "all_refused": all(r["refused"] for r in rows),
-        "within_bound": worst["rss_mb"] < MAX_RSS_MB and worst["cpu_s"] < MAX_SECONDS, "runs": rows,
+        "benchmark": "spec_limits",
+        "repeat": args.repeat,
+        "bound": {"rss_mb": MAX_RSS_MB, "seconds": MAX_SECONDS},
+        "worst": worst,
+        "all_refused": all(r["refused"] for r in rows),
+        "within_bound": worst["rss_mb"] < MAX_RSS_MB and worst["cpu_s"] < MAX_SECONDS,
+        "runs": rows,
     }
     print(json.dumps(report, indent=None if args.json else 2))
     return 0 if report["within_bound"] and report["all_refused"] else 1

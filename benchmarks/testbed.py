@@ -32,7 +32,11 @@ TARGET_MS = 50.0
 
 def qonnect(*args: str) -> None:
     exe = Path(sys.executable).with_name("qonnect")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "import sys; from qonnect.cli import main; sys.exit(main())"]
+    cmd = (
+        [str(exe)]
+        if exe.exists()
+        else [sys.executable, "-c", "import sys; from qonnect.cli import main; sys.exit(main())"]
+    )
     subprocess.run([*cmd, *args], check=True, capture_output=True, text=True, timeout=600)
 
 
@@ -41,8 +45,11 @@ def proc_stat(pid: int) -> tuple[float, int]:
     fields = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     cpu = (int(fields[11]) + int(fields[12])) / ticks
-    rss = next(int(line.split()[1]) * 1024 for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-               if line.startswith("VmRSS:"))
+    rss = next(
+        int(line.split()[1]) * 1024
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        if line.startswith("VmRSS:")
+    )
     return cpu, rss
 
 
@@ -57,8 +64,22 @@ def wait(check, timeout: float) -> float:
 
 def run(clusters: int, nodes: int, pods: int, runs: int, directory: Path) -> dict:
     started = time.monotonic()
-    qonnect("testbed", "up", "--dir", str(directory), "--profile", "scale", "--clusters", str(clusters),
-            "--nodes", str(nodes), "--start-delay", "0.5", "--timeout", "300")
+    qonnect(
+        "testbed",
+        "up",
+        "--dir",
+        str(directory),
+        "--profile",
+        "scale",
+        "--clusters",
+        str(clusters),
+        "--nodes",
+        str(nodes),
+        "--start-delay",
+        "0.5",
+        "--timeout",
+        "300",
+    )
     up_seconds = time.monotonic() - started
     pid = int((directory / "testbed.pid").read_text())
     try:
@@ -73,13 +94,24 @@ def run(clusters: int, nodes: int, pods: int, runs: int, directory: Path) -> dic
         with client.ApiClient(cfg) as api:
             core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
             core.create_namespace({"metadata": {"name": "bench"}})
-            apps.create_namespaced_deployment("bench", {
-                "metadata": {"name": "load"},
-                "spec": {"replicas": pods, "selector": {"matchLabels": {"app": "load"}},
-                         "template": {"metadata": {"labels": {"app": "load"}},
-                                      "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}}})
-            deploy_seconds = wait(lambda: (apps.read_namespaced_deployment("load", "bench").status.ready_replicas
-                                           or 0) == pods, timeout=300)
+            apps.create_namespaced_deployment(
+                "bench",
+                {
+                    "metadata": {"name": "load"},
+                    "spec": {
+                        "replicas": pods,
+                        "selector": {"matchLabels": {"app": "load"}},
+                        "template": {
+                            "metadata": {"labels": {"app": "load"}},
+                            "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]},
+                        },
+                    },
+                },
+            )
+            deploy_seconds = wait(
+                lambda: (apps.read_namespaced_deployment("load", "bench").status.ready_replicas or 0) == pods,
+                timeout=300,
+            )
             listed = len(json.loads(core.list_namespaced_pod("bench", _preload_content=False).data)["items"])
             client_ms = []
             for _run in range(runs):
@@ -87,8 +119,9 @@ def run(clusters: int, nodes: int, pods: int, runs: int, directory: Path) -> dic
                 json.loads(core.list_namespaced_pod("bench", _preload_content=False).data)
                 client_ms.append((time.perf_counter() - t) * 1000)
         token = yaml.safe_load(Path(target["kubeconfig"]).read_text())["users"][0]["user"]["token"]
-        conn = http.client.HTTPSConnection(target["address"], target["port"],
-                                           context=ssl.create_default_context(cafile=fed["ca_file"]))
+        conn = http.client.HTTPSConnection(
+            target["address"], target["port"], context=ssl.create_default_context(cafile=fed["ca_file"])
+        )
         raw_ms, size = [], 0
         for _run in range(runs + 1):
             t = time.perf_counter()
@@ -103,13 +136,23 @@ def run(clusters: int, nodes: int, pods: int, runs: int, directory: Path) -> dic
         qonnect("testbed", "down", "--dir", str(directory))
     median = statistics.median(raw_ms)
     return {
-        "benchmark": "testbed", "clusters": clusters, "nodes_per_cluster": nodes, "pods_listed": listed,
-        "runs": runs, "up_seconds": round(up_seconds, 2), "deploy_pods_running_seconds": round(deploy_seconds, 2),
-        "list_pods_ms_median": round(median, 2), "list_pods_ms_p90": round(sorted(raw_ms)[int(0.9 * runs) - 1], 2),
-        "list_pods_client_ms_median": round(statistics.median(client_ms), 2), "list_bytes": size,
-        "rss_mb_idle": round(rss_idle / 2**20, 1), "rss_mb_with_pods": round(rss_loaded / 2**20, 1),
-        "idle_cpu_percent": round(idle_cpu_percent, 1), "target_list_ms": TARGET_MS,
-        "target_met": median < TARGET_MS, "cpus": os.cpu_count(),
+        "benchmark": "testbed",
+        "clusters": clusters,
+        "nodes_per_cluster": nodes,
+        "pods_listed": listed,
+        "runs": runs,
+        "up_seconds": round(up_seconds, 2),
+        "deploy_pods_running_seconds": round(deploy_seconds, 2),
+        "list_pods_ms_median": round(median, 2),
+        "list_pods_ms_p90": round(sorted(raw_ms)[int(0.9 * runs) - 1], 2),
+        "list_pods_client_ms_median": round(statistics.median(client_ms), 2),
+        "list_bytes": size,
+        "rss_mb_idle": round(rss_idle / 2**20, 1),
+        "rss_mb_with_pods": round(rss_loaded / 2**20, 1),
+        "idle_cpu_percent": round(idle_cpu_percent, 1),
+        "target_list_ms": TARGET_MS,
+        "target_met": median < TARGET_MS,
+        "cpus": os.cpu_count(),
     }
 
 

@@ -17,21 +17,55 @@ import tarfile
 from pathlib import PurePosixPath
 
 # file names that are secrets or local state whatever their content
-SECRET_NAMES = ("*.token", "*.secret", "*.key", "*.p12", "*.pfx", "*.db", "*.sqlite", "*.sqlite3",
-                "*.sqlite-wal", "*.sqlite-shm", "*.kubeconfig", "kubeconfig", "kubeconfig.y*ml",
-                ".env", "id_rsa", "id_ed25519", "id_ecdsa")
+SECRET_NAMES = (
+    "*.token",
+    "*.secret",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.db",
+    "*.sqlite",
+    "*.sqlite3",
+    "*.sqlite-wal",
+    "*.sqlite-shm",
+    "*.kubeconfig",
+    "kubeconfig",
+    "kubeconfig.y*ml",
+    ".env",
+    "id_rsa",
+    "id_ed25519",
+    "id_ecdsa",
+)
 # directories that only exist on a developer's machine
-LOCAL_DIRS = ("demo-state", "kubeconfigs", ".venv", "venv", ".tox", ".pytest_cache", ".ruff_cache",
-              ".mypy_cache", ".hypothesis", "__pycache__", ".git", "build", "dist", "*.egg-info")
+LOCAL_DIRS = (
+    "demo-state",
+    "kubeconfigs",
+    ".venv",
+    "venv",
+    ".tox",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".mypy_cache",
+    ".hypothesis",
+    "__pycache__",
+    ".git",
+    "build",
+    "dist",
+    "*.egg-info",
+)
 
 PRIVATE_KEY = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 KB_TOKEN = re.compile(rb"\bqkb_[A-Za-z0-9_-]{32,}")
 # a kubeconfig: the three lists of a Config, and a credential field with a value
-KUBECONFIG_SHAPE = (re.compile(rb"^\s*clusters:", re.M), re.compile(rb"^\s*users:", re.M),
-                    re.compile(rb"^\s*contexts:", re.M))
+KUBECONFIG_SHAPE = (
+    re.compile(rb"^\s*clusters:", re.M),
+    re.compile(rb"^\s*users:", re.M),
+    re.compile(rb"^\s*contexts:", re.M),
+)
 KUBECONFIG_SECRET = re.compile(
-    rb"^\s*-?\s*(token|client-key-data|password|id-token|refresh-token)\s*:\s*[\"']?[^\s\"'#{]", re.M)
+    rb"^\s*-?\s*(token|client-key-data|password|id-token|refresh-token)\s*:\s*[\"']?[^\s\"'#{]", re.M
+)
 MAX_READ = 16 * 1024 * 1024
 
 
@@ -90,8 +124,11 @@ def main(argv: list[str]) -> int:
     for line in findings:
         print(line, file=sys.stderr)
     if findings:
-        print(f"scan: {len(findings)} secret or local-state finding(s); fix build_ignore in galaxy.yml "
-              "or move the files out of the checkout", file=sys.stderr)
+        print(
+            f"scan: {len(findings)} secret or local-state finding(s); fix build_ignore in galaxy.yml "
+            "or move the files out of the checkout",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

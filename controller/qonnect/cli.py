@@ -29,8 +29,7 @@ COMPONENTS = {
 
 
 # the extra that brings each component's dependencies (controller/pyproject.toml)
-EXTRAS = {"testbed": "testbed", "kb": "kb", "agent": "agent", "controller": "controller",
-          "demo": "all"}
+EXTRAS = {"testbed": "testbed", "kb": "kb", "agent": "agent", "controller": "controller", "demo": "all"}
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:

@@ -32,22 +32,37 @@ from qonnect.cli import UserError
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("plan", help="compute a placement plan and explain it",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser(
+        "plan", help="compute a placement plan and explain it", description=__doc__.splitlines()[0]
+    )
     p.add_argument("--spec", required=True, help="QoS spec (qonnect.io/v1 or QONNECT format)")
-    p.add_argument("--bundle", action="append", default=[], metavar="TIER_KEY=FILE",
-                   help="QONNECT's tier manifest bundle beside its Application file, e.g. "
-                        "cloud_svc=productpage.yaml (repeatable; as QONNECT's API takes them)")
+    p.add_argument(
+        "--bundle",
+        action="append",
+        default=[],
+        metavar="TIER_KEY=FILE",
+        help="QONNECT's tier manifest bundle beside its Application file, e.g. "
+        "cloud_svc=productpage.yaml (repeatable; as QONNECT's API takes them)",
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--inventory", help="inventory file (JSON or YAML, the KB's format)")
     src.add_argument("--kb", help="Knowledge Base URL (with --token-file)")
     p.add_argument("--token-file", help="file holding the KB bearer token")
     p.add_argument("--ca", help="CA bundle to verify the KB's certificate")
     p.add_argument("--scorer", choices=SCORERS, default="weighted")
-    p.add_argument("--exclude", action="append", default=[], metavar="CLUSTER",
-                   help="do not place on this cluster (repeatable)")
-    p.add_argument("--hysteresis", type=float, default=0.1,
-                   help="keep the current cluster unless another is better by this fraction")
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="CLUSTER",
+        help="do not place on this cluster (repeatable)",
+    )
+    p.add_argument(
+        "--hysteresis",
+        type=float,
+        default=0.1,
+        help="keep the current cluster unless another is better by this fraction",
+    )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=run)
 
@@ -72,12 +87,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.spec} is not a valid QoS spec:\n  " + "\n  ".join(exc.errors))
     inventory = _inventory(args)
     try:
-        plan = place(app, inventory, scorer=args.scorer, exclude=args.exclude,
-                     hysteresis=args.hysteresis)
+        plan = place(app, inventory, scorer=args.scorer, exclude=args.exclude, hysteresis=args.hysteresis)
     except (InventoryError, PlacementError, ValueError, ImportError) as exc:
         raise UserError(str(exc)) from None
-    text = json.dumps(plan.to_dict(), indent=2, sort_keys=True) if args.json else render(
-        plan.to_dict())
+    text = json.dumps(plan.to_dict(), indent=2, sort_keys=True) if args.json else render(plan.to_dict())
     try:
         print(text, flush=True)
     except BrokenPipeError:  # e.g. piped into head: not an error
@@ -104,8 +117,9 @@ def _inventory(args: argparse.Namespace) -> dict:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-            raise UserError(f"{args.inventory}{where}: neither JSON nor YAML: "
-                            f"{getattr(exc, 'problem', exc)}") from None
+            raise UserError(
+                f"{args.inventory}{where}: neither JSON nor YAML: {getattr(exc, 'problem', exc)}"
+            ) from None
     if not args.token_file:
         raise UserError("--kb needs --token-file (a file holding the bearer token)")
     try:
@@ -113,6 +127,7 @@ def _inventory(args: argparse.Namespace) -> dict:
     except OSError as exc:
         raise UserError(f"cannot read the token file {args.token_file}: {exc.strerror}") from None
     from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
+
     try:
         return KBClient(args.kb, token, ca_path=args.ca).inventory()
     except KBError as exc:
@@ -121,24 +136,24 @@ def _inventory(args: argparse.Namespace) -> dict:
 
 def render(plan: dict) -> str:
     """The plan as text: placements first, then each service's candidates and criteria."""
-    lines = [f"Plan for {plan['application']} (scorer {plan['scorer']}, "
-             f"objective {plan['objective']:.4f})", ""]
+    lines = [
+        f"Plan for {plan['application']} (scorer {plan['scorer']}, objective {plan['objective']:.4f})",
+        "",
+    ]
     width = max((len(s) for s in plan["services"]), default=0)
     for svc, entries in plan["services"].items():
-        where = ", ".join(f"{e['cluster']} x{e['replicas']} ({', '.join(sorted(set(e['nodes'])))})"
-                          for e in entries)
+        where = ", ".join(
+            f"{e['cluster']} x{e['replicas']} ({', '.join(sorted(set(e['nodes'])))})" for e in entries
+        )
         lines.append(f"  {svc:<{width}}  -> {where}")
     for svc, rows in plan.get("explanation", {}).items():
         chosen = {e["cluster"] for e in plan["services"].get(svc, [])}
-        names = [c for c in (*CRITERIA, "pricing", "capacity")
-                 if any(c in r["criteria"] for r in rows)]
-        lines += ["", f"{svc}:", "    cluster          total  " + "".join(
-            f"{n + ' (w)':>20}" for n in names)]
+        names = [c for c in (*CRITERIA, "pricing", "capacity") if any(c in r["criteria"] for r in rows)]
+        lines += ["", f"{svc}:", "    cluster          total  " + "".join(f"{n + ' (w)':>20}" for n in names)]
         for r in rows:
             mark = "*" if r["cluster"] in chosen else " "
             total = "-" if r["total"] is None else f"{r['total']:.3f}"
-            crit = "".join(
-                f"{_crit(r['criteria'].get(n)):>20}" for n in names) if r["criteria"] else ""
+            crit = "".join(f"{_crit(r['criteria'].get(n)):>20}" for n in names) if r["criteria"] else ""
             text = f"  {mark} {r['cluster']:<15} {total:>6}  {crit}"
             if not r["eligible"]:
                 text = f"  {mark} {r['cluster']:<15} {'-':>6}  rejected: {r['reason']}"

@@ -30,21 +30,37 @@ API = "/api/v1"
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("status", help="show clusters, placements, controller and events",
-                              description=__doc__.splitlines()[0])
-    p.add_argument("--kb", default=os.environ.get("QONNECT_KB_URL"),
-                   help="Knowledge Base URL (default: $QONNECT_KB_URL)")
-    p.add_argument("--token-file", help="file holding a KB bearer token (a reader token is enough; "
-                                        "default: the token in $QONNECT_KB_TOKEN)")
+    p = subparsers.add_parser(
+        "status", help="show clusters, placements, controller and events", description=__doc__.splitlines()[0]
+    )
+    p.add_argument(
+        "--kb", default=os.environ.get("QONNECT_KB_URL"), help="Knowledge Base URL (default: $QONNECT_KB_URL)"
+    )
+    p.add_argument(
+        "--token-file",
+        help="file holding a KB bearer token (a reader token is enough; "
+        "default: the token in $QONNECT_KB_TOKEN)",
+    )
     p.add_argument("--ca", help="CA bundle to verify the KB's certificate")
-    p.add_argument("--controller", action="append", default=[], metavar="URL[,URL...]",
-                   help="status endpoint of controller replicas, e.g. http://127.0.0.1:9101 "
-                        "(repeatable; default: $QONNECT_CONTROLLER_URL)")
+    p.add_argument(
+        "--controller",
+        action="append",
+        default=[],
+        metavar="URL[,URL...]",
+        help="status endpoint of controller replicas, e.g. http://127.0.0.1:9101 "
+        "(repeatable; default: $QONNECT_CONTROLLER_URL)",
+    )
     p.add_argument("--events", type=int, default=10, metavar="N", help="how many recent events")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per request")
     p.add_argument("--json", action="store_true", help="print one JSON document")
-    p.add_argument("--watch", nargs="?", type=float, const=2.0, metavar="SECONDS",
-                   help="refresh every SECONDS (default 2) until interrupted")
+    p.add_argument(
+        "--watch",
+        nargs="?",
+        type=float,
+        const=2.0,
+        metavar="SECONDS",
+        help="refresh every SECONDS (default 2) until interrupted",
+    )
     p.set_defaults(func=run)
 
 
@@ -59,8 +75,12 @@ def run(args: argparse.Namespace) -> int:
         kb = KBClient(args.kb, _token(args), ca_path=args.ca, timeout=args.timeout)
     except KBError as exc:
         raise UserError(f"--kb: {exc.message}") from None
-    controllers = [u.strip() for item in (args.controller or [os.environ.get("QONNECT_CONTROLLER_URL", "")])
-                   for u in item.split(",") if u.strip()]
+    controllers = [
+        u.strip()
+        for item in (args.controller or [os.environ.get("QONNECT_CONTROLLER_URL", "")])
+        for u in item.split(",")
+        if u.strip()
+    ]
     while True:
         try:
             doc = collect(kb, controllers, args.events, args.timeout)
@@ -100,6 +120,7 @@ def _token(args: argparse.Namespace) -> str:
 
 # -- gathering ---------------------------------------------------------------------------------
 
+
 def collect(kb: KBClient, controllers: list[str], events: int = 10, timeout: float = 5.0) -> dict[str, Any]:
     """One status document from the KB (and the controller replicas, if given)."""
     clusters = kb.list_clusters()
@@ -111,8 +132,9 @@ def collect(kb: KBClient, controllers: list[str], events: int = 10, timeout: flo
     running = _running(placements, workloads)
     tiers: dict[str, list[dict[str, Any]]] = {t: [] for t in TIERS}
     for c in sorted(clusters, key=lambda c: c["name"]):
-        tiers.setdefault(c["tier"], []).append(_cluster(c, nodes.get(c["name"], []),
-                                                        running.get(c["name"], [])))
+        tiers.setdefault(c["tier"], []).append(
+            _cluster(c, nodes.get(c["name"], []), running.get(c["name"], []))
+        )
     return {
         "kb": kb.url,
         "time": time.time(),
@@ -123,15 +145,22 @@ def collect(kb: KBClient, controllers: list[str], events: int = 10, timeout: flo
     }
 
 
-def _cluster(record: dict[str, Any], nodes: list[dict[str, Any]], apps: list[dict[str, Any]]) -> dict[str, Any]:
+def _cluster(
+    record: dict[str, Any], nodes: list[dict[str, Any]], apps: list[dict[str, Any]]
+) -> dict[str, Any]:
     status = record.get("status") or {}
     free_cpu = sum(n["allocatable"]["cpu"] - n["requested"]["cpu"] for n in nodes)
     free_mem = sum(n["allocatable"]["memory"] - n["requested"]["memory"] for n in nodes)
     return {
-        "name": record["name"], "tier": record["tier"], "location": record.get("location"),
-        "health": health(status), "healthy": bool(status.get("healthy")),
-        "heartbeat_age": status.get("heartbeat_age"), "error": status.get("error"),
-        "nodes": len(nodes), "nodes_ready": sum(1 for n in nodes if n.get("ready")),
+        "name": record["name"],
+        "tier": record["tier"],
+        "location": record.get("location"),
+        "health": health(status),
+        "healthy": bool(status.get("healthy")),
+        "heartbeat_age": status.get("heartbeat_age"),
+        "error": status.get("error"),
+        "nodes": len(nodes),
+        "nodes_ready": sum(1 for n in nodes if n.get("ready")),
         "free": {"cpu": round(free_cpu, 3), "memory": int(free_mem)},
         "energy_kwh": _mean(n.get("energy_kwh") for n in nodes),
         "price_eur_h": _mean(n.get("price_eur_h") for n in nodes),
@@ -155,7 +184,9 @@ def _mean(values: Any) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def _running(placements: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def _running(
+    placements: list[dict[str, Any]], workloads: list[dict[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
     """cluster -> [{application, service, replicas, ready, desired}] from placements and agent reports.
 
     A service may have several workloads (Bookinfo's reviews runs v1, v2 and v3), so readiness is
@@ -174,14 +205,21 @@ def _running(placements: list[dict[str, Any]], workloads: list[dict[str, Any]]) 
         for service, entries in sorted(kbio.current_placement(record).items()):
             for entry in entries:
                 key = (entry["cluster"], app, service)
-                out.setdefault(entry["cluster"], []).append({
-                    "application": app, "service": service, "replicas": int(entry.get("replicas", 1)),
-                    "ready": ready.get(key), "desired": desired.get(key)})
+                out.setdefault(entry["cluster"], []).append(
+                    {
+                        "application": app,
+                        "service": service,
+                        "replicas": int(entry.get("replicas", 1)),
+                        "ready": ready.get(key),
+                        "desired": desired.get(key),
+                    }
+                )
     return out
 
 
-def _controller(urls: list[str], placements: list[dict[str, Any]], events: list[dict[str, Any]],
-                timeout: float) -> dict[str, Any]:
+def _controller(
+    urls: list[str], placements: list[dict[str, Any]], events: list[dict[str, Any]], timeout: float
+) -> dict[str, Any]:
     """Leader and term from the replicas' status endpoints; the KB's newest fencing term."""
     from qonnect.rla.cli import fetch_status
 
@@ -194,8 +232,17 @@ def _controller(urls: list[str], placements: list[dict[str, Any]], events: list[
         if isinstance(st, str):
             replicas.append({"url": url, "reachable": False, "error": st})
         else:
-            replicas.append({"url": url, "reachable": True, "name": st.get("name"), "node": st.get("node"),
-                             "state": st.get("state"), "term": st.get("term"), "leader": st.get("leader")})
+            replicas.append(
+                {
+                    "url": url,
+                    "reachable": True,
+                    "name": st.get("name"),
+                    "node": st.get("node"),
+                    "state": st.get("state"),
+                    "term": st.get("term"),
+                    "leader": st.get("leader"),
+                }
+            )
     leading = [r for r in replicas if r.get("state") == "leader"]
     knowing = [r for r in replicas if r.get("leader")]
     leader = term = None
@@ -206,11 +253,16 @@ def _controller(urls: list[str], placements: list[dict[str, Any]], events: list[
         best = max(knowing, key=lambda r: r["term"] or 0)
         names = {r["node"]: r.get("name") for r in replicas if r.get("node")}
         leader, term = names.get(best["leader"]) or best["leader"], best["term"]
-    return {"leader": leader, "term": term, "replicas": replicas,
-            "kb_fencing_term": max(terms) if terms else None}
+    return {
+        "leader": leader,
+        "term": term,
+        "replicas": replicas,
+        "kb_fencing_term": max(terms) if terms else None,
+    }
 
 
 # -- text ----------------------------------------------------------------------------------------
+
 
 def render(doc: dict[str, Any]) -> str:
     """The status document as text for people."""
@@ -226,17 +278,21 @@ def render(doc: dict[str, Any]) -> str:
         lines.append(f"controller: leader unknown ({why}){fence_text}")
     for r in ctl["replicas"]:
         state = r["state"] if r["reachable"] else f"UNREACHABLE ({r['error']})"
-        lines.append(f"  {r.get('name') or r['url']}: {state}" + (f" term {r['term']}" if r["reachable"] else ""))
+        lines.append(
+            f"  {r.get('name') or r['url']}: {state}" + (f" term {r['term']}" if r["reachable"] else "")
+        )
     for tier, clusters in doc["tiers"].items():
         up = sum(1 for c in clusters if c["healthy"])
         lines += ["", f"{tier.upper()} ({up}/{len(clusters)} healthy)"]
         if not clusters:
             lines.append("  (no clusters)")
         for c in clusters:
-            lines.append(f"  {c['name']:<14} {c['health']:<11} {_age(c['heartbeat_age']):>6}  "
-                         f"nodes {c['nodes_ready']}/{c['nodes']}  free {c['free']['cpu']:g} cpu "
-                         f"{c['free']['memory'] / 2**30:.1f} GiB  energy {_num(c['energy_kwh'], 'kWh')}  "
-                         f"price {_num(c['price_eur_h'], 'EUR/h')}")
+            lines.append(
+                f"  {c['name']:<14} {c['health']:<11} {_age(c['heartbeat_age']):>6}  "
+                f"nodes {c['nodes_ready']}/{c['nodes']}  free {c['free']['cpu']:g} cpu "
+                f"{c['free']['memory'] / 2**30:.1f} GiB  energy {_num(c['energy_kwh'], 'kWh')}  "
+                f"price {_num(c['price_eur_h'], 'EUR/h')}"
+            )
             for a in c["running"]:
                 ready = "" if a["ready"] is None else f" ({a['ready']}/{a['desired']} pods ready)"
                 lines.append(f"      {a['application']}/{a['service']} x{a['replicas']}{ready}")

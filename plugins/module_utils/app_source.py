@@ -36,7 +36,9 @@ def spec_failure(exc: QosSpecError) -> dict:
     default callback's one line already names the paths."""
     shown = exc.errors[:MAX_ERRORS_IN_MSG]
     more = len(exc.errors) - len(shown)
-    msg = f"invalid QoS spec ({len(exc.errors)} error{'s' if len(exc.errors) != 1 else ''}): " + "; ".join(shown)
+    msg = f"invalid QoS spec ({len(exc.errors)} error{'s' if len(exc.errors) != 1 else ''}): " + "; ".join(
+        shown
+    )
     if more:
         msg += f"; and {more} more (see errors)"
     return {"msg": msg, "errors": exc.errors}
@@ -50,8 +52,9 @@ def unexpected(exc: BaseException) -> str:
 def _bundles(params: dict[str, Any]) -> dict[str, str]:
     """The `bundles` option with relative paths made absolute (against the working directory)."""
     raw = params.get("bundles") or {}
-    return {str(k): os.path.abspath(os.path.expanduser(v)) if isinstance(v, str) else v
-            for k, v in raw.items()}
+    return {
+        str(k): os.path.abspath(os.path.expanduser(v)) if isinstance(v, str) else v for k, v in raw.items()
+    }
 
 
 def read_source(params: dict[str, Any]) -> tuple[Any, str, str]:

@@ -34,12 +34,15 @@ def fence_guard(kb: Any, token: dict | None) -> Callable[[str], None] | None:
         try:
             fence = kb.get_fence()
         except KBError as exc:  # status 0: the KB could not be reached
-            raise FencedError(f"fencing: cannot check the controller fence before {step} ({exc}); "
-                              "stopping so a deposed leader cannot change clusters") from None
+            raise FencedError(
+                f"fencing: cannot check the controller fence before {step} ({exc}); "
+                "stopping so a deposed leader cannot change clusters"
+            ) from None
         if newer_fence(fence or {}, token):
             raise FencedError(
                 f"fencing: stopped before {step}: a newer controller leader holds the fence "
                 f"(term {fence.get('term')}, seq {fence.get('seq')}) > this run's token "
-                f"(term {token['term']}, seq {token['seq']})")
+                f"(term {token['term']}, seq {token['seq']})"
+            )
 
     return check

@@ -125,8 +125,9 @@ class KBClient:
                     return conn, True
                 conn.close()
         if self._ssl is not None:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout,
-                                               context=self._ssl), False
+            return http.client.HTTPSConnection(
+                self._host, self._port, timeout=self.timeout, context=self._ssl
+            ), False
         return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout), False
 
     def _release(self, conn: http.client.HTTPConnection) -> None:
@@ -143,7 +144,9 @@ class KBClient:
         for conn in idle:
             conn.close()
 
-    def _send(self, method: str, target: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+    def _send(
+        self, method: str, target: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
         """One request on a kept-alive connection: (status, body)."""
         while True:
             conn, reused = self._connection()

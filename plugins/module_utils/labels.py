@@ -6,7 +6,9 @@ QoS spec) and the Resource Agent (workload selectors read from the cluster)."""
 from __future__ import annotations
 
 
-def labels_match(labels: dict, match_labels: dict | None = None, match_expressions: list | None = None) -> bool:
+def labels_match(
+    labels: dict, match_labels: dict | None = None, match_expressions: list | None = None
+) -> bool:
     """True when ``labels`` satisfy every matchLabels entry and every matchExpressions item."""
     for key, value in (match_labels or {}).items():
         if labels.get(key) != value:

@@ -41,8 +41,7 @@ CRITERIA = ("energy", "cost", "performance", "latency")
 QONNECT_BUNDLES = (("cloud_svc", "cloud"), ("fog_svc", "fog"), ("edge_svc", "edge"))
 # QONNECT's address placeholders in its bundles, replaced by the address of the cluster chosen
 # for that tier (QONNECT's agents do it; qonnect's deployer does it here).
-QONNECT_PLACEHOLDERS = {"cloud": "[CLOUD_CLUSTER_IP]", "fog": "[FOG_CLUSTER_IP]",
-                        "edge": "[EDGE_CLUSTER_IP]"}
+QONNECT_PLACEHOLDERS = {"cloud": "[CLOUD_CLUSTER_IP]", "fog": "[FOG_CLUSTER_IP]", "edge": "[EDGE_CLUSTER_IP]"}
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 RESOURCES = ("cpu", "memory", "ephemeral_storage")
 
@@ -66,8 +65,7 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Kinds whose pod template's requests count towards a service's footprint.
-_POD_TEMPLATE_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job",
-                       "ReplicationController")
+_POD_TEMPLATE_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "ReplicationController")
 
 
 class QosSpecError(ValueError):
@@ -158,8 +156,11 @@ class Application:
             "objective": dict(self.objective),
             "services": [s.to_dict() for s in self.services],
             # only when set: a stored spec without it keeps its version on a re-put
-            **({"failure_grace_seconds": self.failure_grace_seconds}
-               if self.failure_grace_seconds is not None else {}),
+            **(
+                {"failure_grace_seconds": self.failure_grace_seconds}
+                if self.failure_grace_seconds is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -185,8 +186,9 @@ def load_application_file(path: str, bundles: dict[str, str] | None = None) -> A
         text = spec_yaml.read_bounded(path, what="spec")
     except SpecYamlError as exc:
         raise QosSpecError(exc.errors) from None
-    return load_application(text, base_dir=os.path.dirname(os.path.abspath(path)), source=path,
-                            bundles=bundles)
+    return load_application(
+        text, base_dir=os.path.dirname(os.path.abspath(path)), source=path, bundles=bundles
+    )
 
 
 def read_spec(data: Any, source: str) -> tuple[Any, list[str]]:
@@ -205,15 +207,22 @@ def read_spec(data: Any, source: str) -> tuple[Any, list[str]]:
     return data, []
 
 
-def load_application(data: dict | str, base_dir: str | None = None,
-                     source: str | None = None,
-                     bundles: dict[str, str] | None = None) -> Application:
+def load_application(
+    data: dict | str,
+    base_dir: str | None = None,
+    source: str | None = None,
+    bundles: dict[str, str] | None = None,
+) -> Application:
     """Validate a spec (dict or YAML text) and return the normalised :class:`Application`."""
     base_dir = base_dir or os.getcwd()
     data, duplicates = read_spec(data, source or "<spec>")
     if not isinstance(data, dict):
-        raise QosSpecError([*duplicates, f"{source or '<spec>'}: expected a mapping (the "
-                                         f"Application), got {_typename(data)}"])
+        raise QosSpecError(
+            [
+                *duplicates,
+                f"{source or '<spec>'}: expected a mapping (the Application), got {_typename(data)}",
+            ]
+        )
     api = data.get("apiVersion")
     loader = _Loader(base_dir)
     loader.errors.extend(duplicates)
@@ -221,16 +230,18 @@ def load_application(data: dict | str, base_dir: str | None = None,
         if api == QONNECT_API_VERSION:
             return loader.qonnect(data, bundles or {})
         if bundles:
-            loader.err("bundles", "tier bundles are only for QONNECT's format "
-                                  f"(apiVersion {QONNECT_API_VERSION})")
+            loader.err(
+                "bundles", f"tier bundles are only for QONNECT's format (apiVersion {QONNECT_API_VERSION})"
+            )
         if api == API_VERSION:
             return loader.native(data)
     except SpecYamlError as exc:  # a limit hit while reading a manifest: stop, with the rest
         raise QosSpecError(loader.errors + exc.errors) from None
     except RecursionError:  # pragma: no cover - depth is bounded before; a last guard
         raise QosSpecError([*loader.errors, "spec: nested too deeply"]) from None
-    raise QosSpecError([*loader.errors, f"apiVersion: {api!r} is not one of {API_VERSION}, "
-                                        f"{QONNECT_API_VERSION}"])
+    raise QosSpecError(
+        [*loader.errors, f"apiVersion: {api!r} is not one of {API_VERSION}, {QONNECT_API_VERSION}"]
+    )
 
 
 def finite_quantity(value: Any) -> float:
@@ -242,8 +253,15 @@ def finite_quantity(value: Any) -> float:
 
 
 def _typename(value: Any) -> str:
-    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
-             int: "an integer", float: "a number", type(None): "nothing"}
+    names = {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "nothing",
+    }
     return names.get(type(value), type(value).__name__)
 
 
@@ -276,8 +294,9 @@ def _sum_requests(manifests: list[dict]) -> dict:
             total[name] += max(app[name], init[name])
     total["cpu"] = round(total["cpu"], 6)
     total["memory"] = round(total["memory"]) if math.isfinite(total["memory"]) else 0
-    total["ephemeral_storage"] = (round(total["ephemeral_storage"])
-                                  if math.isfinite(total["ephemeral_storage"]) else 0)
+    total["ephemeral_storage"] = (
+        round(total["ephemeral_storage"]) if math.isfinite(total["ephemeral_storage"]) else 0
+    )
     return total
 
 
@@ -330,8 +349,10 @@ def label_key_problem(key: Any) -> str | None:
     if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
         return f"{key!r} is not a label key: the prefix must be a DNS subdomain"
     if not _LABEL_NAME.match(name):
-        return (f"{key!r} is not a label key: the name part must be at most 63 letters, digits, "
-                "'-', '_' or '.', starting and ending with a letter or digit")
+        return (
+            f"{key!r} is not a label key: the name part must be at most 63 letters, digits, "
+            "'-', '_' or '.', starting and ending with a letter or digit"
+        )
     return None
 
 
@@ -340,8 +361,10 @@ def label_value_problem(value: Any) -> str | None:
     if not isinstance(value, str):
         return f"{value!r} is {_typename(value)}, not a string (quote it)"
     if not _LABEL_VALUE.match(value):
-        return (f"{value!r} is not a label value: at most 63 letters, digits, '-', '_' or '.', "
-                "starting and ending with a letter or digit")
+        return (
+            f"{value!r} is not a label value: at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit"
+        )
     return None
 
 
@@ -382,8 +405,10 @@ class _Loader:
             return {}
         if allowed is not None:
             for key in sorted(set(value) - set(allowed), key=str):
-                self.err(f"{path}.{key}" if path else str(key),
-                         f"unknown field; expected one of {', '.join(allowed)}")
+                self.err(
+                    f"{path}.{key}" if path else str(key),
+                    f"unknown field; expected one of {', '.join(allowed)}",
+                )
         return value
 
     def weight(self, value: Any, path: str) -> float:
@@ -402,8 +427,7 @@ class _Loader:
             return None
         return float(value)
 
-    def integer(self, value: Any, path: str, default: int, minimum: int,
-                maximum: int | None = None) -> int:
+    def integer(self, value: Any, path: str, default: int, minimum: int, maximum: int | None = None) -> int:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -416,8 +440,10 @@ class _Loader:
 
     def name(self, value: Any, path: str) -> str:
         if not isinstance(value, str) or not _DNS_LABEL.match(value):
-            self.err(path, f"{value!r} is not a DNS label (lower-case letters, digits and '-', "
-                           "at most 63 characters)")
+            self.err(
+                path,
+                f"{value!r} is not a DNS label (lower-case letters, digits and '-', at most 63 characters)",
+            )
             return str(value)
         return value
 
@@ -448,8 +474,11 @@ class _Loader:
             if exc.detail.startswith("cannot read"):
                 self.err(path, f"cannot read manifest file {rel!r}: {exc.detail.split(': ', 1)[-1]}")
             elif budget < MAX_FILE_BYTES and "larger than the limit" in exc.detail:
-                self.err(path, f"{rel!r}: the files of this spec together are larger than the "
-                               f"limit of {MAX_TOTAL_BYTES // 2**20} MiB")
+                self.err(
+                    path,
+                    f"{rel!r}: the files of this spec together are larger than the "
+                    f"limit of {MAX_TOTAL_BYTES // 2**20} MiB",
+                )
             else:
                 self.err(path, f"{rel!r}: {exc.detail}")
             return []
@@ -471,8 +500,9 @@ class _Loader:
     def expand_list(self, doc: Any, path: str) -> list[dict]:
         """A manifest, or a Kubernetes ``List`` of them, becomes a flat list."""
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-            return [m for i, item in enumerate(doc["items"])
-                    for m in self.expand_list(item, f"{path}.items[{i}]")]
+            return [
+                m for i, item in enumerate(doc["items"]) for m in self.expand_list(item, f"{path}.items[{i}]")
+            ]
         return [doc] if self.check_manifest(doc, path) else []
 
     def check_manifest(self, doc: Any, path: str) -> bool:
@@ -512,17 +542,19 @@ class _Loader:
                 return False
             for name, value in data.items():
                 if not isinstance(value, str):
-                    self.err(f"{path}.{key}.{name}", f"{_typename(value)} is not a string "
-                                                     "(quote it)")
+                    self.err(f"{path}.{key}.{name}", f"{_typename(value)} is not a string (quote it)")
                     return False
                 size += len(str(name)) + len(value)
         if size > MAX_OBJECT_DATA_BYTES:
-            self.err(f"{path}.data", f"{doc['kind']} data of {size} bytes is more than the "
-                                     f"limit of {MAX_OBJECT_DATA_BYTES} bytes (1 MiB)")
+            self.err(
+                f"{path}.data",
+                f"{doc['kind']} data of {size} bytes is more than the "
+                f"limit of {MAX_OBJECT_DATA_BYTES} bytes (1 MiB)",
+            )
             return False
         return True
 
-    def check_pod(self, doc: dict, path: str) -> bool:
+    def check_pod(self, doc: dict, path: str) -> bool:  # noqa: C901 - over the budget before it was set; split when next changed
         """Each step towards the pod's containers is the right type; quantities are valid."""
         kind = doc.get("kind")
         if kind not in _POD_TEMPLATE_KINDS and kind not in ("Pod", "CronJob"):
@@ -565,16 +597,17 @@ class _Loader:
                     if values is None:
                         continue
                     if not isinstance(values, dict):
-                        self.err(f"{cpath}.resources.{rkind}",
-                                 f"expected a mapping, got {_typename(values)}")
+                        self.err(f"{cpath}.resources.{rkind}", f"expected a mapping, got {_typename(values)}")
                         ok = False
                         continue
                     for rname, raw in values.items():
                         try:
                             finite_quantity(raw)
                         except ValueError:
-                            self.err(f"{cpath}.resources.{rkind}.{rname}",
-                                     f"{raw!r} is not a Kubernetes quantity (e.g. 250m, 128Mi)")
+                            self.err(
+                                f"{cpath}.resources.{rkind}.{rname}",
+                                f"{raw!r} is not a Kubernetes quantity (e.g. 250m, 128Mi)",
+                            )
                             ok = False
         return ok
 
@@ -598,8 +631,7 @@ class _Loader:
 
     def bounded(self, objects: list[dict], path: str) -> list[dict]:
         if len(objects) > MAX_OBJECTS_PER_SERVICE:
-            self.err(path, f"more than the limit of {MAX_OBJECTS_PER_SERVICE} objects in one "
-                           "service")
+            self.err(path, f"more than the limit of {MAX_OBJECTS_PER_SERVICE} objects in one service")
             return objects[:MAX_OBJECTS_PER_SERVICE]
         return objects
 
@@ -634,8 +666,9 @@ class _Loader:
                         self.err(f"{p}.values[{vi}]", problem)
             if op in ("Exists", "DoesNotExist") and values:
                 self.err(f"{p}.values", f"must be empty for operator {op}")
-            out_exprs.append({"key": key, "operator": op,
-                              "values": [v for v in values if isinstance(v, str)]})
+            out_exprs.append(
+                {"key": key, "operator": op, "values": [v for v in values if isinstance(v, str)]}
+            )
         out: dict = {}
         if labels:
             out["match_labels"] = labels
@@ -686,8 +719,9 @@ class _Loader:
                 if qty < 0:
                     raise ValueError(raw)
             except ValueError:
-                self.err(f"{path}.{key}", f"{raw!r} is not a non-negative Kubernetes quantity "
-                                          "(e.g. 500m, 1Gi)")
+                self.err(
+                    f"{path}.{key}", f"{raw!r} is not a non-negative Kubernetes quantity (e.g. 500m, 1Gi)"
+                )
                 continue
             if key in ("cpu", "memory"):
                 out[key] = qty if key == "cpu" else int(qty)
@@ -720,14 +754,22 @@ class _Loader:
             self.err("spec.services", "expected a non-empty list of services")
             raw_services = []
         if len(raw_services) > MAX_SERVICES:
-            self.err("spec.services", f"{len(raw_services)} services are more than the limit "
-                                      f"of {MAX_SERVICES}")
+            self.err(
+                "spec.services", f"{len(raw_services)} services are more than the limit of {MAX_SERVICES}"
+            )
             raw_services = raw_services[:MAX_SERVICES]
         services = [self.service(s, f"spec.services[{i}]") for i, s in enumerate(raw_services)]
         self.check_graph(services)
-        return self.finish(Application(name=name, namespace=namespace, labels=labels,
-                                       objective=objective, services=services,
-                                       failure_grace_seconds=grace))
+        return self.finish(
+            Application(
+                name=name,
+                namespace=namespace,
+                labels=labels,
+                objective=objective,
+                services=services,
+                failure_grace_seconds=grace,
+            )
+        )
 
     def service(self, raw: Any, path: str) -> Service:
         allowed = ("name", "tier", "replicas", "spread", "dependsOn", "constraints", "manifests")
@@ -740,40 +782,50 @@ class _Loader:
         replicas = self.integer(raw.get("replicas"), f"{path}.replicas", 1, 1, MAX_REPLICAS)
         spread = self.integer(raw.get("spread"), f"{path}.spread", 1, 1, MAX_REPLICAS)
         if spread > replicas:
-            self.err(f"{path}.spread", f"{spread} is more than replicas ({replicas}): each "
-                                       "cluster needs at least one replica")
+            self.err(
+                f"{path}.spread",
+                f"{spread} is more than replicas ({replicas}): each cluster needs at least one replica",
+            )
         deps = raw.get("dependsOn") or []
         if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
             self.err(f"{path}.dependsOn", "expected a list of service names")
             deps = []
-        cons = self.mapping(raw.get("constraints"), f"{path}.constraints",
-                            ("clusterSelector", "filter", "maxLatency", "minFree"))
+        cons = self.mapping(
+            raw.get("constraints"),
+            f"{path}.constraints",
+            ("clusterSelector", "filter", "maxLatency", "minFree"),
+        )
         cp = f"{path}.constraints"
         manifests = self.manifests(raw.get("manifests"), f"{path}.manifests")
         return Service(
-            name=name, tier=tier, replicas=replicas, spread=spread,
+            name=name,
+            tier=tier,
+            replicas=replicas,
+            spread=spread,
             depends_on=sorted(set(deps)),
             cluster_selector=self.selector(cons.get("clusterSelector"), f"{cp}.clusterSelector"),
             filter=self.jmes_filter(cons.get("filter"), f"{cp}.filter"),
             max_latency=self.max_latency(cons.get("maxLatency"), f"{cp}.maxLatency"),
             min_free=self.min_free(cons.get("minFree"), f"{cp}.minFree"),
-            manifests=manifests, requests=_sum_requests(manifests),
+            manifests=manifests,
+            requests=_sum_requests(manifests),
         )
 
     def check_graph(self, services: list[Service]) -> None:
         index: dict[str, int] = {}
         for i, svc in enumerate(services):
             if svc.name in index:
-                self.err(f"spec.services[{i}].name", f"{svc.name!r} is already used by "
-                                                     f"spec.services[{index[svc.name]}]")
+                self.err(
+                    f"spec.services[{i}].name",
+                    f"{svc.name!r} is already used by spec.services[{index[svc.name]}]",
+                )
             index.setdefault(svc.name, i)
         for i, svc in enumerate(services):
             for dep in svc.depends_on:
                 if dep == svc.name:
                     self.err(f"spec.services[{i}].dependsOn", "a service cannot depend on itself")
                 elif dep not in index:
-                    self.err(f"spec.services[{i}].dependsOn",
-                             f"{dep!r} is not a service of this application")
+                    self.err(f"spec.services[{i}].dependsOn", f"{dep!r} is not a service of this application")
 
     def qonnect(self, data: dict, bundles: dict[str, str]) -> Application:
         """QONNECT's format: one service per tier bundle, each placed on one cluster of it.
@@ -809,23 +861,35 @@ class _Loader:
             if key in bundles:
                 if raw is not None:
                     self.err(f"bundles.{key}", f"given twice: also in the spec at {path}")
-                manifests = self.bounded(self.read_manifest_file(bundles[key], f"bundles.{key}"),
-                                         f"bundles.{key}")
+                manifests = self.bounded(
+                    self.read_manifest_file(bundles[key], f"bundles.{key}"), f"bundles.{key}"
+                )
                 if not manifests and not any(e.startswith(f"bundles.{key}") for e in self.errors):
                     self.err(f"bundles.{key}", "holds no manifests")
             elif raw is None:
                 continue
             else:
                 manifests = self.bundle(raw, path)
-            services.append(Service(name=f"{tier}-svc", tier=tier, manifests=manifests,
-                                    requests=_sum_requests(manifests)))
+            services.append(
+                Service(name=f"{tier}-svc", tier=tier, manifests=manifests, requests=_sum_requests(manifests))
+            )
         if not services:
-            self.err("spec", "expected at least one of cloud_svc, fog_svc, edge_svc "
-                             "(a manifest file, YAML text or a list of manifests; or give the "
-                             "bundle files beside the Application, e.g. --bundle cloud_svc=FILE)")
-        return self.finish(Application(name=name, namespace=namespace, labels=labels,
-                                       objective=objective, services=services,
-                                       source_format=QONNECT_API_VERSION))
+            self.err(
+                "spec",
+                "expected at least one of cloud_svc, fog_svc, edge_svc "
+                "(a manifest file, YAML text or a list of manifests; or give the "
+                "bundle files beside the Application, e.g. --bundle cloud_svc=FILE)",
+            )
+        return self.finish(
+            Application(
+                name=name,
+                namespace=namespace,
+                labels=labels,
+                objective=objective,
+                services=services,
+                source_format=QONNECT_API_VERSION,
+            )
+        )
 
     def bundle(self, raw: Any, path: str) -> list[dict]:
         """A tier bundle: a file path, multi-document YAML text, {file: PATH} or a list."""
@@ -839,8 +903,9 @@ class _Loader:
         elif isinstance(raw, list):
             found = self.manifests(raw, path)
         else:
-            self.err(path, f"expected a manifest file path, YAML text or a list of manifests, "
-                           f"got {_typename(raw)}")
+            self.err(
+                path, f"expected a manifest file path, YAML text or a list of manifests, got {_typename(raw)}"
+            )
             return []
         if not found and not any(e.startswith(path) for e in self.errors):
             self.err(path, "holds no manifests")

@@ -27,12 +27,12 @@ except ImportError:  # pragma: no cover - exercised only without PyYAML
     yaml = None
     _Loader = None
 
-MAX_FILE_BYTES = 4 * 2**20      # one spec or manifest file, or one inline YAML text
-MAX_TOTAL_BYTES = 8 * 2**20     # all files read for one spec together
-MAX_DEPTH = 64                  # nesting of mappings and lists (aliases expanded)
-MAX_ALIASES = 256               # alias references (*name) in one file
-MAX_NODES = 100_000             # scalars, mappings and lists in one file, aliases expanded
-MAX_DOCUMENTS = 250             # YAML documents in one file (one object each)
+MAX_FILE_BYTES = 4 * 2**20  # one spec or manifest file, or one inline YAML text
+MAX_TOTAL_BYTES = 8 * 2**20  # all files read for one spec together
+MAX_DEPTH = 64  # nesting of mappings and lists (aliases expanded)
+MAX_ALIASES = 256  # alias references (*name) in one file
+MAX_NODES = 100_000  # scalars, mappings and lists in one file, aliases expanded
+MAX_DOCUMENTS = 250  # YAML documents in one file (one object each)
 
 LIMITS = {
     "file_bytes": MAX_FILE_BYTES,
@@ -105,23 +105,30 @@ def _scan(text: str, source: str) -> None:
             if isinstance(event, yaml.DocumentStartEvent):
                 documents += 1
                 if documents > MAX_DOCUMENTS:
-                    raise SpecYamlError([f"{source}:{_mark(event)}: more than the limit of "
-                                         f"{MAX_DOCUMENTS} YAML documents (objects)"])
+                    raise SpecYamlError(
+                        [
+                            f"{source}:{_mark(event)}: more than the limit of "
+                            f"{MAX_DOCUMENTS} YAML documents (objects)"
+                        ]
+                    )
             elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise SpecYamlError([f"{source}:{_mark(event)}: nested deeper than the limit "
-                                         f"of {MAX_DEPTH} levels"])
+                    raise SpecYamlError(
+                        [f"{source}:{_mark(event)}: nested deeper than the limit of {MAX_DEPTH} levels"]
+                    )
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
             elif isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_ALIASES:
-                    raise SpecYamlError([f"{source}:{_mark(event)}: more than the limit of "
-                                         f"{MAX_ALIASES} aliases"])
+                    raise SpecYamlError(
+                        [f"{source}:{_mark(event)}: more than the limit of {MAX_ALIASES} aliases"]
+                    )
             if events > MAX_NODES:
-                raise SpecYamlError([f"{source}:{_mark(event)}: more than the limit of "
-                                     f"{MAX_NODES} YAML nodes"])
+                raise SpecYamlError(
+                    [f"{source}:{_mark(event)}: more than the limit of {MAX_NODES} YAML nodes"]
+                )
     finally:
         loader.dispose()
 
@@ -158,17 +165,26 @@ def _measure(root: Any, source: str, path: str) -> list[str]:
             height[key] = 1 + max((height[id(c)] for c in kids), default=0)
             on_stack.discard(key)
             if size[key] > MAX_NODES:
-                raise SpecYamlError([f"{source}: {where or 'document'} expands to more than the "
-                                     f"limit of {MAX_NODES} YAML nodes (alias bomb?)"])
+                raise SpecYamlError(
+                    [
+                        f"{source}: {where or 'document'} expands to more than the "
+                        f"limit of {MAX_NODES} YAML nodes (alias bomb?)"
+                    ]
+                )
             if height[key] > MAX_DEPTH + 1:
-                raise SpecYamlError([f"{source}: {where or 'document'} is nested deeper than the "
-                                     f"limit of {MAX_DEPTH} levels (through aliases)"])
+                raise SpecYamlError(
+                    [
+                        f"{source}: {where or 'document'} is nested deeper than the "
+                        f"limit of {MAX_DEPTH} levels (through aliases)"
+                    ]
+                )
             continue
         if key in size:
             continue
         if key in on_stack:
-            raise SpecYamlError([f"{source}: {where or 'document'}: a recursive alias "
-                                 f"({_mark(node)}) is not allowed"])
+            raise SpecYamlError(
+                [f"{source}: {where or 'document'}: a recursive alias ({_mark(node)}) is not allowed"]
+            )
         on_stack.add(key)
         stack.append((node, where, True))
         if isinstance(node, yaml.MappingNode):
@@ -177,8 +193,9 @@ def _measure(root: Any, source: str, path: str) -> list[str]:
                 if isinstance(k, yaml.ScalarNode):
                     if k.value in seen:
                         label = f"{where}.{k.value}" if where else str(k.value)
-                        duplicates.append(f"{label}: duplicate key ({source} {_mark(k)}; first "
-                                          f"at {_mark(seen[k.value])})")
+                        duplicates.append(
+                            f"{label}: duplicate key ({source} {_mark(k)}; first at {_mark(seen[k.value])})"
+                        )
                     else:
                         seen[k.value] = k
         for child, child_path in reversed(_children(node, where)):
@@ -232,10 +249,10 @@ def check_tree(data: Any, path: str = "") -> None:
             raise SpecYamlError([f"{path or 'spec'}: more than {MAX_NODES} values"])
         if isinstance(value, (dict, list)):
             if depth >= MAX_DEPTH:
-                raise SpecYamlError([f"{where or 'spec'}: nested deeper than the limit of "
-                                     f"{MAX_DEPTH} levels"])
+                raise SpecYamlError(
+                    [f"{where or 'spec'}: nested deeper than the limit of {MAX_DEPTH} levels"]
+                )
             if isinstance(value, dict):
-                stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k))
-                             for k, v in value.items())
+                stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k)) for k, v in value.items())
             else:
                 stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(value))

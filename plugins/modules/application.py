@@ -185,8 +185,11 @@ def main() -> None:
     except InventoryError as exc:
         module.fail_json(msg=str(exc).split("\n", 1)[0], errors=exc.errors)
     except PlacementError as exc:
-        module.fail_json(msg=f"not stored: the spec cannot be placed: {exc}", service=exc.service,
-                         constraint=exc.constraint)
+        module.fail_json(
+            msg=f"not stored: the spec cannot be placed: {exc}",
+            service=exc.service,
+            constraint=exc.constraint,
+        )
     except KBError as exc:
         module.fail_json(msg=str(exc), status=exc.status)
     except ValueError as exc:

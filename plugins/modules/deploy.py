@@ -279,8 +279,9 @@ def address_of(record: dict) -> str:
     return urlparse(record.get("server") or "").hostname or ""
 
 
-def targets(kb, names: set[str], overrides: dict, records: dict | None = None,
-            params: dict | None = None) -> dict[str, Target]:
+def targets(
+    kb, names: set[str], overrides: dict, records: dict | None = None, params: dict | None = None
+) -> dict[str, Target]:
     """Each cluster's credentials (k8s/auth.py: KB paths, kubeconfig content, K8S_AUTH_*)."""
     if records is None:
         records = {c["name"]: c for c in kb.list_clusters()} if names else {}
@@ -289,8 +290,9 @@ def targets(kb, names: set[str], overrides: dict, records: dict | None = None,
     for name in sorted(names):
         record = records.get(name, {})
         kubeconfig, context = credentials[name]
-        out[name] = Target(name, kubeconfig, context,
-                           service_domain(name, record.get("labels")), address_of(record))
+        out[name] = Target(
+            name, kubeconfig, context, service_domain(name, record.get("labels")), address_of(record)
+        )
     return out
 
 
@@ -298,15 +300,25 @@ def plan_services(plan: dict) -> dict:
     """Accept a whole plan or only its services mapping."""
     services = plan.get("services", plan)
     if not isinstance(services, dict):
-        raise ValueError("plan.services: expected a mapping of service to a list of {cluster, replicas, nodes}")
+        raise ValueError(
+            "plan.services: expected a mapping of service to a list of {cluster, replicas, nodes}"
+        )
     for svc, entries in services.items():
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and e.get("cluster") for e in entries):
+        if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and e.get("cluster") for e in entries
+        ):
             raise ValueError(f"plan.services.{svc}: expected a list of {{cluster, replicas, nodes}}")
         for i, e in enumerate(entries):
             replicas = e.get("replicas", 1)
-            if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
-                raise ValueError(f"plan.services.{svc}[{i}].replicas: {replicas!r} is not an integer "
-                                 f"from 1 to {MAX_REPLICAS}")
+            if (
+                isinstance(replicas, bool)
+                or not isinstance(replicas, int)
+                or not 1 <= replicas <= MAX_REPLICAS
+            ):
+                raise ValueError(
+                    f"plan.services.{svc}[{i}].replicas: {replicas!r} is not an integer "
+                    f"from 1 to {MAX_REPLICAS}"
+                )
     return services
 
 
@@ -341,20 +353,37 @@ def remove(module: AnsibleModule, kb) -> dict:
             reachable.update(targets(kb, {cluster}, overrides, records, params))
         except ValueError as exc:
             warnings.append(f"cluster {cluster}: not swept: {exc}")
-    deployer = Deployer(name, namespace, services, {}, reachable,
-                        previous=set(reachable), check_mode=module.check_mode,
-                        before_step=fence_guard(kb, params.get("fencing")))
+    deployer = Deployer(
+        name,
+        namespace,
+        services,
+        {},
+        reachable,
+        previous=set(reachable),
+        check_mode=module.check_mode,
+        before_step=fence_guard(kb, params.get("fencing")),
+    )
     result = deployer.remove()
     for cluster, res in result["clusters"].items():
         if res["status"] == "unreachable":
-            warnings.append(f"cluster {cluster} is unreachable ({res['error']}): objects of {name} "
-                            "may remain there; run the removal again when it is back")
+            warnings.append(
+                f"cluster {cluster} is unreachable ({res['error']}): objects of {name} "
+                "may remain there; run the removal again when it is back"
+            )
     unreachable = {c for c, r in result["clusters"].items() if r["status"] == "unreachable"}
     result["failed"] = any(r["status"] == "failed" for r in result["clusters"].values())
     if params["record"] and not module.check_mode and previous and not result["failed"] and not unreachable:
         kb.put_placement(name, {"desired": {}, "current": {}}, params.get("fencing"))
-        event(kb, {"type": "deploy", "reason": "Removed", "application": name,
-                   "message": params.get("reason") or result["message"]}, warnings)
+        event(
+            kb,
+            {
+                "type": "deploy",
+                "reason": "Removed",
+                "application": name,
+                "message": params.get("reason") or result["message"],
+            },
+            warnings,
+        )
     result["changed"] = result["changed"] or bool(previous)
     result["plan"] = {"services": {}}
     result["warnings"] = result.get("warnings", []) + warnings
@@ -374,8 +403,7 @@ def run(module: AnsibleModule) -> tuple[dict, bool]:
         app = load_app_from_params(params, kb)
     previous = previous_placement(kb, app.name)
     old_clusters = {e["cluster"] for entries in previous.values() for e in entries}
-    services = {s.name: [with_grace(m, app.failure_grace_seconds) for m in s.manifests]
-                for s in app.services}
+    services = {s.name: [with_grace(m, app.failure_grace_seconds) for m in s.manifests] for s in app.services}
     overrides = params.get("kubeconfigs") or {}
     warnings: list[str] = []
 
@@ -387,22 +415,44 @@ def run(module: AnsibleModule) -> tuple[dict, bool]:
     new_clusters = {e["cluster"] for entries in chosen.values() for e in entries}
     qonnect_format = app.source_format == QONNECT_API_VERSION
     deployer = Deployer(
-        app.name, app.namespace, services, chosen, targets(kb, new_clusters | old_clusters, overrides, params=params),
-        previous=old_clusters, check_mode=module.check_mode, wait=params["wait"],
+        app.name,
+        app.namespace,
+        services,
+        chosen,
+        targets(kb, new_clusters | old_clusters, overrides, params=params),
+        previous=old_clusters,
+        check_mode=module.check_mode,
+        wait=params["wait"],
         wait_timeout=params["wait_timeout"],
-        placeholders={f"{s.tier}-svc": QONNECT_PLACEHOLDERS[s.tier] for s in app.services
-                      if s.tier in QONNECT_PLACEHOLDERS} if qonnect_format else None,
-        own_replicas=qonnect_format, before_step=fence_guard(kb, params.get("fencing")),
+        placeholders={
+            f"{s.tier}-svc": QONNECT_PLACEHOLDERS[s.tier]
+            for s in app.services
+            if s.tier in QONNECT_PLACEHOLDERS
+        }
+        if qonnect_format
+        else None,
+        own_replicas=qonnect_format,
+        before_step=fence_guard(kb, params.get("fencing")),
     )
     stored = None
     if given and params["record"]:
         stored = store(kb, app, body, module.check_mode)
-    placement = {svc: [{"cluster": e["cluster"], "replicas": e.get("replicas", 1),
-                        **({"nodes": list(e["nodes"])} if e.get("nodes") else {})} for e in entries]
-                 for svc, entries in chosen.items()}
+    placement = {
+        svc: [
+            {
+                "cluster": e["cluster"],
+                "replicas": e.get("replicas", 1),
+                **({"nodes": list(e["nodes"])} if e.get("nodes") else {}),
+            }
+            for e in entries
+        ]
+        for svc, entries in chosen.items()
+    }
     # Record the intent before touching a cluster, so whatever this run applies can be found
     # (a controller's fenced deploy has recorded its decision itself).
-    intent = params["record"] and not module.check_mode and not params.get("fencing") and placement != previous
+    intent = (
+        params["record"] and not module.check_mode and not params.get("fencing") and placement != previous
+    )
     if intent:
         kb.put_placement(app.name, {"desired": placement})
     result = deployer.run()
@@ -419,15 +469,32 @@ def run(module: AnsibleModule) -> tuple[dict, bool]:
             kb.put_placement(app.name, {"desired": previous})
         for name, res in result["clusters"].items():
             if res["status"] in ("failed", "unreachable"):
-                event(kb, {"type": "deploy", "reason": "DeployFailed", "application": app.name,
-                           "cluster": name, "message": res["error"] or ""}, result["warnings"])
+                event(
+                    kb,
+                    {
+                        "type": "deploy",
+                        "reason": "DeployFailed",
+                        "application": app.name,
+                        "cluster": name,
+                        "message": res["error"] or "",
+                    },
+                    result["warnings"],
+                )
         return result, True
     if placement != previous:
         kb.put_placement(app.name, {"desired": placement, "current": placement}, params.get("fencing"))
         result["changed"] = True
     if result["changed"]:
-        event(kb, {"type": "deploy", "reason": "Deployed", "application": app.name,
-                   "message": params.get("reason") or result["message"]}, result["warnings"])
+        event(
+            kb,
+            {
+                "type": "deploy",
+                "reason": "Deployed",
+                "application": app.name,
+                "message": params.get("reason") or result["message"],
+            },
+            result["warnings"],
+        )
     return result, False
 
 
@@ -439,8 +506,13 @@ def main() -> None:
             wait={"type": "bool", "default": True},
             wait_timeout={"type": "float", "default": 60.0},
             record={"type": "bool", "default": True},
-            fencing={"type": "dict", "options": {"term": {"type": "int", "required": True},
-                                                 "seq": {"type": "int", "required": True}}},
+            fencing={
+                "type": "dict",
+                "options": {
+                    "term": {"type": "int", "required": True},
+                    "seq": {"type": "int", "required": True},
+                },
+            },
             reason={"type": "str"},
             kubeconfigs={"type": "dict"},
             **k8s_auth_argspec(),

@@ -49,8 +49,10 @@ def qonnect(*args: str, timeout: float = 120.0, check: bool = True) -> subproces
     exe = Path(sys.executable).with_name("qonnect")
     result = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout, check=False)
     if check and result.returncode != 0:
-        raise AssertionError(f"qonnect {' '.join(args)} failed ({result.returncode}):\n"
-                             f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+        raise AssertionError(
+            f"qonnect {' '.join(args)} failed ({result.returncode}):\n"
+            f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+        )
     return result
 
 
@@ -75,7 +77,8 @@ class Engine:
         entry = self.entry()
         if restricted:
             path = entry.get("restricted_kubeconfig") or str(
-                self.directory / "kubeconfigs" / "restricted" / f"{self.cluster}.yaml")
+                self.directory / "kubeconfigs" / "restricted" / f"{self.cluster}.yaml"
+            )
             return str(path)
         return str(entry["kubeconfig"])
 
@@ -117,8 +120,16 @@ def running(name: str, directory: Path) -> Iterator[Engine]:
     """Start an engine's federation; always stopped afterwards (down, then SIGKILL by pid)."""
     engine = None
     try:
-        qonnect("testbed", "up", "--dir", str(directory), *up_args(name), "--timeout",
-                str(int(UP_TIMEOUT[name])), timeout=UP_TIMEOUT[name] + 60)
+        qonnect(
+            "testbed",
+            "up",
+            "--dir",
+            str(directory),
+            *up_args(name),
+            "--timeout",
+            str(int(UP_TIMEOUT[name])),
+            timeout=UP_TIMEOUT[name] + 60,
+        )
         doc = yaml.safe_load((directory / "federation.yaml").read_text(encoding="utf-8"))
         engine = Engine(name, directory, doc)
         yield engine
@@ -144,8 +155,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1,
-             what: str = "condition") -> Any:
+def wait_for(
+    check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1, what: str = "condition"
+) -> Any:
     """Poll until check() returns something truthy; its value, or AssertionError with the last."""
     deadline = time.monotonic() + timeout
     while True:
@@ -169,19 +181,33 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def deployment(name: str, replicas: int = 2, image: str = "registry.k8s.io/pause:3.10",
-               **spec: Any) -> dict[str, Any]:
+def deployment(
+    name: str, replicas: int = 2, image: str = "registry.k8s.io/pause:3.10", **spec: Any
+) -> dict[str, Any]:
     """A Deployment manifest whose pods carry app=<name>."""
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "main", "image": image}]}},
-                     **spec}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", "image": image}]},
+            },
+            **spec,
+        },
+    }
 
 
 def pod(name: str, image: str = "registry.k8s.io/pause:3.10", **container: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
-            "spec": {"containers": [{"name": "main", "image": image, **container}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"containers": [{"name": "main", "image": image, **container}]},
+    }
 
 
 def container_state(p: Any) -> tuple[str, str, int]:

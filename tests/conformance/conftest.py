@@ -43,8 +43,10 @@ def ns(engine: Engine) -> Iterator[str]:
     core = engine.core()
     core.create_namespace({"metadata": {"name": name}})
     # As on any real cluster, pods can be created only once the default ServiceAccount exists.
-    wait_for(lambda: core.list_namespaced_service_account(name, field_selector="metadata.name=default").items,
-             what=f"ServiceAccount default in {name}")
+    wait_for(
+        lambda: core.list_namespaced_service_account(name, field_selector="metadata.name=default").items,
+        what=f"ServiceAccount default in {name}",
+    )
     yield name
     with contextlib.suppress(client.ApiException):
         core.delete_namespace(name)

@@ -14,9 +14,12 @@ def _cm(name: str, **data: str) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
 
 
-def _apply(core: client.CoreV1Api, ns: str, body: dict, manager: str, force: bool = False) -> client.V1ConfigMap:
-    return core.patch_namespaced_config_map(body["metadata"]["name"], ns, body, field_manager=manager,
-                                            force=force, _content_type=APPLY)
+def _apply(
+    core: client.CoreV1Api, ns: str, body: dict, manager: str, force: bool = False
+) -> client.V1ConfigMap:
+    return core.patch_namespaced_config_map(
+        body["metadata"]["name"], ns, body, field_manager=manager, force=force, _content_type=APPLY
+    )
 
 
 def _owned(cm: client.V1ConfigMap) -> dict[tuple[str, str], dict]:
@@ -39,7 +42,8 @@ def test_conflict_with_another_appliers_field_is_409_naming_manager_and_field(en
     assert err.value.status == 409 and status["reason"] == "Conflict"
     assert status["message"] == 'Apply failed with 1 conflict: conflict with "alice": .data.a'
     assert status["details"]["causes"] == [
-        {"reason": "FieldManagerConflict", "message": 'conflict with "alice"', "field": ".data.a"}]
+        {"reason": "FieldManagerConflict", "message": 'conflict with "alice"', "field": ".data.a"}
+    ]
     assert core.read_namespaced_config_map("ssa", ns).data == {"a": "1"}
 
 
@@ -69,7 +73,8 @@ def test_conflict_with_an_update_manager_names_its_api_version(engine, ns):
     status = status_of(err.value)
     assert err.value.status == 409
     assert status["details"]["causes"] == [
-        {"reason": "FieldManagerConflict", "message": 'conflict with "creator" using v1', "field": ".data.a"}]
+        {"reason": "FieldManagerConflict", "message": 'conflict with "creator" using v1', "field": ".data.a"}
+    ]
 
 
 def test_dropping_a_field_from_the_applied_config_removes_it(engine, ns):

@@ -34,11 +34,25 @@ def test_image_pull_failure_is_errimagepull_then_backoff(engine, ns):
 def test_transient_pull_failure_clears_by_itself(engine, ns):
     core = engine.core()
     core.create_namespaced_pod(ns, pod("flaky", image="qonnect.test/pull-flaky-4s/app:1"))
-    failed = wait_for(lambda: container_state(core.read_namespaced_pod("flaky", ns))[1] in ("ErrImagePull", "ImagePullBackOff"),
-                      timeout=60, interval=0.2, what="a failed pull first")
+    failed = wait_for(
+        lambda: (
+            container_state(core.read_namespaced_pod("flaky", ns))[1] in ("ErrImagePull", "ImagePullBackOff")
+        ),
+        timeout=60,
+        interval=0.2,
+        what="a failed pull first",
+    )
     assert failed
-    p = wait_for(lambda: (x := core.read_namespaced_pod("flaky", ns)).status.phase == "Running" and _ready(x) == "True" and x,
-                 timeout=90, interval=0.2, what="Running and Ready after the transient failure")
+    p = wait_for(
+        lambda: (
+            (x := core.read_namespaced_pod("flaky", ns)).status.phase == "Running"
+            and _ready(x) == "True"
+            and x
+        ),
+        timeout=90,
+        interval=0.2,
+        what="Running and Ready after the transient failure",
+    )
     assert container_state(p)[0] == "running"
 
 
@@ -60,10 +74,13 @@ def test_crash_loop(engine, ns):
 def test_slow_image_is_container_creating_until_pulled(engine, ns):
     core = engine.core()
     core.create_namespaced_pod(ns, pod("slow", image="qonnect.test/slow-5s/app:1"))
-    creating = wait_for(lambda: (x := core.read_namespaced_pod("slow", ns)).spec.node_name and x,
-                        timeout=60, what="pod bound")
+    creating = wait_for(
+        lambda: (x := core.read_namespaced_pod("slow", ns)).spec.node_name and x, timeout=60, what="pod bound"
+    )
     assert creating
     p = core.read_namespaced_pod("slow", ns)
     assert p.status.phase == "Pending"
     assert container_state(p)[:2] in (("waiting", "ContainerCreating"), ("", ""))
-    wait_for(lambda: core.read_namespaced_pod("slow", ns).status.phase == "Running", timeout=60, what="Running")
+    wait_for(
+        lambda: core.read_namespaced_pod("slow", ns).status.phase == "Running", timeout=60, what="Running"
+    )

@@ -51,10 +51,15 @@ def test_terminating_namespace_refuses_content_and_recreation(engine):
         core.create_namespaced_pod(name, pod("late"))
     status = status_of(err.value)
     assert err.value.status == 403 and status["reason"] == "Forbidden"
-    assert status["message"] == (f'pods "late" is forbidden: unable to create new content in namespace {name} '
-                                 "because it is being terminated")
-    assert {"reason": "NamespaceTerminating", "message": f"namespace {name} is being terminated",
-            "field": "metadata.namespace"} in status["details"]["causes"]
+    assert status["message"] == (
+        f'pods "late" is forbidden: unable to create new content in namespace {name} '
+        "because it is being terminated"
+    )
+    assert {
+        "reason": "NamespaceTerminating",
+        "message": f"namespace {name} is being terminated",
+        "field": "metadata.namespace",
+    } in status["details"]["causes"]
 
     with pytest.raises(client.ApiException) as err:
         core.create_namespace({"metadata": {"name": name}})
@@ -62,11 +67,25 @@ def test_terminating_namespace_refuses_content_and_recreation(engine):
     assert status_of(err.value)["message"] == f'object is being deleted: namespaces "{name}" already exists'
 
     # The object with a finalizer is marked for deletion but stays, and so does the namespace.
-    held = wait_for(lambda: core.read_namespaced_config_map("held", name).metadata.deletion_timestamp and
-                    core.read_namespaced_config_map("held", name), timeout=60, what="held marked for deletion")
+    held = wait_for(
+        lambda: (
+            core.read_namespaced_config_map("held", name).metadata.deletion_timestamp
+            and core.read_namespaced_config_map("held", name)
+        ),
+        timeout=60,
+        what="held marked for deletion",
+    )
     assert held.metadata.finalizers == ["qonnect.io/test"]
-    wait_for(lambda: {c.type: c.status for c in core.read_namespace(name).status.conditions or []}
-             .get("NamespaceFinalizersRemaining") == "True", timeout=60, what="NamespaceFinalizersRemaining")
+    wait_for(
+        lambda: (
+            {c.type: c.status for c in core.read_namespace(name).status.conditions or []}.get(
+                "NamespaceFinalizersRemaining"
+            )
+            == "True"
+        ),
+        timeout=60,
+        what="NamespaceFinalizersRemaining",
+    )
     assert core.read_namespace(name).status.phase == "Terminating"
 
     core.patch_namespaced_config_map("held", name, {"metadata": {"finalizers": None}})
@@ -78,13 +97,27 @@ def test_terminating_namespace_refuses_content_and_recreation(engine):
 
 def test_namespace_deletion_takes_its_pods_and_is_not_instant(engine, ns):
     core, apps = engine.core(), engine.apps()
-    apps.create_namespaced_deployment(ns, {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": {"containers": [{"name": "m", "image": "registry.k8s.io/pause:3.10"}]}}}})
-    wait_for(lambda: len([p for p in core.list_namespaced_pod(ns).items if p.status.phase == "Running"]) == 2,
-             timeout=60, what="2 running pods")
+    apps.create_namespaced_deployment(
+        ns,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "m", "image": "registry.k8s.io/pause:3.10"}]},
+                },
+            },
+        },
+    )
+    wait_for(
+        lambda: len([p for p in core.list_namespaced_pod(ns).items if p.status.phase == "Running"]) == 2,
+        timeout=60,
+        what="2 running pods",
+    )
     core.delete_namespace(ns)
     assert core.read_namespace(ns).status.phase == "Terminating"
     wait_for(lambda: _gone(lambda: core.read_namespace(ns)), timeout=90, what="namespace gone")

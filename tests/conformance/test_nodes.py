@@ -24,7 +24,8 @@ def test_nodes_conditions_labels_and_control_plane_taint(engine):
         assert node.metadata.labels["qonnect.io/tier"] == "cloud"
     cp = nodes[CONTROL_PLANE]
     assert [(t.key, t.value, t.effect) for t in cp.spec.taints] == [
-        ("node-role.kubernetes.io/control-plane", None, "NoSchedule")]
+        ("node-role.kubernetes.io/control-plane", None, "NoSchedule")
+    ]
     assert cp.metadata.labels["node-role.kubernetes.io/control-plane"] == ""
     assert not nodes[WORKER].spec.taints
 
@@ -41,23 +42,31 @@ def test_untolerated_taint_leaves_the_pod_pending(engine, ns):
 
     cond = wait_for(unschedulable, timeout=60, what="Unschedulable")
     assert cond.status == "False"
-    expected = ("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-                "1 node(s) had untolerated taint(s).")
+    expected = (
+        "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+        "1 node(s) had untolerated taint(s)."
+    )
     if engine.is_emulator:  # no dynamic resources, no preemption: the message ends there
         assert cond.message == expected
     else:
-        assert cond.message == expected + (" no new claims to deallocate, preemption: 0/2 nodes are available: "
-                                           "2 Preemption is not helpful for scheduling.")
+        assert cond.message == expected + (
+            " no new claims to deallocate, preemption: 0/2 nodes are available: "
+            "2 Preemption is not helpful for scheduling."
+        )
 
 
 def test_tolerating_pod_runs_on_the_control_plane(engine, ns):
     body = pod("cp")
     body["spec"]["nodeSelector"] = {"kubernetes.io/hostname": CONTROL_PLANE}
-    body["spec"]["tolerations"] = [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
-                                    "effect": "NoSchedule"}]
+    body["spec"]["tolerations"] = [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
+    ]
     engine.core().create_namespaced_pod(ns, body)
-    p = wait_for(lambda: (x := engine.core().read_namespaced_pod("cp", ns)).status.phase == "Running" and x,
-                 timeout=60, what="pod Running on the control plane")
+    p = wait_for(
+        lambda: (x := engine.core().read_namespaced_pod("cp", ns)).status.phase == "Running" and x,
+        timeout=60,
+        what="pod Running on the control plane",
+    )
     assert p.spec.node_name == CONTROL_PLANE
 
 
@@ -74,13 +83,19 @@ def test_node_loss_conditions_and_taints_then_recovery(engine, ns):
         def lost():
             node = core.read_node(WORKER)
             taints = {(t.key, t.effect) for t in node.spec.taints or []}
-            return node if _conds(node)["Ready"][0] == "Unknown" and \
-                ("node.kubernetes.io/unreachable", "NoExecute") in taints else None
+            return (
+                node
+                if _conds(node)["Ready"][0] == "Unknown"
+                and ("node.kubernetes.io/unreachable", "NoExecute") in taints
+                else None
+            )
 
         node = wait_for(lost, timeout=180, interval=0.5, what="node unreachable")
         assert _conds(node)["Ready"] == ("Unknown", "NodeStatusUnknown")
         assert {(t.key, t.effect) for t in node.spec.taints} >= {
-            ("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")}
+            ("node.kubernetes.io/unreachable", "NoSchedule"),
+            ("node.kubernetes.io/unreachable", "NoExecute"),
+        }
         core.create_namespaced_pod(ns, pod("stranded"))
 
         def unschedulable():
@@ -90,8 +105,9 @@ def test_node_loss_conditions_and_taints_then_recovery(engine, ns):
 
         message = wait_for(unschedulable, timeout=60, what="Unschedulable while the worker is lost")
         if engine.is_emulator:  # the emulator's scheduler checks readiness before taints
-            assert message == ("0/2 nodes are available: 1 node(s) had untolerated taint(s), "
-                               "1 node(s) were not ready.")
+            assert message == (
+                "0/2 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were not ready."
+            )
         else:  # kube-scheduler sees only the unreachable taint
             assert message.startswith("0/2 nodes are available: 2 node(s) had untolerated taint(s). ")
     finally:

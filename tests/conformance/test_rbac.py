@@ -26,24 +26,34 @@ def test_restricted_identity_reads_pods_in_its_namespace(engine):
 
 def test_cluster_scope_is_forbidden(engine):
     status = _forbidden(lambda: engine.core(restricted=True).list_node())
-    assert status["message"] == (f'nodes is forbidden: User "{USER}" cannot list resource "nodes" '
-                                 'in API group "" at the cluster scope')
+    assert status["message"] == (
+        f'nodes is forbidden: User "{USER}" cannot list resource "nodes" in API group "" at the cluster scope'
+    )
     assert status["details"] == {"kind": "nodes"}
     _forbidden(lambda: engine.core(restricted=True).list_pod_for_all_namespaces())
 
 
 def test_writes_and_other_namespaces_are_forbidden(engine):
-    status = _forbidden(lambda: engine.core(restricted=True).create_namespaced_config_map(
-        "default", {"metadata": {"name": "nope"}}))
-    assert status["message"] == (f'configmaps is forbidden: User "{USER}" cannot create resource "configmaps" '
-                                 'in API group "" in the namespace "default"')
+    status = _forbidden(
+        lambda: engine.core(restricted=True).create_namespaced_config_map(
+            "default", {"metadata": {"name": "nope"}}
+        )
+    )
+    assert status["message"] == (
+        f'configmaps is forbidden: User "{USER}" cannot create resource "configmaps" '
+        'in API group "" in the namespace "default"'
+    )
     status = _forbidden(lambda: engine.apps(restricted=True).list_namespaced_deployment("kube-system"))
-    assert status["message"] == (f'deployments.apps is forbidden: User "{USER}" cannot list resource '
-                                 '"deployments" in API group "apps" in the namespace "kube-system"')
+    assert status["message"] == (
+        f'deployments.apps is forbidden: User "{USER}" cannot list resource '
+        '"deployments" in API group "apps" in the namespace "kube-system"'
+    )
     assert status["details"] == {"group": "apps", "kind": "deployments"}
     status = _forbidden(lambda: engine.core(restricted=True).read_namespaced_secret("x", "default"))
-    assert status["message"] == (f'secrets "x" is forbidden: User "{USER}" cannot get resource "secrets" '
-                                 'in API group "" in the namespace "default"')
+    assert status["message"] == (
+        f'secrets "x" is forbidden: User "{USER}" cannot get resource "secrets" '
+        'in API group "" in the namespace "default"'
+    )
     assert status["details"] == {"name": "x", "kind": "secrets"}
 
 

@@ -13,16 +13,33 @@ pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
 # (group/version, resource) the product and its tests use: served by both engines
 REQUIRED = {
-    ("v1", "namespaces"), ("v1", "nodes"), ("v1", "pods"), ("v1", "services"), ("v1", "endpoints"),
-    ("v1", "serviceaccounts"), ("v1", "configmaps"), ("v1", "secrets"), ("v1", "events"),
-    ("apps/v1", "deployments"), ("apps/v1", "replicasets"), ("apps/v1", "statefulsets"),
-    ("apps/v1", "daemonsets"), ("coordination.k8s.io/v1", "leases"), ("networking.k8s.io/v1", "ingresses"),
+    ("v1", "namespaces"),
+    ("v1", "nodes"),
+    ("v1", "pods"),
+    ("v1", "services"),
+    ("v1", "endpoints"),
+    ("v1", "serviceaccounts"),
+    ("v1", "configmaps"),
+    ("v1", "secrets"),
+    ("v1", "events"),
+    ("apps/v1", "deployments"),
+    ("apps/v1", "replicasets"),
+    ("apps/v1", "statefulsets"),
+    ("apps/v1", "daemonsets"),
+    ("coordination.k8s.io/v1", "leases"),
+    ("networking.k8s.io/v1", "ingresses"),
 }
 # served by a real API server, not by the emulator (docs/testbed.md, differences table)
 NOT_EMULATED = {
-    ("discovery.k8s.io/v1", "endpointslices"), ("apps/v1", "controllerrevisions"), ("batch/v1", "jobs"),
-    ("rbac.authorization.k8s.io/v1", "roles"), ("v1", "persistentvolumeclaims"), ("v1", "pods/eviction"),
-    ("v1", "pods/log"), ("autoscaling/v2", "horizontalpodautoscalers"), ("policy/v1", "poddisruptionbudgets"),
+    ("discovery.k8s.io/v1", "endpointslices"),
+    ("apps/v1", "controllerrevisions"),
+    ("batch/v1", "jobs"),
+    ("rbac.authorization.k8s.io/v1", "roles"),
+    ("v1", "persistentvolumeclaims"),
+    ("v1", "pods/eviction"),
+    ("v1", "pods/log"),
+    ("autoscaling/v2", "horizontalpodautoscalers"),
+    ("policy/v1", "poddisruptionbudgets"),
 }
 
 
@@ -31,12 +48,19 @@ def _served(api: client.ApiClient) -> set[tuple[str, str]]:
     core = client.CoreApi(api).get_api_versions()
     groups = [("v1", "/api/v1")] + [
         (v.group_version, f"/apis/{v.group_version}")
-        for g in client.ApisApi(api).get_api_versions().groups for v in g.versions]
+        for g in client.ApisApi(api).get_api_versions().groups
+        for v in g.versions
+    ]
     assert core.versions == ["v1"]
     for gv, path in groups:
-        response = api.call_api("GET", api.configuration.host + path, header_params={
-            "Accept": "application/json",
-            "Authorization": api.configuration.auth_settings()["BearerToken"]["value"]})
+        response = api.call_api(
+            "GET",
+            api.configuration.host + path,
+            header_params={
+                "Accept": "application/json",
+                "Authorization": api.configuration.auth_settings()["BearerToken"]["value"],
+            },
+        )
         response.read()
         doc = json.loads(response.data)
         out |= {(gv, r["name"]) for r in doc["resources"]}
@@ -62,14 +86,19 @@ def test_a_replicaset_without_a_deployment(engine, ns):
         time.sleep(2)
         assert engine.core().list_namespaced_pod(ns, label_selector="app=bare").items == []
     else:
-        wait_for(lambda: engine.apps().read_namespaced_replica_set("bare", ns).status.ready_replicas == 1,
-                 timeout=60, what="bare ReplicaSet ready")
+        wait_for(
+            lambda: engine.apps().read_namespaced_replica_set("bare", ns).status.ready_replicas == 1,
+            timeout=60,
+            what="bare ReplicaSet ready",
+        )
 
 
 def test_pod_deletion_is_graceful_only_on_the_real_engine(engine, ns):
     core = engine.core()
     core.create_namespaced_pod(ns, pod("gone"))
-    wait_for(lambda: core.read_namespaced_pod("gone", ns).status.phase == "Running", timeout=60, what="Running")
+    wait_for(
+        lambda: core.read_namespaced_pod("gone", ns).status.phase == "Running", timeout=60, what="Running"
+    )
     deleted = core.delete_namespaced_pod("gone", ns)
     assert deleted.metadata.deletion_timestamp is not None
     if engine.is_emulator:  # graceful termination is instant

@@ -17,8 +17,13 @@ def test_watch_sees_changes_in_order(engine, ns):
     w = watch.Watch()
 
     def consume():
-        for event in w.stream(core.list_namespaced_config_map, ns, resource_version=rv, timeout_seconds=30,
-                              field_selector="metadata.name=w"):
+        for event in w.stream(
+            core.list_namespaced_config_map,
+            ns,
+            resource_version=rv,
+            timeout_seconds=30,
+            field_selector="metadata.name=w",
+        ):
             obj = event["object"]
             seen.append((event["type"], obj.metadata.name, (obj.data or {}).get("k", "")))
             if event["type"] == "DELETED":
@@ -36,8 +41,13 @@ def test_watch_sees_changes_in_order(engine, ns):
 def _replay(core: client.CoreV1Api, ns: str, rv: str) -> list[tuple[str, str]]:
     """The events a watch from rv delivers at once (ADDED/MODIFIED with data k)."""
     out = []
-    for event in watch.Watch().stream(core.list_namespaced_config_map, ns, resource_version=rv,
-                                      timeout_seconds=2, field_selector="metadata.name=old"):
+    for event in watch.Watch().stream(
+        core.list_namespaced_config_map,
+        ns,
+        resource_version=rv,
+        timeout_seconds=2,
+        field_selector="metadata.name=old",
+    ):
         out.append((event["type"], (event["object"].data or {}).get("k", "")))
     return out
 

@@ -39,8 +39,14 @@ def qonnect_cmd(*args: str) -> list[str]:
     return [QONNECT, *args]
 
 
-def wait_for(check: Callable[[], T], timeout: float = 30.0, what: str = "condition", *,
-             interval: float = 0.1, retry_on: tuple[type[BaseException], ...] = ()) -> T:
+def wait_for(
+    check: Callable[[], T],
+    timeout: float = 30.0,
+    what: str = "condition",
+    *,
+    interval: float = 0.1,
+    retry_on: tuple[type[BaseException], ...] = (),
+) -> T:
     """Poll ``check`` until it returns something truthy and return that; fail the test after
     ``timeout`` seconds, naming ``what`` and the last exception of a type in ``retry_on``."""
     deadline = time.monotonic() + timeout
@@ -65,13 +71,21 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def start_process(cmd: list[str], log: Path, env: dict[str, str] | None = None,
-                  cwd: Path | None = None) -> subprocess.Popen:
+def start_process(
+    cmd: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.Popen:
     """Start ``cmd`` in a session of its own (so stop_process reaches its children), output to
     ``log``."""
     with open(log, "ab") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env, cwd=cwd)
+        return subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+            cwd=cwd,
+        )
 
 
 def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> int | None:

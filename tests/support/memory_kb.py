@@ -102,8 +102,12 @@ class MemoryKB:
             if old == token and {k: stored.get(k) for k in placement} != placement:
                 raise KBError(409, "this fencing token already wrote a different placement")
         self.writes += 1
-        record = {"application": app, "desired": stored.get("desired"), "current": stored.get("current"),
-                  "fencing": stored.get("fencing")}
+        record = {
+            "application": app,
+            "desired": stored.get("desired"),
+            "current": stored.get("current"),
+            "fencing": stored.get("fencing"),
+        }
         record.update(copy.deepcopy(placement))
         if fencing is not None:
             record["fencing"] = {"term": token[0], "seq": token[1]}
@@ -126,8 +130,11 @@ class MemoryKB:
         return dict(copy.deepcopy(event), id=len(self.events))
 
     def list_events(self, since=None, application=None, cluster=None, limit=100) -> list[dict]:
-        found = [dict(e, id=i + 1) for i, e in enumerate(self.events)
-                 if application in (None, e.get("application")) and cluster in (None, e.get("cluster"))]
+        found = [
+            dict(e, id=i + 1)
+            for i, e in enumerate(self.events)
+            if application in (None, e.get("application")) and cluster in (None, e.get("cluster"))
+        ]
         return found[-limit:]
 
     def inventory(self) -> dict:

@@ -268,8 +268,12 @@ def workload_grace(kind: str, obj: Mapping[str, Any]) -> float | None:
                 return value
         except ValueError:
             pass
-        log.warning("workload %s: annotation %s=%r is not a number of seconds > 0; ignored",
-                    (obj.get("metadata") or {}).get("name"), GRACE_ANNOTATION, raw)
+        log.warning(
+            "workload %s: annotation %s=%r is not a number of seconds > 0; ignored",
+            (obj.get("metadata") or {}).get("name"),
+            GRACE_ANNOTATION,
+            raw,
+        )
     if kind == "Deployment":
         return progress_deadline_seconds(dict(obj))
     return None
@@ -289,8 +293,12 @@ def workload_status(
     fails it after ``grace`` seconds.
     """
     state = readiness(dict(obj), kind)
-    result: dict[str, Any] = {"status": PROGRESSING, "reason": "", "replicas": state.desired,
-                              "ready_replicas": state.ready_replicas}
+    result: dict[str, Any] = {
+        "status": PROGRESSING,
+        "reason": "",
+        "replicas": state.desired,
+        "ready_replicas": state.ready_replicas,
+    }
     if state.failed:
         result.update(status=FAILED, reason=state.failed)
         return result
@@ -326,8 +334,9 @@ class StatusClock:
     loss - stays Progressing, because Kubernetes fixes it by itself.
     """
 
-    def __init__(self, not_ready_timeout: float = DEFAULT_NOT_READY_TIMEOUT,
-                 now: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, not_ready_timeout: float = DEFAULT_NOT_READY_TIMEOUT, now: Callable[[], float] = time.time
+    ) -> None:
         self.not_ready_timeout = not_ready_timeout
         self._now = now
         self._since: dict[tuple[str, str, str], tuple[str, float]] = {}
@@ -416,8 +425,9 @@ class Collector:
     so a cluster that comes back (perhaps with a rewritten kubeconfig) is picked up again.
     """
 
-    def __init__(self, kubeconfig: str, not_ready_timeout: float = DEFAULT_NOT_READY_TIMEOUT,
-                 timeout: float = 5.0):
+    def __init__(
+        self, kubeconfig: str, not_ready_timeout: float = DEFAULT_NOT_READY_TIMEOUT, timeout: float = 5.0
+    ):
         self.kubeconfig = kubeconfig
         self.timeout = timeout
         self.clock = StatusClock(not_ready_timeout)
@@ -429,7 +439,9 @@ class Collector:
         try:
             return json.loads(_raw_get(self._api, path, query, self.timeout)).get("items") or []
         except k8s_client.exceptions.ApiException as exc:
-            raise CollectError(f"listing {what}: HTTP {exc.status} {exc.reason}", int(exc.status or 0)) from None
+            raise CollectError(
+                f"listing {what}: HTTP {exc.status} {exc.reason}", int(exc.status or 0)
+            ) from None
         except ValueError as exc:
             raise CollectError(f"listing {what}: response is not JSON: {exc}") from None
         except (OSError, urllib3.exceptions.HTTPError) as exc:  # the cluster is unreachable
@@ -470,12 +482,17 @@ class Collector:
         missing: list[str] = []
         nodes = self._read("nodes", missing)
         pods = self._read("pods", missing)
-        objects = {kind: self._read(f"{kind.lower()}s", missing, labelSelector=MANAGED_SELECTOR)
-                   for kind in WORKLOAD_KINDS}
+        objects = {
+            kind: self._read(f"{kind.lower()}s", missing, labelSelector=MANAGED_SELECTOR)
+            for kind in WORKLOAD_KINDS
+        }
         if missing:
             raise ForbiddenError(
-                "forbidden: the agent needs these rights: " + ", ".join(missing)
-                + " (grant the ClusterRole in docs/rbac/agent-clusterrole.yml)", 403)
+                "forbidden: the agent needs these rights: "
+                + ", ".join(missing)
+                + " (grant the ClusterRole in docs/rbac/agent-clusterrole.yml)",
+                403,
+            )
         requested = requested_by_node(pods)
         node_reports = [summarize_node(n, requested.get(n["metadata"]["name"])) for n in nodes]
         workloads: list[dict] = []

@@ -26,13 +26,18 @@ DEFAULT_DIR = default_dir()
 
 
 def add_parser(subparsers: Any) -> None:
-    parser = subparsers.add_parser("demo", help="the end-to-end demo on the testbed (make demo)",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser(
+        "demo", help="the end-to-end demo on the testbed (make demo)", description=__doc__.splitlines()[0]
+    )
     sub = parser.add_subparsers(dest="demo_command", metavar="ACTION")
     sub.required = True
     up = sub.add_parser("up", help="start everything and play the five steps")
-    up.add_argument("--dir", type=Path, default=DEFAULT_DIR,
-                    help="directory for state, logs, tokens (default %(default)s)")
+    up.add_argument(
+        "--dir",
+        type=Path,
+        default=DEFAULT_DIR,
+        help="directory for state, logs, tokens (default %(default)s)",
+    )
     up.set_defaults(func=_up)
     down = sub.add_parser("down", help="stop everything the demo started")
     down.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the demo's directory")
@@ -48,8 +53,10 @@ def _up(args: argparse.Namespace) -> int:
     args.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     stack = Stack(args.dir)
     if stack.running():
-        raise UserError(f"--dir {args.dir}: a demo is already running there "
-                        f"({', '.join(stack.running())}); stop it with 'qonnect demo down --dir {args.dir}'")
+        raise UserError(
+            f"--dir {args.dir}: a demo is already running there "
+            f"({', '.join(stack.running())}); stop it with 'qonnect demo down --dir {args.dir}'"
+        )
     stack.reset()
     header("setting up the federation")
     t0 = time.monotonic()
@@ -63,8 +70,14 @@ def _up(args: argparse.Namespace) -> int:
         fail(f"set-up failed: {exc}")
         say(f"logs: {stack.logs}; stop what started with: qonnect demo down --dir {args.dir}")
         return 1
-    results = [Result("0 set up", True, "testbed, KB, 9 agents, 3 controller replicas, clusters registered",
-                      time.monotonic() - t0)]
+    results = [
+        Result(
+            "0 set up",
+            True,
+            "testbed, KB, 9 agents, 3 controller replicas, clusters registered",
+            time.monotonic() - t0,
+        )
+    ]
     story = Story(stack)
     for name, step in STEPS:
         header(f"step {name}")
@@ -92,8 +105,10 @@ def _explore(stack: Any, directory: Path) -> None:
     say(f"  qonnect status --kb {kb} --token-file {tokens / 'reader.token'} --controller {controllers}")
     say(f"  qonnect controller status --url {controllers}")
     say(f"  status page: {kb}/ui  (reader token in {tokens / 'reader.token'})")
-    say(f"  kubeconfigs: {stack.testbed_dir / 'kubeconfigs'}/<cluster>.yaml  (e.g. kubectl --kubeconfig "
-        f"{stack.testbed_dir / 'kubeconfigs' / 'cloud-1.yaml'} get pods -A)")
+    say(
+        f"  kubeconfigs: {stack.testbed_dir / 'kubeconfigs'}/<cluster>.yaml  (e.g. kubectl --kubeconfig "
+        f"{stack.testbed_dir / 'kubeconfigs' / 'cloud-1.yaml'} get pods -A)"
+    )
     say(f"  logs: {stack.logs}")
     say(f"Stop it with: make demo-down  (or qonnect demo down --dir {directory})")
 

@@ -39,8 +39,13 @@ class Result:
     seconds: float
 
 
-def wait_until(check: Callable[[], tuple[Any, str]], timeout: float, what: str,
-               started: float | None = None, interval: float = 0.5) -> Any:
+def wait_until(
+    check: Callable[[], tuple[Any, str]],
+    timeout: float,
+    what: str,
+    started: float | None = None,
+    interval: float = 0.5,
+) -> Any:
     """Poll ``check()`` -> (value, state text) until value is truthy.
 
     Prints the state every few seconds (with the seconds since ``started``); raises StepFailed
@@ -98,7 +103,9 @@ def table(results: list[Result], width: int = 100) -> str:
     out = []
     for row in rows:
         row = row or (*("-" * w for w in widths), "-" * 7)
-        out.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3].rjust(7))
+        out.append(
+            "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3].rjust(7)
+        )
     return "\n".join(line.rstrip() for line in out)
 
 

@@ -28,8 +28,18 @@ AGENT_INTERVAL = 2.0  # seconds between agent reports
 # this timeout only covers a silent agent. It is generous because the demo shares small, busy
 # machines, where a report can arrive many seconds late and a tight timeout moves apps for nothing.
 HEARTBEAT_TIMEOUT = 20.0
-STATE = ("kb.sqlite", "kb.sqlite-wal", "kb.sqlite-shm", "kb.port", "raft.secret", "tokens", "agents",
-         "controllers", "testbed", "logs")  # what a new `up` starts afresh
+STATE = (
+    "kb.sqlite",
+    "kb.sqlite-wal",
+    "kb.sqlite-shm",
+    "kb.port",
+    "raft.secret",
+    "tokens",
+    "agents",
+    "controllers",
+    "testbed",
+    "logs",
+)  # what a new `up` starts afresh
 REPLICAS = 3
 
 
@@ -85,8 +95,13 @@ class Stack:
         self.collection = collection_root()
         collections = os.environ.get("ANSIBLE_COLLECTIONS_PATH") or str(self.collection.parents[2])
         bindir = str(Path(sys.executable).parent)
-        self.env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_NOCOLOR="1",
-                        ANSIBLE_RETRY_FILES_ENABLED="0", PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+        self.env = dict(
+            os.environ,
+            ANSIBLE_COLLECTIONS_PATH=collections,
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_RETRY_FILES_ENABLED="0",
+            PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+        )
         self.state: dict[str, Any] = {"pids": {}, "replicas": [], "kb_url": "", "testbed": False}
         if self.state_file.exists():
             self.state.update(json.loads(self.state_file.read_text()))
@@ -119,17 +134,30 @@ class Stack:
         """Start ``qonnect ARGS`` detached, logging to logs/NAME.log; record its pid."""
         self.logs.mkdir(parents=True, exist_ok=True)
         with open(self.logs / f"{name}.log", "ab") as log:
-            proc = subprocess.Popen(qonnect_bin() + args, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True, env=self.env,
-                                    cwd=self.root)
+            proc = subprocess.Popen(
+                qonnect_bin() + args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=self.env,
+                cwd=self.root,
+            )
         self.state["pids"][name] = proc.pid
         self.save()
         return proc.pid
 
     def qonnect(self, *args: str, timeout: float = 180) -> str:
         """Run a short ``qonnect`` command; its stdout (which may hold a token: never printed)."""
-        done = subprocess.run(qonnect_bin() + list(args), capture_output=True, text=True, timeout=timeout,
-                              env=self.env, cwd=self.root, check=False)
+        done = subprocess.run(
+            qonnect_bin() + list(args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env,
+            cwd=self.root,
+            check=False,
+        )
         if done.returncode != 0:
             raise StepFailed(f"qonnect {' '.join(args[:2])} failed: {done.stderr.strip()[-800:]}")
         return done.stdout
@@ -145,8 +173,19 @@ class Stack:
         say("starting the testbed: profile paper, nine clusters (three cloud, three fog, three edge)")
         self.state["testbed"] = True
         self.save()
-        self.qonnect("testbed", "up", "--profile", "paper", "--dir", str(self.testbed_dir),
-                     "--start-delay", "0.5", "--heartbeat", str(AGENT_INTERVAL), timeout=180)
+        self.qonnect(
+            "testbed",
+            "up",
+            "--profile",
+            "paper",
+            "--dir",
+            str(self.testbed_dir),
+            "--start-delay",
+            "0.5",
+            "--heartbeat",
+            str(AGENT_INTERVAL),
+            timeout=180,
+        )
         self.federation = yaml.safe_load((self.testbed_dir / "federation.yaml").read_text())
         names = ", ".join(c["name"] for c in self.federation["clusters"])
         say(f"  testbed up: {names}")
@@ -161,19 +200,39 @@ class Stack:
         port_file = self.root / "kb.port"
         port_file.unlink(missing_ok=True)
         say("starting the Knowledge Base (SQLite in the demo directory)")
-        self.spawn("kb", ["kb", "serve", "--db", db, "--port", "0", "--port-file", str(port_file),
-                          "--heartbeat-timeout", str(HEARTBEAT_TIMEOUT)])
-        port = wait_until(lambda: (port_file.exists() and port_file.read_text().strip(), "not listening yet"),
-                          60, "the KB to listen")
+        self.spawn(
+            "kb",
+            [
+                "kb",
+                "serve",
+                "--db",
+                db,
+                "--port",
+                "0",
+                "--port-file",
+                str(port_file),
+                "--heartbeat-timeout",
+                str(HEARTBEAT_TIMEOUT),
+            ],
+        )
+        port = wait_until(
+            lambda: (port_file.exists() and port_file.read_text().strip(), "not listening yet"),
+            60,
+            "the KB to listen",
+        )
         self.state["kb_url"] = f"http://127.0.0.1:{port}"
         self.save()
-        admin = self.qonnect("kb", "token", "create", "--db", db, "--role", "admin", "--name", "demo-admin").strip()
+        admin = self.qonnect(
+            "kb", "token", "create", "--db", db, "--role", "admin", "--name", "demo-admin"
+        ).strip()
         write_secret(self.tokens / "admin.token", admin)
         self.admin = KBClient(self.state["kb_url"], admin)
         wait_until(lambda: (self.admin.healthz(), "starting"), 60, "the KB /healthz")
         for role in ("controller", "reader"):
             self.make_token(role)
-        say(f"  KB at {self.state['kb_url']}; tokens (admin, controller, reader) in {self.tokens} (mode 0600)")
+        say(
+            f"  KB at {self.state['kb_url']}; tokens (admin, controller, reader) in {self.tokens} (mode 0600)"
+        )
 
     def make_token(self, role: str, cluster: str | None = None) -> Path:
         body = {"role": role, "name": f"demo-{cluster or role}", **({"cluster": cluster} if cluster else {})}
@@ -182,20 +241,41 @@ class Stack:
 
     def start_agents(self) -> None:
         clusters = self.federation["clusters"]
-        say(f"starting {len(clusters)} Resource Agents (one per cluster, every {AGENT_INTERVAL:g}s, "
-            "measuring latency from the cluster's own address)")
+        say(
+            f"starting {len(clusters)} Resource Agents (one per cluster, every {AGENT_INTERVAL:g}s, "
+            "measuring latency from the cluster's own address)"
+        )
         for c in clusters:
             peers = ",".join(f"{p['name']}={p['server']}" for p in clusters if p["name"] != c["name"])
-            self.spawn(f"agent-{c['name']}", [
-                "agent", "--cluster", c["name"], "--kubeconfig", c["kubeconfig"], "--kb", self.state["kb_url"],
-                "--token-file", str(self.make_token("agent", c["name"])), "--interval", str(AGENT_INTERVAL),
-                "--source-address", c["address"], "--peers", peers,
-                "--state-dir", str(self.root / "agents" / c["name"])])
+            self.spawn(
+                f"agent-{c['name']}",
+                [
+                    "agent",
+                    "--cluster",
+                    c["name"],
+                    "--kubeconfig",
+                    c["kubeconfig"],
+                    "--kb",
+                    self.state["kb_url"],
+                    "--token-file",
+                    str(self.make_token("agent", c["name"])),
+                    "--interval",
+                    str(AGENT_INTERVAL),
+                    "--source-address",
+                    c["address"],
+                    "--peers",
+                    peers,
+                    "--state-dir",
+                    str(self.root / "agents" / c["name"]),
+                ],
+            )
 
         def all_healthy() -> tuple[bool, str]:
             clusters = self.admin.inventory()["clusters"]
             up = [c["name"] for c in clusters if c.get("healthy")]
-            return len(up) == len(self.federation["clusters"]), f"{len(up)}/{len(self.federation['clusters'])} healthy"
+            return len(up) == len(
+                self.federation["clusters"]
+            ), f"{len(up)}/{len(self.federation['clusters'])} healthy"
 
         wait_until(all_healthy, 90, "every cluster to report healthy")
         say("  every cluster reports healthy")
@@ -203,8 +283,12 @@ class Stack:
     def start_controllers(self) -> None:
         secret = write_secret(self.root / "raft.secret", secrets.token_hex(32))
         addresses = [f"127.0.0.1:{free_port()}" for _replica in range(REPLICAS)]
-        say(f"starting {REPLICAS} controller replicas (Raft {', '.join(addresses)}; shared secret {secret.name}, 0600)")
-        self.state["replicas"] = [{"id": f"c{i + 1}", "raft": a, "peers": addresses} for i, a in enumerate(addresses)]
+        say(
+            f"starting {REPLICAS} controller replicas (Raft {', '.join(addresses)}; shared secret {secret.name}, 0600)"
+        )
+        self.state["replicas"] = [
+            {"id": f"c{i + 1}", "raft": a, "peers": addresses} for i, a in enumerate(addresses)
+        ]
         for replica in self.state["replicas"]:
             self.start_replica(replica, secret)
         for replica in self.state["replicas"]:
@@ -215,18 +299,44 @@ class Stack:
     def start_replica(self, replica: dict[str, Any], secret: Path | None = None) -> None:
         ready = self.root / "controllers" / f"{replica['id']}.ready"
         ready.unlink(missing_ok=True)
-        self.spawn(f"controller-{replica['id']}", [
-            "-v", "controller", "run", "--id", replica["id"], "--self", replica["raft"],
-            "--peers", ",".join(replica["peers"]), "--kb", self.state["kb_url"],
-            "--token-file", str(self.tokens / "controller.token"),
-            "--raft-secret-file", str(secret or self.root / "raft.secret"),
-            "--data-dir", str(self.root / "controllers" / replica["id"]), "--http", "127.0.0.1:0",
-            "--ready-file", str(ready), "--agent-interval", str(AGENT_INTERVAL),
-            "--heartbeat-timeout", str(HEARTBEAT_TIMEOUT)])
+        self.spawn(
+            f"controller-{replica['id']}",
+            [
+                "-v",
+                "controller",
+                "run",
+                "--id",
+                replica["id"],
+                "--self",
+                replica["raft"],
+                "--peers",
+                ",".join(replica["peers"]),
+                "--kb",
+                self.state["kb_url"],
+                "--token-file",
+                str(self.tokens / "controller.token"),
+                "--raft-secret-file",
+                str(secret or self.root / "raft.secret"),
+                "--data-dir",
+                str(self.root / "controllers" / replica["id"]),
+                "--http",
+                "127.0.0.1:0",
+                "--ready-file",
+                str(ready),
+                "--agent-interval",
+                str(AGENT_INTERVAL),
+                "--heartbeat-timeout",
+                str(HEARTBEAT_TIMEOUT),
+            ],
+        )
 
     def wait_replica(self, replica: dict[str, Any]) -> None:
         ready = self.root / "controllers" / f"{replica['id']}.ready"
-        wait_until(lambda: (ready.exists() and ready.read_text(), "starting"), 60, f"replica {replica['id']} to serve")
+        wait_until(
+            lambda: (ready.exists() and ready.read_text(), "starting"),
+            60,
+            f"replica {replica['id']} to serve",
+        )
         replica["http"] = f"http://127.0.0.1:{json.loads(ready.read_text())['http']}"
         self.save()
 
@@ -259,8 +369,9 @@ class Stack:
 
     # -- playbooks -----------------------------------------------------------------------------
 
-    def ansible(self, name: str, cmd: list[str], extra_env: dict[str, str] | None = None,
-                timeout: float = 300) -> str:
+    def ansible(
+        self, name: str, cmd: list[str], extra_env: dict[str, str] | None = None, timeout: float = 300
+    ) -> str:
         """Run an Ansible command, logging to logs/NAME.log; a progress line every few seconds
         (the task it is on). Raises StepFailed with the log's tail when it fails."""
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -270,8 +381,14 @@ class Stack:
         say(f"  $ {' '.join(cmd)}")
         started = time.monotonic()
         with open(log_path, "w") as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=dict(self.env, **(extra_env or {})), cwd=self.root)
+            proc = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(self.env, **(extra_env or {})),
+                cwd=self.root,
+            )
             try:
                 while True:
                     try:
@@ -281,8 +398,12 @@ class Stack:
                         if time.monotonic() - started > timeout:
                             proc.kill()
                             proc.wait()
-                            raise StepFailed(f"{cmd[0]} {name} did not finish in {timeout:g}s (log {log_path})") from None
-                        tasks = [line for line in log_path.read_text().splitlines() if line.startswith("TASK [")]
+                            raise StepFailed(
+                                f"{cmd[0]} {name} did not finish in {timeout:g}s (log {log_path})"
+                            ) from None
+                        tasks = [
+                            line for line in log_path.read_text().splitlines() if line.startswith("TASK [")
+                        ]
                         task = tasks[-1].rstrip(" *") if tasks else "starting"
                         say(f"  [{time.monotonic() - started:5.1f}s] {cmd[0]} running: {task}")
             finally:
@@ -292,20 +413,31 @@ class Stack:
         if proc.returncode != 0:
             tail = "\n".join(output.splitlines()[-15:])
             raise StepFailed(f"{cmd[0]} {name} failed (rc {proc.returncode}, log {log_path}):\n{tail}")
-        say(f"  {cmd[0]} finished in {time.monotonic() - started:.1f}s (log {log_path.relative_to(self.root)})")
+        say(
+            f"  {cmd[0]} finished in {time.monotonic() - started:.1f}s (log {log_path.relative_to(self.root)})"
+        )
         return output
 
     def playbook(self, name: str, playbook: str, **extra: str) -> str:
-        args = ["ansible-playbook", f"qonnect.core.{playbook}", "-e", f"kb_url={self.state['kb_url']}",
-                "-e", f"kb_token_file={self.tokens / 'admin.token'}"]
+        args = [
+            "ansible-playbook",
+            f"qonnect.core.{playbook}",
+            "-e",
+            f"kb_url={self.state['kb_url']}",
+            "-e",
+            f"kb_token_file={self.tokens / 'admin.token'}",
+        ]
         for key, value in extra.items():
             args += ["-e", f"{key}={value}"]
         return self.ansible(name, args)
 
     def register_clusters(self) -> None:
         say("registering the clusters with the KB")
-        self.playbook("register-clusters", "register_clusters",
-                      federation_file=str(self.testbed_dir / "federation.yaml"))
+        self.playbook(
+            "register-clusters",
+            "register_clusters",
+            federation_file=str(self.testbed_dir / "federation.yaml"),
+        )
 
     # -- shutdown ------------------------------------------------------------------------------
 

@@ -36,7 +36,9 @@ class Story:
             self.last_event = max(self.last_event, e["id"])
             if e.get("application") in (APP, None) and not e["type"].startswith("agent."):
                 where = f" {e['cluster']}" if e.get("cluster") else ""
-                say(f"    event {e['type']}{where} [{e.get('reason') or '-'}]: {_short(e.get('message', ''))}")
+                say(
+                    f"    event {e['type']}{where} [{e.get('reason') or '-'}]: {_short(e.get('message', ''))}"
+                )
         return events
 
     def placement(self) -> dict[str, list[str]]:
@@ -52,7 +54,9 @@ class Story:
         parts, ok = [], bool(placement)
         for svc, clusters in sorted(placement.items()):
             for cluster in clusters:
-                states = {w["status"] for w in workloads if w.get("service") == svc and w["cluster"] == cluster}
+                states = {
+                    w["status"] for w in workloads if w.get("service") == svc and w["cluster"] == cluster
+                }
                 state = "Healthy" if states == {"Healthy"} else "/".join(sorted(states)) or "not reported"
                 ok = ok and state == "Healthy" and cluster not in avoid
                 parts.append(f"{svc}@{cluster} {state}")
@@ -69,7 +73,9 @@ def _where(placement: dict[str, list[str]]) -> str:
 
 
 def _moved(before: dict[str, list[str]], after: dict[str, list[str]]) -> str:
-    moves = [f"{s} {'+'.join(before.get(s, []))}->{'+'.join(c)}" for s, c in after.items() if before.get(s) != c]
+    moves = [
+        f"{s} {'+'.join(before.get(s, []))}->{'+'.join(c)}" for s, c in after.items() if before.get(s) != c
+    ]
     return ", ".join(moves) or "nothing moved"
 
 
@@ -142,16 +148,22 @@ def step2_cost_first(story: Story) -> str:
     before = story.placement()
     spec = stack.collection / "examples" / "bookinfo" / "cost-first.yml"
     token = (stack.tokens / "admin.token").read_text().strip()
-    stack.ansible("store-cost-first", ["ansible", "localhost", "-m", "qonnect.core.application", "-a", f"src={spec}"],
-                  extra_env={"QONNECT_KB_URL": stack.state["kb_url"], "QONNECT_KB_TOKEN": token})
+    stack.ansible(
+        "store-cost-first",
+        ["ansible", "localhost", "-m", "qonnect.core.application", "-a", f"src={spec}"],
+        extra_env={"QONNECT_KB_URL": stack.state["kb_url"], "QONNECT_KB_TOKEN": token},
+    )
     t0 = time.monotonic()
     say("  the controller sees the new spec version and re-places the application:")
 
     done: list[dict[str, Any]] = []
 
     def rescheduled() -> tuple[bool, str]:
-        done.extend(e for e in story.new_events()
-                    if e["type"] == "controller.migration.succeeded" and e.get("reason") == "spec-changed")
+        done.extend(
+            e
+            for e in story.new_events()
+            if e["type"] == "controller.migration.succeeded" and e.get("reason") == "spec-changed"
+        )
         ok, state = story.health()
         return bool(ok and done and story.placement() != before), state
 
@@ -162,7 +174,9 @@ def step2_cost_first(story: Story) -> str:
     say(f"  cost-first objective: {old:.3f} with the old placement -> {new:.3f} now")
     explain(story)
     if new <= old:
-        raise StepFailed(f"the new placement does not serve the cost-first goals better ({old:.3f} -> {new:.3f})")
+        raise StepFailed(
+            f"the new placement does not serve the cost-first goals better ({old:.3f} -> {new:.3f})"
+        )
     return f"spec-changed: {_moved(before, after)}; objective {old:.3f}->{new:.3f}"
 
 
@@ -197,10 +211,18 @@ def fail_and_heal(story: Story, cluster: str) -> tuple[str, str, list[dict[str, 
 
     wait_until(healed, HEAL_TIMEOUT, f"every service Healthy off {', '.join(story.failed)}", t0)
     healthy = time.time() - failed_at
-    events = [e for e in story.kb.list_events(after_id=mark, application=APP, limit=500)
-              if e["type"].startswith("controller.")]
-    marks = [(label, next((e["ts"] - failed_at for e in events if e["type"] == etype), None))
-             for label, etype in (("decided", "controller.decision"), ("playbook done", "controller.migration.succeeded"))]
+    events = [
+        e
+        for e in story.kb.list_events(after_id=mark, application=APP, limit=500)
+        if e["type"].startswith("controller.")
+    ]
+    marks = [
+        (label, next((e["ts"] - failed_at for e in events if e["type"] == etype), None))
+        for label, etype in (
+            ("decided", "controller.decision"),
+            ("playbook done", "controller.migration.succeeded"),
+        )
+    ]
     timeline = ", ".join(f"{label} +{sec:.1f}s" for label, sec in marks if sec is not None)
     timeline = f"{timeline + ', ' if timeline else ''}all Healthy +{healthy:.1f}s"
     moved = _moved(before, story.placement())
@@ -233,21 +255,34 @@ def step4_leader_crash(story: Story) -> str:
 
     def elected() -> tuple[Any, str]:
         new = stack.leader(others)
-        states = ", ".join(f"{r['id']} {(stack.replica_status(r) or {}).get('state', 'down')}" for r in others)
+        states = ", ".join(
+            f"{r['id']} {(stack.replica_status(r) or {}).get('state', 'down')}" for r in others
+        )
         return (new if new and new["status"]["term"] > term else None), states
 
     new = wait_until(elected, 30, "a new leader", t0, interval=0.1)
     election = time.monotonic() - t0
     say(f"  {new['id']} leads term {new['status']['term']} after {election:.1f}s")
-    target = next((c for svc in ("details", "reviews", "ratings") for c in story.placement()[svc]
-                   if c not in story.failed), None)
+    target = next(
+        (
+            c
+            for svc in ("details", "reviews", "ratings")
+            for c in story.placement()[svc]
+            if c not in story.failed
+        ),
+        None,
+    )
     if target is None:
         raise StepFailed("no healthy cluster runs a service any more")
     moved, timeline, events = fail_and_heal(story, target)
     terms = [e["ref"]["term"] for e in events if e["type"] == kbio.SUCCEEDED and kbio.trusted(e)]
     if not terms or max(terms) <= term:
-        raise StepFailed(f"expected a migration with the new leader's token (term > {term}), got terms {terms}")
-    say(f"  the healing ran with the new leader's fencing term {max(terms)}; restarting {old['id']} (it rejoins as a follower)")
+        raise StepFailed(
+            f"expected a migration with the new leader's token (term > {term}), got terms {terms}"
+        )
+    say(
+        f"  the healing ran with the new leader's fencing term {max(terms)}; restarting {old['id']} (it rejoins as a follower)"
+    )
     replica = next(r for r in stack.state["replicas"] if r["id"] == old["id"])
     stack.start_replica(replica)
     stack.wait_replica(replica)
@@ -265,7 +300,8 @@ def step5_recover(story: Story) -> str:
     def back() -> tuple[bool, str]:
         clusters = {c["name"]: c.get("healthy") for c in story.kb.inventory()["clusters"]}
         return all(clusters.get(c) for c in story.failed), ", ".join(
-            f"{c} {'healthy' if clusters.get(c) else 'down'}" for c in story.failed)
+            f"{c} {'healthy' if clusters.get(c) else 'down'}" for c in story.failed
+        )
 
     wait_until(back, 60, "the recovered clusters to be healthy", t0)
     story.new_events()
@@ -289,8 +325,10 @@ def step5_recover(story: Story) -> str:
     if not ok:
         raise StepFailed(f"not every service is Healthy after the recovery: {state}")
     say(f"  no decision, no move for {time.monotonic() - calm_start:.0f}s; every service Healthy")
-    say("  (once a recovered cluster has been stable for 30 s the controller may move a service back to it"
-        " if that beats the current placement by more than the hysteresis: one deliberate QoS move)")
+    say(
+        "  (once a recovered cluster has been stable for 30 s the controller may move a service back to it"
+        " if that beats the current placement by more than the hysteresis: one deliberate QoS move)"
+    )
     recovered = ", ".join(story.failed)
     story.failed.clear()
     return f"{recovered} back; placement unchanged for {CALM_WINDOW:g}s, no new decision"

@@ -67,8 +67,9 @@ async def _every(seconds: float, job: Callable[[], None]) -> None:
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """The generated schema, with FastAPI's own validation-error shape replaced by ours."""
     if app.openapi_schema is None:
-        schema = get_openapi(title=app.title, version=app.version, description=app.description,
-                             routes=app.routes)
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
         comps = schema.get("components", {}).get("schemas", {})
         for unused in ("HTTPValidationError", "ValidationError"):
             comps.pop(unused, None)
@@ -80,8 +81,10 @@ def create_app(settings: Settings) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         kb = app.state.kb = await run_in_threadpool(open_state, settings)
-        tasks = [asyncio.create_task(_every(auth.RELOAD_SECONDS, kb.reload_tokens)),
-                 asyncio.create_task(_every(CHECKPOINT_SECONDS, kb.db.checkpoint))]
+        tasks = [
+            asyncio.create_task(_every(auth.RELOAD_SECONDS, kb.reload_tokens)),
+            asyncio.create_task(_every(CHECKPOINT_SECONDS, kb.db.checkpoint)),
+        ]
         try:
             yield
         finally:
@@ -89,8 +92,14 @@ def create_app(settings: Settings) -> FastAPI:
                 task.cancel()
             await run_in_threadpool(close_state, kb)
 
-    app = FastAPI(title="qonnect Knowledge Base", version=qonnect.__version__,
-                  description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="qonnect Knowledge Base",
+        version=qonnect.__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
     errors.install(app)
     app.include_router(clusters.router, prefix="/api/v1")
     app.include_router(applications.router, prefix="/api/v1")

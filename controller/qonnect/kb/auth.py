@@ -53,8 +53,14 @@ def insert_token(conn: Conn, role: str, cluster: str | None, name: str | None, n
         (hash_token(token), label, role, cluster, now),
     )
     digest = hash_token(token)
-    return {"token": token, "id": token_id(digest), "name": label, "role": role,
-            "cluster": cluster, "created": now}
+    return {
+        "token": token,
+        "id": token_id(digest),
+        "name": label,
+        "role": role,
+        "cluster": cluster,
+        "created": now,
+    }
 
 
 def token_id(digest: str) -> str:
@@ -64,8 +70,9 @@ def token_id(digest: str) -> str:
 
 def list_tokens(conn: Conn) -> list[dict]:
     rows = conn.all("SELECT hash, name, role, cluster, created FROM tokens ORDER BY created")
-    return [{"id": token_id(r[0]), "name": r[1], "role": r[2], "cluster": r[3], "created": r[4]}
-            for r in rows]
+    return [
+        {"id": token_id(r[0]), "name": r[1], "role": r[2], "cluster": r[3], "created": r[4]} for r in rows
+    ]
 
 
 def revoke_token(conn: Conn, name: str) -> int:
@@ -77,8 +84,7 @@ def revoke_token_id(conn: Conn, ident: str) -> int:
     """Delete the one token with this id; returns how many were deleted (0 or 1)."""
     if len(ident) != ID_LENGTH or any(c not in "0123456789abcdef" for c in ident):
         return 0
-    return conn.execute(f"DELETE FROM tokens WHERE substr(hash, 1, {ID_LENGTH}) = ?",
-                        (ident,)).rowcount
+    return conn.execute(f"DELETE FROM tokens WHERE substr(hash, 1, {ID_LENGTH}) = ?", (ident,)).rowcount
 
 
 class TokenCache:

@@ -16,9 +16,10 @@ DEFAULT_DB = "sqlite:///var/lib/qonnect/kb.sqlite"
 
 def _db_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--db", default=os.environ.get("QONNECT_KB_DB", DEFAULT_DB),
+        "--db",
+        default=os.environ.get("QONNECT_KB_DB", DEFAULT_DB),
         help="sqlite:///ABSOLUTE/PATH, sqlite://RELATIVE/PATH or postgresql://USER@HOST/DB "
-             "(default: $QONNECT_KB_DB or %(default)s)",
+        "(default: $QONNECT_KB_DB or %(default)s)",
     )
 
 
@@ -34,23 +35,44 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--port-file", help="write the bound port to this file once listening")
     serve.add_argument("--tls-cert", help="PEM certificate: serve HTTPS")
     serve.add_argument("--tls-key", help="PEM private key of --tls-cert")
-    serve.add_argument("--max-body", type=int, default=1_048_576,
-                       help="largest request body in bytes (413 above; default %(default)s)")
-    serve.add_argument("--heartbeat-timeout", type=float, default=15.0,
-                       help="seconds after the last report a cluster counts as unhealthy")
-    serve.add_argument("--access-log", action="store_true",
-                       help="log one line per request to stderr (method, path, status, "
-                            "duration, the token's name; never the token)")
-    serve.add_argument("--request-timeout", type=float, default=30.0,
-                       help="seconds a client has to send a whole request (headers and body), "
-                            "also for the first request of a connection (default %(default)s)")
-    serve.add_argument("--max-connections", type=int, default=4096,
-                       help="open connections above this get 503 and are closed "
-                            "(default %(default)s)")
-    serve.add_argument("--insecure-listen", action="store_true",
-                       help="allow plain HTTP on an address other than loopback (e.g. behind a "
-                            "TLS-terminating proxy); tokens would otherwise cross the network "
-                            "in clear text")
+    serve.add_argument(
+        "--max-body",
+        type=int,
+        default=1_048_576,
+        help="largest request body in bytes (413 above; default %(default)s)",
+    )
+    serve.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=15.0,
+        help="seconds after the last report a cluster counts as unhealthy",
+    )
+    serve.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log one line per request to stderr (method, path, status, "
+        "duration, the token's name; never the token)",
+    )
+    serve.add_argument(
+        "--request-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a client has to send a whole request (headers and body), "
+        "also for the first request of a connection (default %(default)s)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=4096,
+        help="open connections above this get 503 and are closed (default %(default)s)",
+    )
+    serve.add_argument(
+        "--insecure-listen",
+        action="store_true",
+        help="allow plain HTTP on an address other than loopback (e.g. behind a "
+        "TLS-terminating proxy); tokens would otherwise cross the network "
+        "in clear text",
+    )
     serve.set_defaults(func=_serve)
 
     token = sub.add_parser("token", help="manage API tokens")
@@ -127,17 +149,22 @@ def _serve(args: argparse.Namespace) -> int:
     if not 1 <= args.max_connections <= 1_000_000:
         raise UserError("--max-connections: expected 1..1000000")
     if not args.tls_cert and not args.insecure_listen and not _loopback(args.host):
-        raise UserError(f"--host {args.host}: serving plain HTTP beyond this host would send "
-                        "bearer tokens in clear text; give --tls-cert/--tls-key, or "
-                        "--insecure-listen if a TLS-terminating proxy sits in front")
+        raise UserError(
+            f"--host {args.host}: serving plain HTTP beyond this host would send "
+            "bearer tokens in clear text; give --tls-cert/--tls-key, or "
+            "--insecure-listen if a TLS-terminating proxy sits in front"
+        )
     _open(args.db).close()  # fail early, with a clear message, on a bad --db
-    settings = Settings(db_url=args.db, heartbeat_timeout=args.heartbeat_timeout,
-                        max_body=args.max_body, access_log=args.access_log,
-                        request_timeout=args.request_timeout,
-                        max_connections=args.max_connections)
+    settings = Settings(
+        db_url=args.db,
+        heartbeat_timeout=args.heartbeat_timeout,
+        max_body=args.max_body,
+        access_log=args.access_log,
+        request_timeout=args.request_timeout,
+        max_connections=args.max_connections,
+    )
     try:
-        serve(settings, args.host, args.port, args.tls_cert, args.tls_key, args.port_file,
-              args.access_log)
+        serve(settings, args.host, args.port, args.tls_cert, args.tls_key, args.port_file, args.access_log)
     except OSError as exc:
         raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     return 0
@@ -163,8 +190,9 @@ def _token_create(args: argparse.Namespace) -> int:
         raise UserError("--cluster is only for --role agent")
     if args.cluster and not re.match(NAME_PATTERN, args.cluster):
         raise UserError(f"--cluster: {args.cluster!r} is not a DNS label")
-    made = _write(args.db, lambda conn: auth.insert_token(conn, args.role, args.cluster,
-                                                          args.name, time.time()))
+    made = _write(
+        args.db, lambda conn: auth.insert_token(conn, args.role, args.cluster, args.name, time.time())
+    )
     print(made["token"])
     return 0
 

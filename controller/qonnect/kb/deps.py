@@ -58,16 +58,18 @@ async def principal(
     if checked is not None:
         return checked
     if cred is None or not cred.credentials:
-        raise HTTPException(401, "Authorization: a bearer token is required",
-                            headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            401, "Authorization: a bearer token is required", headers={"WWW-Authenticate": "Bearer"}
+        )
     kb: KBState = request.app.state.kb
     digest = auth.hash_token(cred.credentials)
     who = kb.tokens.get(digest)
     if who is None:
         who = await run_in_threadpool(kb.lookup, digest)
         if who is None:
-            raise HTTPException(401, "Authorization: the bearer token is not valid",
-                                headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                401, "Authorization: the bearer token is not valid", headers={"WWW-Authenticate": "Bearer"}
+            )
         kb.tokens.put(digest, who)
     return who
 
@@ -85,6 +87,8 @@ def require_cluster(who: auth.Principal, cluster: str, action: str) -> None:
     if who.role == "agent" and who.cluster == cluster:
         return
     if who.role == "agent":
-        raise HTTPException(403, f"this agent token is bound to cluster {who.cluster!r} and may "
-                                 f"not {action} cluster {cluster!r}")
+        raise HTTPException(
+            403,
+            f"this agent token is bound to cluster {who.cluster!r} and may not {action} cluster {cluster!r}",
+        )
     raise HTTPException(403, f"role {who.role!r} may not {action} a cluster")

@@ -48,8 +48,9 @@ async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
     detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
     if exc.status_code == 400 and detail == "There was an error parsing the body":
         detail = "body: cannot be parsed (not UTF-8 JSON, or nested too deeply)"
-    return JSONResponse({"detail": detail}, status_code=exc.status_code,
-                        headers=getattr(exc, "headers", None))
+    return JSONResponse(
+        {"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None)
+    )
 
 
 async def _spec(_request: Request, exc: SpecError) -> JSONResponse:
@@ -57,19 +58,24 @@ async def _spec(_request: Request, exc: SpecError) -> JSONResponse:
     for text in exc.errors:
         field, _sep, message = text.partition(": ")
         items.append({"field": field if message else "spec", "message": message or text})
-    return JSONResponse({"detail": "invalid application spec: " + "; ".join(exc.errors),
-                         "errors": items}, status_code=422)
+    return JSONResponse(
+        {"detail": "invalid application spec: " + "; ".join(exc.errors), "errors": items}, status_code=422
+    )
 
 
 async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
     if is_unavailable(exc):
         log.error("database unavailable: %s", exc)
-        return JSONResponse({"detail": "the KB database is unavailable, retry later"},
-                            status_code=503, headers={"Retry-After": "1"})
+        return JSONResponse(
+            {"detail": "the KB database is unavailable, retry later"},
+            status_code=503,
+            headers={"Retry-After": "1"},
+        )
     if is_conflict(exc):
         log.warning("write conflict with another KB instance persisted: %s", exc)
-        return JSONResponse({"detail": "conflict with a concurrent write through another KB "
-                                       "instance, retry"}, status_code=409)
+        return JSONResponse(
+            {"detail": "conflict with a concurrent write through another KB instance, retry"}, status_code=409
+        )
     log.exception("unexpected error")
     return JSONResponse({"detail": "internal error"}, status_code=500)
 
@@ -125,10 +131,17 @@ class BodyLimit:
     @staticmethod
     async def _reply(send: Any, status: int, detail: str) -> None:
         body = json.dumps({"detail": detail}).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 

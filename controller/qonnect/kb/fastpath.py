@@ -69,8 +69,9 @@ class ReportFastPath:
                 log.exception("unexpected error storing a report")
                 await _answer(send, 500, {"detail": "internal error"})
             return True
-        await _send(send, 200, b'{"seq":%d,"applied":%s}' % (
-            ack["seq"], b"true" if ack["applied"] else b"false"))
+        await _send(
+            send, 200, b'{"seq":%d,"applied":%s}' % (ack["seq"], b"true" if ack["applied"] else b"false")
+        )
         return True
 
 
@@ -90,7 +91,11 @@ async def _answer(send: Any, status: int, payload: dict) -> None:
 
 
 async def _send(send: Any, status: int, data: bytes) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(data)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": data})

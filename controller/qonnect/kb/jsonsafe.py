@@ -56,8 +56,7 @@ def storable_problems(value: Any, root: str = "") -> list[str]:
             if depth >= MAX_DEPTH:
                 problems.append(f"{where}: nested deeper than {MAX_DEPTH} levels")
                 continue
-            stack.extend((_child(path, i), child, depth + 1)
-                         for i, child in reversed(list(enumerate(item))))
+            stack.extend((_child(path, i), child, depth + 1) for i, child in reversed(list(enumerate(item))))
         elif isinstance(item, str):
             problem = _string_problem(item)
             if problem:

@@ -37,9 +37,17 @@ def bearer(scope: dict) -> str | None:
 
 async def _reply(send: Any, status: int, detail: str, extra: list[tuple[bytes, bytes]]) -> None:
     body = json.dumps({"detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()), *extra]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *extra,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -69,8 +77,12 @@ class AuthFirst:
             except Exception as exc:
                 if not is_unavailable(exc):
                     raise
-                await _reply(send, 503, "the KB database is unavailable, retry later",
-                             [(b"retry-after", b"1"), (b"connection", b"close")])
+                await _reply(
+                    send,
+                    503,
+                    "the KB database is unavailable, retry later",
+                    [(b"retry-after", b"1"), (b"connection", b"close")],
+                )
                 return
             if who is None:
                 await _reply(send, 401, "Authorization: the bearer token is not valid", close)
@@ -127,6 +139,12 @@ class AccessLog:
             who = scope.get(PRINCIPAL)
             client = scope.get("client") or ("-", 0)
             access_log.info(
-                "%s:%s %s %s %d %.1fms token=%s", client[0], client[1], scope["method"],
-                json.dumps(scope.get("raw_path", b"").decode("latin-1")), status,
-                (time.perf_counter() - started) * 1000, json.dumps(who.name) if who else "-")
+                "%s:%s %s %s %d %.1fms token=%s",
+                client[0],
+                client[1],
+                scope["method"],
+                json.dumps(scope.get("raw_path", b"").decode("latin-1")),
+                status,
+                (time.perf_counter() - started) * 1000,
+                json.dumps(who.name) if who else "-",
+            )

@@ -33,9 +33,7 @@ def storable(value: str | None) -> str | None:
 
 def Text(max_length: int, min_length: int = 0) -> Any:
     """A bounded string that both databases can store."""
-    return Annotated[
-        str, Field(min_length=min_length, max_length=max_length), AfterValidator(storable)
-    ]
+    return Annotated[str, Field(min_length=min_length, max_length=max_length), AfterValidator(storable)]
 
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
@@ -338,16 +336,19 @@ class DecisionRef(Strict):
 
 
 class EventIn(Strict):
-    type: Text(64, 1) = Field(description="e.g. deploy, failure, migration; controller.* only "
-                              "from controller tokens")
+    type: Text(64, 1) = Field(
+        description="e.g. deploy, failure, migration; controller.* only from controller tokens"
+    )
     reason: Text(256) = ""
     message: Text(8192) = ""
     application: Text(253, 1) | None = None
     cluster: Text(253, 1) | None = None
     ts: NonNegative | None = Field(None, description="when it happened; default: receive time")
     ref: DecisionRef | None = Field(None, description="the controller decision the event is about")
-    fencing: Fencing | None = Field(None, description="required for controller.* events; refused "
-                                    "(409) when older than the controller fence")
+    fencing: Fencing | None = Field(
+        None,
+        description="required for controller.* events; refused (409) when older than the controller fence",
+    )
 
 
 class EventOut(Out):

@@ -30,9 +30,7 @@ _CLUSTER_FIELDS = ("tier", "location", "server", "kubeconfig", "context", "label
 
 
 def _cluster_values(record: dict[str, Any]) -> list[Any]:
-    return [
-        dumps(record[f]) if f == "labels" else record.get(f) for f in _CLUSTER_FIELDS
-    ]
+    return [dumps(record[f]) if f == "labels" else record.get(f) for f in _CLUSTER_FIELDS]
 
 
 def create_cluster(conn: Conn, record: dict[str, Any], now: float) -> None:
@@ -63,8 +61,9 @@ def patch_cluster(conn: Conn, name: str, changes: dict[str, Any], now: float) ->
         raise not_found("cluster", name)
     sets = [f"{f} = ?" for f in _CLUSTER_FIELDS if f in changes]
     args = [dumps(changes[f]) if f == "labels" else changes[f] for f in _CLUSTER_FIELDS if f in changes]
-    conn.execute(f"UPDATE clusters SET {', '.join([*sets, 'updated = ?'])} WHERE name = ?",
-                 (*args, now, name))
+    conn.execute(
+        f"UPDATE clusters SET {', '.join([*sets, 'updated = ?'])} WHERE name = ?", (*args, now, name)
+    )
 
 
 def delete_cluster(conn: Conn, name: str) -> None:
@@ -86,37 +85,42 @@ def _for_update(conn: Conn) -> str:
 
 
 def _chunks(rows: list, size: int = _CHUNK) -> list[list]:
-    return [rows[i:i + size] for i in range(0, len(rows), size)]
+    return [rows[i : i + size] for i in range(0, len(rows), size)]
 
 
 def _newer(conn: Conn, column: str, extra: tuple[str, ...], rows: list[tuple]) -> set[str]:
     """For rows (cluster, seq, *extra values): set ``column`` = seq and the extra columns where
     seq is newer than the stored one; return the clusters that were updated."""
     width = 2 + len(extra)
-    sets = ", ".join([f"{column} = v.column2",
-                      *(f"{c} = v.column{i + 3}" for i, c in enumerate(extra))])
+    sets = ", ".join([f"{column} = v.column2", *(f"{c} = v.column{i + 3}" for i, c in enumerate(extra))])
     done: set[str] = set()
     for part in _chunks(rows):
         values = ", ".join(["(" + ", ".join("?" * width) + ")"] * len(part))
-        done.update(r[0] for r in conn.all(
-            f"UPDATE clusters SET {sets} FROM (VALUES {values}) AS v"
-            f" WHERE clusters.name = v.column1"
-            f" AND (clusters.{column} IS NULL OR clusters.{column} < v.column2)"
-            " RETURNING clusters.name",
-            [x for row in part for x in row]))
+        done.update(
+            r[0]
+            for r in conn.all(
+                f"UPDATE clusters SET {sets} FROM (VALUES {values}) AS v"
+                f" WHERE clusters.name = v.column1"
+                f" AND (clusters.{column} IS NULL OR clusters.{column} < v.column2)"
+                " RETURNING clusters.name",
+                [x for row in part for x in row],
+            )
+        )
     return done
 
 
-def _insert(conn: Conn, table: str, columns: tuple[str, ...], rows: list[tuple],
-            suffix: str = "") -> None:
+def _insert(conn: Conn, table: str, columns: tuple[str, ...], rows: list[tuple], suffix: str = "") -> None:
     for part in _chunks(rows):
         values = ", ".join(["(" + ", ".join("?" * len(columns)) + ")"] * len(part))
-        conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values}{suffix}",
-                     [x for row in part for x in row])
+        conn.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values}{suffix}",
+            [x for row in part for x in row],
+        )
 
 
-def _replace_rows(conn: Conn, table: str, clusters: list[str], columns: tuple[str, ...],
-                  rows: list[tuple]) -> None:
+def _replace_rows(
+    conn: Conn, table: str, clusters: list[str], columns: tuple[str, ...], rows: list[tuple]
+) -> None:
     for part in _chunks(clusters):
         conn.execute(f"DELETE FROM {table} WHERE cluster IN ({', '.join('?' * len(part))})", part)
     _insert(conn, table, columns, rows)
@@ -134,9 +138,13 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
     names = sorted({c for c, _rep, _now in items})
     known: set[str] = set()
     for part in _chunks(names):
-        known.update(r[0] for r in conn.all(
-            f"SELECT name FROM clusters WHERE name IN ({', '.join('?' * len(part))})"
-            + _for_update(conn), part))
+        known.update(
+            r[0]
+            for r in conn.all(
+                f"SELECT name FROM clusters WHERE name IN ({', '.join('?' * len(part))})" + _for_update(conn),
+                part,
+            )
+        )
     beat: dict[str, tuple] = {}
     nodes: dict[str, tuple[int, float, Report]] = {}
     workloads: dict[str, tuple[int, Report]] = {}
@@ -148,39 +156,60 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
             beat[cluster] = (cluster, rep.seq, now, rep.ts, int(rep.reachable), rep.error)
         if rep.nodes is not None and (cluster not in nodes or rep.seq > nodes[cluster][0]):
             nodes[cluster] = (rep.seq, now, rep)
-        if rep.workloads is not None and (cluster not in workloads
-                                          or rep.seq > workloads[cluster][0]):
+        if rep.workloads is not None and (cluster not in workloads or rep.seq > workloads[cluster][0]):
             workloads[cluster] = (rep.seq, rep)
         for peer, ms in rep.latencies.items():
             key = (cluster, peer)
             if key not in latencies or rep.seq > latencies[key][2]:
                 latencies[key] = (cluster, peer, rep.seq, ms, now)
-    newest = _newer(conn, "report_seq", ("heartbeat", "report_ts", "reachable", "error"),
-                    list(beat.values()))
-    fresh = sorted(_newer(conn, "nodes_seq", ("nodes_received",),
-                          [(c, seq, now) for c, (seq, now, _report) in nodes.items()]))
-    _replace_rows(conn, "nodes", fresh, ("cluster", "name", "data"),
-                  [(c, n.name, n.model_dump_json()) for c in fresh for n in nodes[c][2].nodes])
-    fresh = sorted(_newer(conn, "workloads_seq", (),
-                          [(c, seq) for c, (seq, _report) in workloads.items()]))
-    _replace_rows(conn, "workloads", fresh,
-                  ("cluster", "namespace", "kind", "name", "application", "data"),
-                  [(c, w.namespace, w.kind, w.name, w.application, w.model_dump_json())
-                   for c in fresh for w in workloads[c][1].workloads])
-    _insert(conn, "latencies", ("cluster", "peer", "seq", "ms", "received"),
-            sorted(latencies.values()),
-            " ON CONFLICT (cluster, peer) DO UPDATE SET seq = excluded.seq, ms = excluded.ms,"
-            " received = excluded.received WHERE excluded.seq > latencies.seq")
+    newest = _newer(conn, "report_seq", ("heartbeat", "report_ts", "reachable", "error"), list(beat.values()))
+    fresh = sorted(
+        _newer(
+            conn,
+            "nodes_seq",
+            ("nodes_received",),
+            [(c, seq, now) for c, (seq, now, _report) in nodes.items()],
+        )
+    )
+    _replace_rows(
+        conn,
+        "nodes",
+        fresh,
+        ("cluster", "name", "data"),
+        [(c, n.name, n.model_dump_json()) for c in fresh for n in nodes[c][2].nodes],
+    )
+    fresh = sorted(_newer(conn, "workloads_seq", (), [(c, seq) for c, (seq, _report) in workloads.items()]))
+    _replace_rows(
+        conn,
+        "workloads",
+        fresh,
+        ("cluster", "namespace", "kind", "name", "application", "data"),
+        [
+            (c, w.namespace, w.kind, w.name, w.application, w.model_dump_json())
+            for c in fresh
+            for w in workloads[c][1].workloads
+        ],
+    )
+    _insert(
+        conn,
+        "latencies",
+        ("cluster", "peer", "seq", "ms", "received"),
+        sorted(latencies.values()),
+        " ON CONFLICT (cluster, peer) DO UPDATE SET seq = excluded.seq, ms = excluded.ms,"
+        " received = excluded.received WHERE excluded.seq > latencies.seq",
+    )
     return [
-        not_found("cluster", cluster) if cluster not in known
+        not_found("cluster", cluster)
+        if cluster not in known
         else {"seq": rep.seq, "applied": cluster in newest and beat[cluster][1] == rep.seq}
         for cluster, rep, _now in items
     ]
 
 
 # -- applications -------------------------------------------------------------------------
-def put_application(conn: Conn, name: str, spec: dict[str, Any], normalized: dict[str, Any],
-                    now: float) -> dict[str, Any]:
+def put_application(
+    conn: Conn, name: str, spec: dict[str, Any], normalized: dict[str, Any], now: float
+) -> dict[str, Any]:
     """Store a new version unless the normalised spec equals the current one."""
     normalized_text = dumps(normalized)
     digest = _digest(normalized_text)
@@ -196,11 +225,14 @@ def put_application(conn: Conn, name: str, spec: dict[str, Any], normalized: dic
     )
     if row is None:
         conn.execute(
-            "INSERT INTO applications (name, version, digest, created, updated)"
-            " VALUES (?, ?, ?, ?, ?)", (name, version, digest, now, now))
+            "INSERT INTO applications (name, version, digest, created, updated) VALUES (?, ?, ?, ?, ?)",
+            (name, version, digest, now, now),
+        )
     else:
-        conn.execute("UPDATE applications SET version = ?, digest = ?, updated = ? WHERE name = ?",
-                     (version, digest, now, name))
+        conn.execute(
+            "UPDATE applications SET version = ?, digest = ?, updated = ? WHERE name = ?",
+            (version, digest, now, name),
+        )
     return {"version": version, "changed": True}
 
 
@@ -212,8 +244,11 @@ def delete_application(conn: Conn, name: str) -> None:
     conn.lock("application", name)
     if conn.one("SELECT 1 FROM applications WHERE name = ?", (name,)) is None:
         raise not_found("application", name)
-    for table, col in (("application_versions", "name"), ("placements", "application"),
-                       ("applications", "name")):
+    for table, col in (
+        ("application_versions", "name"),
+        ("placements", "application"),
+        ("applications", "name"),
+    ):
         conn.execute(f"DELETE FROM {table} WHERE {col} = ?", (name,))
 
 
@@ -228,13 +263,11 @@ def put_placement(conn: Conn, app: str, body: PlacementIn, now: float) -> None:
     conn.lock("application", app)
     if conn.one("SELECT 1 FROM applications WHERE name = ?", (app,)) is None:
         raise not_found("application", app)
-    row = conn.one("SELECT term, seq, desired, current FROM placements WHERE application = ?",
-                   (app,))
+    row = conn.one("SELECT term, seq, desired, current FROM placements WHERE application = ?", (app,))
     term, seq = (row[0], row[1]) if row else (None, None)
     given = body.model_fields_set
     dumped = body.model_dump(exclude_none=True)
-    values = {k: dumps(dumped[k]) if k in dumped else None
-              for k in ("desired", "current") if k in given}
+    values = {k: dumps(dumped[k]) if k in dumped else None for k in ("desired", "current") if k in given}
     fence = body.fencing
     if fence is not None:
         check_fence(conn, fence.term, fence.seq, "placement")
@@ -264,8 +297,10 @@ def put_placement(conn: Conn, app: str, body: PlacementIn, now: float) -> None:
         )
     else:
         sets = [f"{k} = ?" for k in values] + ["term = ?", "seq = ?", "updated = ?"]
-        conn.execute(f"UPDATE placements SET {', '.join(sets)} WHERE application = ?",
-                     (*values.values(), term, seq, now, app))
+        conn.execute(
+            f"UPDATE placements SET {', '.join(sets)} WHERE application = ?",
+            (*values.values(), term, seq, now, app),
+        )
 
 
 def reset_fencing(conn: Conn, app: str, now: float) -> None:
@@ -278,8 +313,9 @@ def reset_fencing(conn: Conn, app: str, now: float) -> None:
         raise not_found("application", app)
     if conn.one("SELECT 1 FROM placements WHERE application = ?", (app,)) is None:
         raise not_found("placement of application", app)
-    conn.execute("UPDATE placements SET term = NULL, seq = NULL, updated = ? WHERE application = ?",
-                 (now, app))
+    conn.execute(
+        "UPDATE placements SET term = NULL, seq = NULL, updated = ? WHERE application = ?", (now, app)
+    )
 
 
 # -- the controller fence -----------------------------------------------------------------
@@ -299,8 +335,11 @@ def check_fence(conn: Conn, term: int, seq: int, what: str) -> None:
     conn.lock("fence", FENCE)
     fterm, fseq, _updated = get_fence(conn)
     if (term, seq) < (fterm, fseq):
-        raise HTTPException(409, f"fencing: {what} with (term {term}, seq {seq}) is older than the "
-                                 f"controller fence (term {fterm}, seq {fseq}); a newer leader exists")
+        raise HTTPException(
+            409,
+            f"fencing: {what} with (term {term}, seq {seq}) is older than the "
+            f"controller fence (term {fterm}, seq {fseq}); a newer leader exists",
+        )
 
 
 def raise_fence(conn: Conn, term: int, seq: int, now: float) -> dict[str, Any]:
@@ -328,11 +367,28 @@ def insert_event(conn: Conn, event: EventIn, now: float, role: str | None = None
     row = conn.one(
         "INSERT INTO events (ts, type, reason, message, application, cluster, role, ref,"
         " fence_term, fence_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (ts, event.type, event.reason, event.message, event.application, event.cluster, role,
-         dumps(ref) if ref is not None else None, fence.term if fence else None,
-         fence.seq if fence else None),
+        (
+            ts,
+            event.type,
+            event.reason,
+            event.message,
+            event.application,
+            event.cluster,
+            role,
+            dumps(ref) if ref is not None else None,
+            fence.term if fence else None,
+            fence.seq if fence else None,
+        ),
     )
-    return {"id": row[0], "ts": ts, "type": event.type, "reason": event.reason,
-            "message": event.message, "application": event.application, "cluster": event.cluster,
-            "role": role, "ref": ref,
-            "fencing": {"term": fence.term, "seq": fence.seq} if fence else None}
+    return {
+        "id": row[0],
+        "ts": ts,
+        "type": event.type,
+        "reason": event.reason,
+        "message": event.message,
+        "application": event.application,
+        "cluster": event.cluster,
+        "role": role,
+        "ref": ref,
+        "fencing": {"term": fence.term, "seq": fence.seq} if fence else None,
+    }

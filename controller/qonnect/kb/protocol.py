@@ -23,9 +23,11 @@ MAX_HEADER_BYTES = 65_536
 
 def _answer(status: str, detail: str) -> bytes:
     body = json.dumps({"detail": detail}).encode()
-    return (f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\ncache-control: no-store\r\n"
-            "x-content-type-options: nosniff\r\nconnection: close\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\ncache-control: no-store\r\n"
+        "x-content-type-options: nosniff\r\nconnection: close\r\n\r\n"
+    ).encode() + body
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):
@@ -39,8 +41,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._header_bytes = 0
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:
-            transport.write(_answer("503 Service Unavailable",
-                                    "too many connections to this KB instance, retry later"))
+            transport.write(
+                _answer("503 Service Unavailable", "too many connections to this KB instance, retry later")
+            )
             transport.close()
             return
         self._arm()  # the first request must come within the timeout, too
@@ -57,8 +60,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         self._header_bytes += len(name) + len(value)
         if self._header_bytes > MAX_HEADER_BYTES:
-            self._refuse("431 Request Header Fields Too Large",
-                         f"headers: larger than {MAX_HEADER_BYTES} bytes")
+            self._refuse(
+                "431 Request Header Fields Too Large", f"headers: larger than {MAX_HEADER_BYTES} bytes"
+            )
             return
         super().on_header(name, value)
 
@@ -81,8 +85,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         if self.cycle is None or self.cycle.response_complete or not self.cycle.response_started:
-            self._refuse("408 Request Timeout",
-                         f"request: not received within {self.request_timeout:g} s")
+            self._refuse("408 Request Timeout", f"request: not received within {self.request_timeout:g} s")
         else:  # an answer is half sent: nothing sensible can follow it
             self.transport.close()
 
@@ -97,6 +100,5 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
 def guarded(request_timeout: float, max_connections: int) -> type[GuardedHttpProtocol]:
     """The protocol class for uvicorn's ``http=`` with these limits."""
-    attrs: dict[str, Any] = {"request_timeout": request_timeout,
-                             "max_connections": max_connections}
+    attrs: dict[str, Any] = {"request_timeout": request_timeout, "max_connections": max_connections}
     return type("GuardedHttp", (GuardedHttpProtocol,), attrs)

@@ -32,15 +32,35 @@ def healthy(now: float, heartbeat: float | None, reachable: int | None, timeout:
 
 
 def _cluster(row: tuple, now: float, timeout: float, credentials: bool) -> dict[str, Any]:
-    (name, tier, location, server, kubeconfig, context, labels, created, updated,
-     seq, heartbeat, reachable, error) = row
+    (
+        name,
+        tier,
+        location,
+        server,
+        kubeconfig,
+        context,
+        labels,
+        created,
+        updated,
+        seq,
+        heartbeat,
+        reachable,
+        error,
+    ) = row
     out: dict[str, Any] = {
-        "name": name, "tier": tier, "location": location, "server": server,
-        "labels": json.loads(labels), "created": created, "updated": updated,
+        "name": name,
+        "tier": tier,
+        "location": location,
+        "server": server,
+        "labels": json.loads(labels),
+        "created": created,
+        "updated": updated,
         "status": {
-            "seq": seq, "heartbeat_age": age(now, heartbeat),
+            "seq": seq,
+            "heartbeat_age": age(now, heartbeat),
             "healthy": healthy(now, heartbeat, reachable, timeout),
-            "reachable": None if reachable is None else bool(reachable), "error": error,
+            "reachable": None if reachable is None else bool(reachable),
+            "error": error,
         },
     }
     if credentials:
@@ -62,8 +82,7 @@ def get_cluster(conn: Conn, name: str, now: float, timeout: float, credentials: 
 
 
 def _nodes_by_cluster(conn: Conn, now: float, cluster: str | None = None) -> dict[str, list]:
-    sql = ("SELECT n.cluster, n.data, c.nodes_received FROM nodes n"
-           " JOIN clusters c ON c.name = n.cluster")
+    sql = "SELECT n.cluster, n.data, c.nodes_received FROM nodes n JOIN clusters c ON c.name = n.cluster"
     args: tuple = ()
     if cluster is not None:
         sql += " WHERE n.cluster = ?"
@@ -116,8 +135,14 @@ _APP_SQL = (
 
 def _application(row: tuple) -> dict[str, Any]:
     name, version, spec, normalized, created, updated = row
-    return {"name": name, "version": version, "spec": json.loads(spec),
-            "application": json.loads(normalized), "created": created, "updated": updated}
+    return {
+        "name": name,
+        "version": version,
+        "spec": json.loads(spec),
+        "application": json.loads(normalized),
+        "created": created,
+        "updated": updated,
+    }
 
 
 def _unservable(name: str, version: int, record: dict[str, Any]) -> str | None:
@@ -125,14 +150,18 @@ def _unservable(name: str, version: int, record: dict[str, Any]) -> str | None:
     problems = storable_problems(record)
     if not problems:
         return None
-    log.warning("application %r version %s cannot be served and is left out: %s", name, version,
-                "; ".join(problems))
+    log.warning(
+        "application %r version %s cannot be served and is left out: %s", name, version, "; ".join(problems)
+    )
     return "; ".join(problems)
 
 
 def _poisoned(name: str, why: str) -> HTTPException:
-    return HTTPException(409, f"application {name!r}: the stored spec cannot be served ({why}); "
-                              "PUT a valid spec or DELETE the application")
+    return HTTPException(
+        409,
+        f"application {name!r}: the stored spec cannot be served ({why}); "
+        "PUT a valid spec or DELETE the application",
+    )
 
 
 def list_applications(conn: Conn) -> list[dict]:
@@ -157,7 +186,9 @@ def get_application(conn: Conn, name: str, version: int | None = None) -> dict:
         row = conn.one(
             "SELECT a.name, v.version, v.spec, v.normalized, a.created, a.updated"
             " FROM applications a JOIN application_versions v ON v.name = a.name"
-            " WHERE a.name = ? AND v.version = ?", (name, version))
+            " WHERE a.name = ? AND v.version = ?",
+            (name, version),
+        )
     if row is None:
         raise not_found("application", name)
     try:
@@ -224,17 +255,29 @@ def get_placement(conn: Conn, app: str) -> dict:
 
 
 # -- events -------------------------------------------------------------------------------
-def list_events(conn: Conn, since: float | None, after_id: int | None, application: str | None,
-                cluster: str | None, limit: int) -> list[dict]:
+def list_events(
+    conn: Conn,
+    since: float | None,
+    after_id: int | None,
+    application: str | None,
+    cluster: str | None,
+    limit: int,
+) -> list[dict]:
     """Ascending by id; without since/after_id, the newest ``limit`` events."""
     where, args = [], []
-    for clause, value in (("ts > ?", since), ("id > ?", after_id),
-                          ("application = ?", application), ("cluster = ?", cluster)):
+    for clause, value in (
+        ("ts > ?", since),
+        ("id > ?", after_id),
+        ("application = ?", application),
+        ("cluster = ?", cluster),
+    ):
         if value is not None:
             where.append(clause)
             args.append(value)
-    sql = ("SELECT id, ts, type, reason, message, application, cluster, role, ref, fence_term,"
-           " fence_seq FROM events")
+    sql = (
+        "SELECT id, ts, type, reason, message, application, cluster, role, ref, fence_term,"
+        " fence_seq FROM events"
+    )
     if where:
         sql += " WHERE " + " AND ".join(where)
     newest = since is None and after_id is None
@@ -243,8 +286,14 @@ def list_events(conn: Conn, since: float | None, after_id: int | None, applicati
     if newest:
         rows.reverse()
     keys = ("id", "ts", "type", "reason", "message", "application", "cluster", "role")
-    return [dict(zip(keys, r[:8], strict=True), ref=json.loads(r[8]) if r[8] else None,
-                 fencing=None if r[9] is None else {"term": r[9], "seq": r[10]}) for r in rows]
+    return [
+        dict(
+            zip(keys, r[:8], strict=True),
+            ref=json.loads(r[8]) if r[8] else None,
+            fencing=None if r[9] is None else {"term": r[9], "seq": r[10]},
+        )
+        for r in rows
+    ]
 
 
 # -- the inventory ------------------------------------------------------------------------
@@ -255,15 +304,21 @@ def inventory(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
     for name, tier, location, labels, heartbeat, reachable in conn.all(
         "SELECT name, tier, location, labels, heartbeat, reachable FROM clusters ORDER BY name"
     ):
-        clusters.append({
-            "name": name, "tier": tier, "location": location, "labels": json.loads(labels),
-            "healthy": healthy(now, heartbeat, reachable, timeout),
-            "heartbeat_age": age(now, heartbeat), "nodes": nodes.get(name, []),
-        })
+        clusters.append(
+            {
+                "name": name,
+                "tier": tier,
+                "location": location,
+                "labels": json.loads(labels),
+                "healthy": healthy(now, heartbeat, reachable, timeout),
+                "heartbeat_age": age(now, heartbeat),
+                "nodes": nodes.get(name, []),
+            }
+        )
     placements = {
         app: json.loads(current)
         for app, current in conn.all(
-            "SELECT application, current FROM placements WHERE current IS NOT NULL"
-            " ORDER BY application")
+            "SELECT application, current FROM placements WHERE current IS NOT NULL ORDER BY application"
+        )
     }
     return {"clusters": clusters, "latency_ms": latency_matrix(conn), "placements": placements}

@@ -48,8 +48,15 @@ class _Server(uvicorn.Server):
         gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
 
 
-def serve(settings: Settings, host: str, port: int, tls_cert: str | None = None,
-          tls_key: str | None = None, port_file: str | None = None, access_log: bool = False) -> None:
+def serve(
+    settings: Settings,
+    host: str,
+    port: int,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    port_file: str | None = None,
+    access_log: bool = False,
+) -> None:
     # The writer thread gives up the GIL inside every SQLite call; with the default 5 ms switch
     # interval it then waits that long for the busy event loop to hand it back, per statement.
     sys.setswitchinterval(0.0005)
@@ -64,16 +71,23 @@ def serve(settings: Settings, host: str, port: int, tls_cert: str | None = None,
         access_logger.setLevel(logging.INFO)
         access_logger.propagate = False
     config = uvicorn.Config(
-        asgi_app(settings), loop="uvloop",
-        http=guarded(settings.request_timeout, settings.max_connections), lifespan="on",
-        access_log=False, log_level="warning", ssl_certfile=tls_cert, ssl_keyfile=tls_key,
-        timeout_keep_alive=75, backlog=4096, server_header=False, proxy_headers=False,
+        asgi_app(settings),
+        loop="uvloop",
+        http=guarded(settings.request_timeout, settings.max_connections),
+        lifespan="on",
+        access_log=False,
+        log_level="warning",
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+        timeout_keep_alive=75,
+        backlog=4096,
+        server_header=False,
+        proxy_headers=False,
     )
     server = _Server(config)
     if port_file:
         tmp = Path(port_file).with_suffix(".tmp")
         tmp.write_text(f"{actual}\n")
         os.replace(tmp, port_file)
-    print(f"qonnect kb: serving {scheme}://{host}:{actual} (pid {os.getpid()})", file=sys.stderr,
-          flush=True)
+    print(f"qonnect kb: serving {scheme}://{host}:{actual} (pid {os.getpid()})", file=sys.stderr, flush=True)
     server.run(sockets=[sock])

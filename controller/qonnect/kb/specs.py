@@ -35,8 +35,9 @@ class SpecError(Exception):
 def _file_references(value: Any, path: str, out: list[str]) -> None:
     if isinstance(value, dict):
         if set(value) == {"file"}:
-            out.append(f"{path or 'spec'}: manifest file references are not accepted by the KB; "
-                       "inline the manifests")
+            out.append(
+                f"{path or 'spec'}: manifest file references are not accepted by the KB; inline the manifests"
+            )
             return
         for key, item in value.items():
             _file_references(item, f"{path}.{key}" if path else str(key), out)
@@ -52,8 +53,9 @@ def _bundle_paths(spec: dict[str, Any], out: list[str]) -> None:
         for key, _tier in qos.QONNECT_BUNDLES:
             raw = holder.get(key)
             if isinstance(raw, str) and "\n" not in raw.strip() and raw.strip().endswith(_FILE_SUFFIXES):
-                out.append(f"{where}{key}: manifest file paths are not accepted by the KB; "
-                           "inline the manifests")
+                out.append(
+                    f"{where}{key}: manifest file paths are not accepted by the KB; inline the manifests"
+                )
 
 
 def validate(name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -69,15 +71,13 @@ def validate(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         try:
             app = qos.load_application(spec, base_dir=empty)
             if app.name != name:
-                raise SpecError([f"metadata.name: {app.name!r} does not match the name in the "
-                                 f"URL {name!r}"])
+                raise SpecError([f"metadata.name: {app.name!r} does not match the name in the URL {name!r}"])
             normalized = app.to_dict()
             problems = storable_problems(normalized, "application")
             json.dumps(normalized, allow_nan=False)
         except qos.QosSpecError as exc:
             raise SpecError(list(exc.errors)) from None
-        except (TypeError, ValueError, KeyError, AttributeError, RecursionError,
-                UnicodeError) as exc:
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError, UnicodeError) as exc:
             log.warning("the QoS validator failed on a spec for %r: %r", name, exc)
             raise SpecError([f"spec: cannot be validated ({type(exc).__name__})"]) from None
     if problems:

@@ -83,7 +83,7 @@ class Conn:
 
 
 def _sqlite_path(url: str) -> str:
-    path = url[len("sqlite://"):] if url.startswith("sqlite://") else url
+    path = url[len("sqlite://") :] if url.startswith("sqlite://") else url
     if not path:
         raise StorageError(f"--db {url!r}: expected sqlite:///PATH or postgresql://...")
     return path
@@ -143,9 +143,7 @@ class Database:
         """
         try:
             if self.dialect == "sqlite":
-                raw = sqlite3.connect(
-                    self.path, isolation_level=None, check_same_thread=False, timeout=30.0
-                )
+                raw = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
                 raw.execute("PRAGMA journal_mode=WAL")
                 raw.execute("PRAGMA synchronous=FULL")
                 raw.execute("PRAGMA busy_timeout=30000")
@@ -227,5 +225,4 @@ def is_unavailable(exc: BaseException) -> bool:
         return True
     if isinstance(exc, sqlite3.OperationalError):
         return True
-    return (psycopg is not None and isinstance(exc, psycopg.OperationalError)
-            and not is_conflict(exc))
+    return psycopg is not None and isinstance(exc, psycopg.OperationalError) and not is_conflict(exc)

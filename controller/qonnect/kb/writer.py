@@ -71,8 +71,9 @@ class _Locked:
 class GroupWriter:
     """The single writer thread of a KB process."""
 
-    def __init__(self, db: Database, max_batch: int = 1000,
-                 bulk: dict[str, Callable[[Conn, list], list]] | None = None) -> None:
+    def __init__(
+        self, db: Database, max_batch: int = 1000, bulk: dict[str, Callable[[Conn, list], list]] | None = None
+    ) -> None:
         self.db = db
         self.max_batch = max_batch
         self.bulk = bulk or {}
@@ -144,8 +145,7 @@ class GroupWriter:
         except Exception as exc:
             results = [(False, exc)] * len(batch)
             if not is_unavailable(exc):  # one bad write: find it, let the others through
-                log.warning("group commit of %d writes failed (%s); retrying one by one",
-                            len(batch), exc)
+                log.warning("group commit of %d writes failed (%s); retrying one by one", len(batch), exc)
                 results = [self._alone(entry) for entry in batch]
         by_loop: dict[Any, list] = {}
         for (_fn, loop, fut), (ok, value) in zip(batch, results, strict=True):
@@ -185,8 +185,7 @@ class GroupWriter:
                 fn = batch[i][0]
                 if isinstance(fn, _Bulk):
                     j = i
-                    while j < len(batch) and isinstance(batch[j][0], _Bulk) \
-                            and batch[j][0].kind == fn.kind:
+                    while j < len(batch) and isinstance(batch[j][0], _Bulk) and batch[j][0].kind == fn.kind:
                         j += 1
                     out = self.bulk[fn.kind](conn, [entry[0].payload for entry in batch[i:j]])
                     results.extend((not isinstance(r, HTTPException), r) for r in out)
@@ -204,8 +203,12 @@ class GroupWriter:
             self._reset_if_broken()
             raise
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("committed %d writes: %.1f ms to apply, %.1f ms to commit", len(batch),
-                      (applied - started) * 1000, (time.perf_counter() - applied) * 1000)
+            log.debug(
+                "committed %d writes: %.1f ms to apply, %.1f ms to commit",
+                len(batch),
+                (applied - started) * 1000,
+                (time.perf_counter() - applied) * 1000,
+            )
         return results
 
     def _reset(self) -> None:

@@ -86,8 +86,9 @@ class Config:
 class Controller:
     """A replica: Raft node + detector + executor + status server."""
 
-    def __init__(self, cfg: Config, replan: Replanner | None = None,
-                 feasible: Feasibility | None = None) -> None:
+    def __init__(
+        self, cfg: Config, replan: Replanner | None = None, feasible: Feasibility | None = None
+    ) -> None:
         from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
 
         self.cfg = cfg
@@ -96,14 +97,23 @@ class Controller:
         self.owner = proctree.new_owner(cfg.name or cfg.self_addr)
         self.watchdog = proctree.Watchdog(self.owner)
         self.watchdog.start()  # kills this replica's runs if it dies, even by SIGKILL
-        self.executor = Executor(cfg.playbook, f"{cfg.data_dir}/runs", cfg.kb_url, cfg.token_file,
-                                 cfg.run_timeout, cfg.extravars, owner=self.owner)
+        self.executor = Executor(
+            cfg.playbook,
+            f"{cfg.data_dir}/runs",
+            cfg.kb_url,
+            cfg.token_file,
+            cfg.run_timeout,
+            cfg.extravars,
+            owner=self.owner,
+        )
         self.replan = replan
         self.feasible = feasible
         self.lead_token: dict[str, int] | None = None  # the fence this leader raised in the KB
         self.kb_ok_since: float | None = None  # monotonic start of the current run of good KB reads
         self.deferred_why: dict[str, str] = {}  # decision id -> why it waits (announced once)
-        self.reconciler = Reconciler(self.kb, lambda app: app in self.node.machine.inflight, self._still_leader)
+        self.reconciler = Reconciler(
+            self.kb, lambda app: app in self.node.machine.inflight, self._still_leader
+        )
         self.metrics = Metrics()
         self.memory = Memory()
         # a deposed leader stops within leader_fallback (+ a tick and the runner's cancel poll)
@@ -131,7 +141,9 @@ class Controller:
         return self.http.port
 
     def run_forever(self) -> None:
-        log.info("replica %s up: peers %s, KB %s", self.node.node_id, ", ".join(self.cfg.peers), self.cfg.kb_url)
+        log.info(
+            "replica %s up: peers %s, KB %s", self.node.node_id, ", ".join(self.cfg.peers), self.cfg.kb_url
+        )
         while not self.stop_event.is_set():
             started = time.monotonic()
             try:
@@ -180,11 +192,15 @@ class Controller:
             self.why = f"leader of term {term}, but no decisions: cannot read the KB ({exc})"
             return
         self._kb_heard(True)
-        snapshot = dataclasses.replace(snapshot, heard_for=time.monotonic() - (self.kb_ok_since or time.monotonic()))
+        snapshot = dataclasses.replace(
+            snapshot, heard_for=time.monotonic() - (self.kb_ok_since or time.monotonic())
+        )
         self.apps = {a["name"] for a in snapshot.applications}
         if snapshot.heard_for < self.cfg.settings.heartbeat_timeout:
-            self.why = (f"leader of term {term}: the KB answers again since {snapshot.heard_for:.1f}s; waiting "
-                        f"{self.cfg.settings.heartbeat_timeout:g}s for agents to report before judging clusters")
+            self.why = (
+                f"leader of term {term}: the KB answers again since {snapshot.heard_for:.1f}s; waiting "
+                f"{self.cfg.settings.heartbeat_timeout:g}s for agents to report before judging clusters"
+            )
             return
         self._drive_open(snapshot)
         if self._detect(snapshot):
@@ -206,8 +222,9 @@ class Controller:
         """Commit a 'leader' entry (proves a majority, brings the state machine up to date), then
         raise the KB's fence to its token before acting: older leaders' writes are refused."""
         try:  # tokens must stay above what the KB holds, even if every replica lost its log
-            floor = kbio.kb_floor(self.kb.request("GET", "/api/v1/placements")["placements"],
-                                  kbio.fence(self.kb)[0])
+            floor = kbio.kb_floor(
+                self.kb.request("GET", "/api/v1/placements")["placements"], kbio.fence(self.kb)[0]
+            )
         except KBError as exc:
             self._kb_heard(False, exc)
             self.why = f"elected leader of term {term}, but no decisions: cannot read the KB ({exc})"
@@ -251,21 +268,35 @@ class Controller:
             self._propose({"op": "observe", "app": app, "version": version})
         taken = sum(1 for trigger in triggers if self._decide(trigger, snapshot.now))
         inflight = len(machine.inflight)
-        waiting = [f"{d['app']} waits ({d['detail']})" for d in machine.open_decisions()
-                   if d["status"] == RETRY and str(d.get("detail", "")).startswith("unplaceable")]
-        self.why = (f"leader of term {self.lead_term}: watching {len(snapshot.inventory.get('clusters', []))} "
-                    f"clusters and {len(self.apps or ())} applications; {inflight} migration(s) in flight"
-                    + "".join(f"; {w}" for w in waiting)
-                    + ("" if triggers or inflight else "; nothing needs doing"))
+        waiting = [
+            f"{d['app']} waits ({d['detail']})"
+            for d in machine.open_decisions()
+            if d["status"] == RETRY and str(d.get("detail", "")).startswith("unplaceable")
+        ]
+        self.why = (
+            f"leader of term {self.lead_term}: watching {len(snapshot.inventory.get('clusters', []))} "
+            f"clusters and {len(self.apps or ())} applications; {inflight} migration(s) in flight"
+            + "".join(f"; {w}" for w in waiting)
+            + ("" if triggers or inflight else "; nothing needs doing")
+        )
         return taken
 
     def _decide(self, trigger: Trigger, now: float) -> bool:
-        res = self._propose({
-            "op": "decide", "app": trigger.app, "service": trigger.service, "kind": trigger.kind,
-            "reason": trigger.reason, "exclude": list(trigger.exclude), "key": trigger.key,
-            "detected_at": trigger.failed_at, "spec_version": trigger.spec_version, "ts": now,
-            "pinned": list(trigger.pinned),
-        })
+        res = self._propose(
+            {
+                "op": "decide",
+                "app": trigger.app,
+                "service": trigger.service,
+                "kind": trigger.kind,
+                "reason": trigger.reason,
+                "exclude": list(trigger.exclude),
+                "key": trigger.key,
+                "detected_at": trigger.failed_at,
+                "spec_version": trigger.spec_version,
+                "ts": now,
+                "pinned": list(trigger.pinned),
+            }
+        )
         if not res or not res.get("ok"):
             if res:
                 log.info("decision on %s not taken: %s", trigger.app, res.get("why"))
@@ -274,8 +305,14 @@ class Controller:
         self.metrics.count_decision(trigger.kind)
         if trigger.failed_at is not None:
             self.metrics.observe("detection_seconds", max(0.0, time.time() - trigger.failed_at))
-        log.warning("decision %s (token %s): re-place %s excluding %s because %s", res["id"], res["token"],
-                    trigger.app, list(trigger.exclude) or "nothing", trigger.reason)
+        log.warning(
+            "decision %s (token %s): re-place %s excluding %s because %s",
+            res["id"],
+            res["token"],
+            trigger.app,
+            list(trigger.exclude) or "nothing",
+            trigger.reason,
+        )
         self._record(decision, fresh=True)
         return True
 
@@ -285,10 +322,17 @@ class Controller:
         if decision["id"] in self.recorded:
             return True
         try:
-            if fresh or not any(e["ref"]["id"] == decision["id"] and e["type"] == kbio.DECISION
-                                for e in kbio.decision_story(self.kb, decision["app"], limit=50)):
-                kbio.post(self.kb, kbio.DECISION, decision,
-                          f"decided to re-place {decision['app']}: {decision['reason']}", fence=self.lead_token)
+            if fresh or not any(
+                e["ref"]["id"] == decision["id"] and e["type"] == kbio.DECISION
+                for e in kbio.decision_story(self.kb, decision["app"], limit=50)
+            ):
+                kbio.post(
+                    self.kb,
+                    kbio.DECISION,
+                    decision,
+                    f"decided to re-place {decision['app']}: {decision['reason']}",
+                    fence=self.lead_token,
+                )
         except KBError as exc:
             log.warning("cannot record decision %s in the KB: %s", decision["id"], exc)
             return False
@@ -309,20 +353,37 @@ class Controller:
             r = event["ref"]
             if event["application"] in machine.inflight:
                 continue
-            res = self._propose({
-                "op": "decide", "app": event["application"], "kind": event.get("reason") or "recovered",
-                "reason": f"recovered from the KB record of decision {r['id']}: {event['message'][:500]}",
-                "exclude": list(r.get("exclude") or []), "key": f"recovered:{r['id']}",
-                "detected_at": event.get("ts"),
-            })
+            res = self._propose(
+                {
+                    "op": "decide",
+                    "app": event["application"],
+                    "kind": event.get("reason") or "recovered",
+                    "reason": f"recovered from the KB record of decision {r['id']}: {event['message'][:500]}",
+                    "exclude": list(r.get("exclude") or []),
+                    "key": f"recovered:{r['id']}",
+                    "detected_at": event.get("ts"),
+                }
+            )
             if res and res.get("ok"):
-                log.warning("decision %s re-committed from the KB record of lost decision %s", res["id"], r["id"])
+                log.warning(
+                    "decision %s re-committed from the KB record of lost decision %s", res["id"], r["id"]
+                )
                 self._record(machine.get(res["id"]), fresh=True)
-                superseded = {"id": r["id"], "app": event["application"], "kind": event.get("reason") or "",
-                              "exclude": r["exclude"], "token": {"term": r["term"], "seq": r["seq"]}}
+                superseded = {
+                    "id": r["id"],
+                    "app": event["application"],
+                    "kind": event.get("reason") or "",
+                    "exclude": r["exclude"],
+                    "token": {"term": r["term"], "seq": r["seq"]},
+                }
                 try:
-                    kbio.post(self.kb, kbio.SUPERSEDED, superseded, f"every replica lost its log; carried on as "
-                              f"decision {res['id']}", fence=self.lead_token)
+                    kbio.post(
+                        self.kb,
+                        kbio.SUPERSEDED,
+                        superseded,
+                        f"every replica lost its log; carried on as decision {res['id']}",
+                        fence=self.lead_token,
+                    )
                 except KBError as exc:
                     log.info("could not mark %s superseded: %s", r["id"], exc)
         self.reconciled = True
@@ -345,17 +406,25 @@ class Controller:
                     continue  # our own run: its outcome is being reported
                 waited = time.monotonic() - self.lead_since
                 if waited < self.lease_wait:
-                    log.info("decision %s: waiting %.1fs for the previous leader's lease before taking over",
-                             did, self.lease_wait - waited)
+                    log.info(
+                        "decision %s: waiting %.1fs for the previous leader's lease before taking over",
+                        did,
+                        self.lease_wait - waited,
+                    )
                     continue
                 if self._completed_before(decision):
                     continue
-                log.warning("decision %s: taking over attempt %d of %s (its leader is gone)",
-                            did, decision["attempts"], decision["owner"])
+                log.warning(
+                    "decision %s: taking over attempt %d of %s (its leader is gone)",
+                    did,
+                    decision["attempts"],
+                    decision["owner"],
+                )
                 if self._prepare(decision, snapshot):
                     self._start(machine.get(did) or decision)
             elif (status == PENDING or (status == RETRY and now >= decision["not_before"])) and self._prepare(
-                    decision, snapshot):
+                decision, snapshot
+            ):
                 self._start(machine.get(did) or decision)
             elif status == RETRY:
                 self._gone(decision, snapshot)  # a waiting decision ends as soon as its trigger is gone
@@ -364,12 +433,17 @@ class Controller:
         """End a retried cluster-down decision whose application runs on no down cluster any more."""
         if decision["kind"] != "cluster-down" or decision["attempts"] + decision.get("deferrals", 0) == 0:
             return False
-        _must, _unstable, on_down = exclusions_now(snapshot, self.memory, self.cfg.settings, decision["app"],
-                                                   decision.get("pinned") or [])
+        _must, _unstable, on_down = exclusions_now(
+            snapshot, self.memory, self.cfg.settings, decision["app"], decision.get("pinned") or []
+        )
         if on_down:
             return False
-        self._end_decision(decision, "cancel", f"no longer needed: {decision['app']} runs on no down cluster "
-                           f"now ({', '.join(decision['exclude']) or 'none'} back or left)")
+        self._end_decision(
+            decision,
+            "cancel",
+            f"no longer needed: {decision['app']} runs on no down cluster "
+            f"now ({', '.join(decision['exclude']) or 'none'} back or left)",
+        )
         return True
 
     def _prepare(self, decision: dict[str, Any], snapshot: Snapshot) -> bool:
@@ -378,24 +452,36 @@ class Controller:
         did, app = decision["id"], decision["app"]
         if self._gone(decision, snapshot):
             return False
-        must, unstable, _on_down = exclusions_now(snapshot, self.memory, self.cfg.settings, app,
-                                                  decision.get("pinned") or [])
+        must, unstable, _on_down = exclusions_now(
+            snapshot, self.memory, self.cfg.settings, app, decision.get("pinned") or []
+        )
         record = next((a for a in snapshot.applications if a.get("name") == app), None)
 
         def why_not(avoid: set[str]) -> str | None:
-            return self.feasible(record, snapshot.inventory, tuple(sorted(avoid))) if self.feasible and record else None
+            return (
+                self.feasible(record, snapshot.inventory, tuple(sorted(avoid)))
+                if self.feasible and record
+                else None
+            )
 
         avoid = must | unstable
         why = why_not(avoid)
         if why is not None and unstable and why_not(must) is None:
-            avoid, why = must, None  # healing beats stability: use a just-recovered cluster if it is the only way
+            avoid, why = (
+                must,
+                None,
+            )  # healing beats stability: use a just-recovered cluster if it is the only way
         exclude, was = sorted(avoid), list(decision["exclude"])
         if exclude != was:
             res = self._propose({"op": "retarget", "id": did, "exclude": exclude})
             if not res or not res.get("ok"):
                 return False
-            log.warning("decision %s: exclusions re-read from current health: %s -> %s", did,
-                        ", ".join(was) or "none", ", ".join(exclude) or "none")
+            log.warning(
+                "decision %s: exclusions re-read from current health: %s -> %s",
+                did,
+                ", ".join(was) or "none",
+                ", ".join(exclude) or "none",
+            )
         if why is None:
             self.deferred_why.pop(did, None)
             return True
@@ -407,8 +493,13 @@ class Controller:
             self.deferred_why[did] = why
             log.warning("decision %s: %s waits: %s", did, app, detail)
             try:
-                kbio.post(self.kb, kbio.DEFERRED, self.node.machine.get(did) or decision,
-                          f"{app} waits: {why}; checked again with exponential backoff", fence=self.lead_token)
+                kbio.post(
+                    self.kb,
+                    kbio.DEFERRED,
+                    self.node.machine.get(did) or decision,
+                    f"{app} waits: {why}; checked again with exponential backoff",
+                    fence=self.lead_token,
+                )
             except KBError as exc:
                 log.info("cannot record that %s waits: %s", did, exc)
         return False
@@ -418,19 +509,38 @@ class Controller:
         try:
             done = kbio.done_in_kb(self.kb, decision)
         except KBError as exc:
-            log.warning("decision %s: cannot check the KB record (%s); not taking over yet", decision["id"], exc)
+            log.warning(
+                "decision %s: cannot check the KB record (%s); not taking over yet", decision["id"], exc
+            )
             return True
         if not done:
             return False
-        res = self._propose({"op": "finish", "id": decision["id"], "attempt": decision["attempts"],
-                             "result": SUCCEEDED, "detail": f"completed by the previous leader: {done}",
-                             "artifacts": decision.get("artifacts")})
+        res = self._propose(
+            {
+                "op": "finish",
+                "id": decision["id"],
+                "attempt": decision["attempts"],
+                "result": SUCCEEDED,
+                "detail": f"completed by the previous leader: {done}",
+                "artifacts": decision.get("artifacts"),
+            }
+        )
         if res and res.get("ok"):
-            log.warning("decision %s: completed by the previous leader (%s); not migrating again",
-                        decision["id"], done)
+            log.warning(
+                "decision %s: completed by the previous leader (%s); not migrating again",
+                decision["id"],
+                done,
+            )
             try:
-                kbio.post(self.kb, kbio.SUCCEEDED, decision, f"confirmed after leader change: {done}",
-                          decision["attempts"], decision["attempt_token"], fence=self.lead_token)
+                kbio.post(
+                    self.kb,
+                    kbio.SUCCEEDED,
+                    decision,
+                    f"confirmed after leader change: {done}",
+                    decision["attempts"],
+                    decision["attempt_token"],
+                    fence=self.lead_token,
+                )
             except KBError as exc:
                 log.info("could not post confirmation for %s: %s", decision["id"], exc)
         return True
@@ -447,11 +557,22 @@ class Controller:
         attempt, token = res["attempt"], res["token"]
         snapshot = dict(self.node.machine.get(decision["id"]))
         try:
-            kbio.post(self.kb, kbio.STARTED, snapshot, f"attempt {attempt} by {self.node.node_id}: migrating "
-                      f"{snapshot['app']} away from {', '.join(snapshot['exclude']) or 'nothing'}", attempt, token)
+            kbio.post(
+                self.kb,
+                kbio.STARTED,
+                snapshot,
+                f"attempt {attempt} by {self.node.node_id}: migrating "
+                f"{snapshot['app']} away from {', '.join(snapshot['exclude']) or 'nothing'}",
+                attempt,
+                token,
+            )
         except KBError as exc:
-            log.warning("decision %s: cannot record the start in the KB (%s); retrying later", decision["id"], exc)
-            self._finish(snapshot, attempt, Outcome("failed", f"KB unreachable before start: {exc}", "", None))
+            log.warning(
+                "decision %s: cannot record the start in the KB (%s); retrying later", decision["id"], exc
+            )
+            self._finish(
+                snapshot, attempt, Outcome("failed", f"KB unreachable before start: {exc}", "", None)
+            )
             return
 
         def work() -> None:
@@ -475,11 +596,24 @@ class Controller:
             self.runs.pop(decision["id"], None)
             self.metrics.count_migration(outcome.result)
             etype = {SUCCEEDED: kbio.SUCCEEDED, CANCELLED: kbio.CANCELLED}.get(outcome.result, kbio.FAILED)
-            log.warning("decision %s attempt %d %s: %s (artifacts %s)", decision["id"], attempt, outcome.result,
-                        outcome.detail, outcome.artifacts)
+            log.warning(
+                "decision %s attempt %d %s: %s (artifacts %s)",
+                decision["id"],
+                attempt,
+                outcome.result,
+                outcome.detail,
+                outcome.artifacts,
+            )
             try:  # the truth goes to the KB even if this replica is no longer leader
-                kbio.post(self.kb, etype, decision, f"attempt {attempt} by {self.node.node_id} {outcome.result}: "
-                          f"{outcome.detail}; artifacts {outcome.artifacts}", attempt, token)
+                kbio.post(
+                    self.kb,
+                    etype,
+                    decision,
+                    f"attempt {attempt} by {self.node.node_id} {outcome.result}: "
+                    f"{outcome.detail}; artifacts {outcome.artifacts}",
+                    attempt,
+                    token,
+                )
             except KBError as exc:
                 log.warning("cannot report decision %s outcome to the KB: %s", decision["id"], exc)
             if outcome.result == CANCELLED:
@@ -490,11 +624,18 @@ class Controller:
     def _finish(self, decision: dict[str, Any], attempt: int, outcome: Outcome) -> bool:
         succeeded = outcome.result == SUCCEEDED
         retry = not succeeded and attempt < self.cfg.max_attempts
-        res = self._propose({
-            "op": "finish", "id": decision["id"], "attempt": attempt, "result": outcome.result
-            if succeeded else "failed", "detail": outcome.detail, "artifacts": outcome.artifacts,
-            "retry": retry, "not_before": time.time() + self.cfg.backoff * 2 ** (attempt - 1),
-        })
+        res = self._propose(
+            {
+                "op": "finish",
+                "id": decision["id"],
+                "attempt": attempt,
+                "result": outcome.result if succeeded else "failed",
+                "detail": outcome.detail,
+                "artifacts": outcome.artifacts,
+                "retry": retry,
+                "not_before": time.time() + self.cfg.backoff * 2 ** (attempt - 1),
+            }
+        )
         if res is None:
             return False
         if succeeded and decision.get("detected_at"):
@@ -511,8 +652,13 @@ class Controller:
 
     def _gave_up(self, decision: dict[str, Any], why: str) -> None:
         try:
-            kbio.post(self.kb, kbio.GAVE_UP, decision, f"decision ended without success: {why}",
-                      fence=self.lead_token)
+            kbio.post(
+                self.kb,
+                kbio.GAVE_UP,
+                decision,
+                f"decision ended without success: {why}",
+                fence=self.lead_token,
+            )
         except KBError as exc:
             log.info("cannot post end of %s: %s", decision["id"], exc)
 
@@ -545,8 +691,10 @@ class Controller:
         leader = self.node.leader()
         if reach < need:
             gone = ", ".join(p for p, ok in sorted(peers.items()) if not ok)
-            return (f"no decisions: no quorum - this replica reaches {reach} of {total} replicas "
-                    f"(unreachable: {gone}); a decision must be committed by a majority of {need}")
+            return (
+                f"no decisions: no quorum - this replica reaches {reach} of {total} replicas "
+                f"(unreachable: {gone}); a decision must be committed by a majority of {need}"
+            )
         if leader is None:
             return "no decisions yet: election in progress"
         return f"follower: {leader} is the leader and makes the decisions"
@@ -562,12 +710,21 @@ class Controller:
         machine = self.node.machine
         state = {0: "follower", 1: "candidate", 2: "leader"}.get(raw.get("state"), "unknown")
         return {
-            "node": self.node.node_id, "name": self.cfg.name or self.node.node_id, "state": state, "is_leader": self.node.is_leader(),
-            "leader": self.node.leader(), "term": raw.get("raft_term", self.node.term()),
-            "commit_index": raw.get("commit_idx", 0), "last_applied": raw.get("last_applied", 0),
-            "has_quorum": bool(raw.get("has_quorum")), "peers": self.node.peer_status(),
-            "kb": self.kb_state, "why": self.why, "token": dict(machine.last_token),
+            "node": self.node.node_id,
+            "name": self.cfg.name or self.node.node_id,
+            "state": state,
+            "is_leader": self.node.is_leader(),
+            "leader": self.node.leader(),
+            "term": raw.get("raft_term", self.node.term()),
+            "commit_index": raw.get("commit_idx", 0),
+            "last_applied": raw.get("last_applied", 0),
+            "has_quorum": bool(raw.get("has_quorum")),
+            "peers": self.node.peer_status(),
+            "kb": self.kb_state,
+            "why": self.why,
+            "token": dict(machine.last_token),
             "inflight": [dict(d) for d in machine.open_decisions()],
-            "recent": [dict(d) for d in machine.recent(10)], "log_counters": dict(machine.counters),
+            "recent": [dict(d) for d in machine.recent(10)],
+            "log_counters": dict(machine.counters),
             "running_here": sorted(self.runs),
         }

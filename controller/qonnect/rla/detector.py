@@ -92,8 +92,10 @@ class Snapshot:
 
 # replan(app_record, inventory, current_placement, exclude, hysteresis) -> (new placement, why)
 # or None when the current placement is good enough.
-Replanner = Callable[[dict[str, Any], dict[str, Any], dict[str, Any], tuple[str, ...], float],
-                     "tuple[dict[str, Any], str] | None"]
+Replanner = Callable[
+    [dict[str, Any], dict[str, Any], dict[str, Any], tuple[str, ...], float],
+    "tuple[dict[str, Any], str] | None",
+]
 
 
 def placed_clusters(placement: dict[str, Any]) -> dict[str, set[str]]:
@@ -117,11 +119,16 @@ def down_clusters(snapshot: Snapshot, settings: Settings) -> dict[str, tuple[str
         if age is None:
             down[cluster["name"]] = ("no heartbeat ever received", now)
         elif age > settings.heartbeat_timeout:
-            down[cluster["name"]] = (f"heartbeat {age:.1f}s old > timeout {settings.heartbeat_timeout:g}s",
-                                     now - age)
+            down[cluster["name"]] = (
+                f"heartbeat {age:.1f}s old > timeout {settings.heartbeat_timeout:g}s",
+                now - age,
+            )
         elif cluster.get("reachable") is False or cluster.get("healthy") is False:
-            down[cluster["name"]] = ("the KB marks it unhealthy: its agent cannot reach the cluster API"
-                                     f" ({cluster.get('error') or 'no detail'})", now)
+            down[cluster["name"]] = (
+                "the KB marks it unhealthy: its agent cannot reach the cluster API"
+                f" ({cluster.get('error') or 'no detail'})",
+                now,
+            )
     return down
 
 
@@ -156,8 +163,9 @@ def update_memory(memory: Memory, snapshot: Snapshot, down: dict[str, tuple[str,
         del memory.progressing_since[key]
 
 
-def detect(snapshot: Snapshot, log: DecisionLog, memory: Memory, settings: Settings,
-           replan: Replanner | None = None) -> tuple[list[Trigger], list[tuple[str, int | None]]]:
+def detect(
+    snapshot: Snapshot, log: DecisionLog, memory: Memory, settings: Settings, replan: Replanner | None = None
+) -> tuple[list[Trigger], list[tuple[str, int | None]]]:
     """Triggers for this tick, and (app, version) pairs to record as observed without moving.
 
     Applications with a migration in flight are skipped (at most one per application).
@@ -169,8 +177,11 @@ def detect(snapshot: Snapshot, log: DecisionLog, memory: Memory, settings: Setti
     apps = {a["name"]: a for a in snapshot.applications if isinstance(a, dict) and a.get("name")}
     triggers: list[Trigger] = []
     observe: list[tuple[str, int | None]] = []
-    no_node = {c: since for c, since in memory.no_ready_node_since.items()
-               if now - since > settings.node_grace and c not in down}
+    no_node = {
+        c: since
+        for c, since in memory.no_ready_node_since.items()
+        if now - since > settings.node_grace and c not in down
+    }
     for app in sorted(set(placements) | set(apps)):
         if app in log.inflight:
             continue
@@ -201,56 +212,109 @@ def _version(record: dict[str, Any] | None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _first_trigger(app: str, services: dict[str, set[str]], snapshot: Snapshot, memory: Memory,
-                   settings: Settings, down: dict[str, tuple[str, float]], no_node: dict[str, float],
-                   version: int | None, log: DecisionLog) -> Trigger | None:
+def _first_trigger(
+    app: str,
+    services: dict[str, set[str]],
+    snapshot: Snapshot,
+    memory: Memory,
+    settings: Settings,
+    down: dict[str, tuple[str, float]],
+    no_node: dict[str, float],
+    version: int | None,
+    log: DecisionLog,
+) -> Trigger | None:
     now = snapshot.now
     on_down = sorted({c for cs in services.values() for c in cs if c in down})
     unstable = recently_recovered(services, memory, settings, now)
     if on_down:
         why = "; ".join(f"cluster {c} down: {down[c][0]}" for c in on_down)
         hit = sorted(s for s, cs in services.items() if cs & set(on_down))
-        return Trigger(app, "cluster-down", f"{why} (services {', '.join(hit)})",
-                       tuple(sorted(set(down) | unstable)), None, version, min(down[c][1] for c in on_down))
+        return Trigger(
+            app,
+            "cluster-down",
+            f"{why} (services {', '.join(hit)})",
+            tuple(sorted(set(down) | unstable)),
+            None,
+            version,
+            min(down[c][1] for c in on_down),
+        )
     on_no_node = sorted({c for cs in services.values() for c in cs if c in no_node})
     if on_no_node:
-        why = "; ".join(f"cluster {c} has no Ready schedulable node for {now - no_node[c]:.0f}s"
-                        for c in on_no_node)
-        return Trigger(app, "node-not-ready", f"{why} (> {settings.node_grace:g}s) and could not reschedule",
-                       tuple(sorted(set(on_no_node) | set(down) | unstable)), None, version,
-                       min(no_node[c] for c in on_no_node), tuple(on_no_node))
+        why = "; ".join(
+            f"cluster {c} has no Ready schedulable node for {now - no_node[c]:.0f}s" for c in on_no_node
+        )
+        return Trigger(
+            app,
+            "node-not-ready",
+            f"{why} (> {settings.node_grace:g}s) and could not reschedule",
+            tuple(sorted(set(on_no_node) | set(down) | unstable)),
+            None,
+            version,
+            min(no_node[c] for c in on_no_node),
+            tuple(on_no_node),
+        )
     for w in sorted(snapshot.workloads, key=lambda w: (w.get("service", ""), w.get("cluster", ""))):
         if w.get("application") != app or w.get("cluster") not in services.get(w.get("service", ""), ()):
             continue
         cluster, service = w["cluster"], w.get("service")
         if w.get("status") == "Failed":
-            return Trigger(app, "workload-failed", f"service {service} Failed on {cluster}: "
-                           f"{w.get('reason') or 'no reason given'}",
-                           tuple(sorted({cluster} | set(down) | unstable)), service, version,
-                           float(w.get("since") or now), (cluster,))
+            return Trigger(
+                app,
+                "workload-failed",
+                f"service {service} Failed on {cluster}: {w.get('reason') or 'no reason given'}",
+                tuple(sorted({cluster} | set(down) | unstable)),
+                service,
+                version,
+                float(w.get("since") or now),
+                (cluster,),
+            )
         since = memory.progressing_since.get((cluster, app, service or ""))
-        if w.get("status") == "Progressing" and since is not None and now - since > settings.progressing_timeout:
-            return Trigger(app, "workload-stuck", f"service {service} Progressing on {cluster} for "
-                           f"{now - since:.0f}s > {settings.progressing_timeout:g}s",
-                           tuple(sorted({cluster} | set(down) | unstable)), service, version, since, (cluster,))
+        if (
+            w.get("status") == "Progressing"
+            and since is not None
+            and now - since > settings.progressing_timeout
+        ):
+            return Trigger(
+                app,
+                "workload-stuck",
+                f"service {service} Progressing on {cluster} for "
+                f"{now - since:.0f}s > {settings.progressing_timeout:g}s",
+                tuple(sorted({cluster} | set(down) | unstable)),
+                service,
+                version,
+                since,
+                (cluster,),
+            )
     known = log.versions.get(app)
     if version is not None and known is not None and version != known:
-        return Trigger(app, "spec-changed", f"application spec changed: version {known} -> {version}",
-                       tuple(sorted(down)), None, version, now)
+        return Trigger(
+            app,
+            "spec-changed",
+            f"application spec changed: version {known} -> {version}",
+            tuple(sorted(down)),
+            None,
+            version,
+            now,
+        )
     return None
 
 
-def recently_recovered(services: dict[str, set[str]], memory: Memory, settings: Settings,
-                       now: float) -> set[str]:
+def recently_recovered(
+    services: dict[str, set[str]], memory: Memory, settings: Settings, now: float
+) -> set[str]:
     """Clusters back for less than ``stable_seconds`` that run none of the app's services: a
     migration must not move other services onto them (a flapping cluster)."""
     hosting = {c for cs in services.values() for c in cs}
-    return {c for c, since in memory.recovered_at.items()
-            if now - since < settings.stable_seconds and c not in hosting}
+    return {
+        c
+        for c, since in memory.recovered_at.items()
+        if now - since < settings.stable_seconds and c not in hosting
+    }
 
 
-def exclusions_now(snapshot: Snapshot, memory: Memory, settings: Settings, app: str,
-                   pinned: tuple[str, ...] | list[str]) -> tuple[set[str], set[str], set[str]]:
+def exclusions_now(
+    snapshot: Snapshot, memory: Memory, settings: Settings, app: str, pinned: tuple[str, ...] | list[str]
+) -> tuple[set[str], set[str], set[str]]:
     """(clusters that must be avoided as health is now, clusters better avoided because they came
     back less than ``stable_seconds`` ago, the down ones on which the app runs), for a retry or a
     takeover: a decision's exclusions are re-read, never frozen."""
@@ -267,13 +331,25 @@ def _may_drift(app: str, log: DecisionLog, now: float, settings: Settings) -> bo
     return last is None or now - ended >= settings.min_dwell
 
 
-def _drift(app: str, record: dict[str, Any], snapshot: Snapshot, memory: Memory, settings: Settings,
-           services: dict[str, set[str]], version: int | None, replan: Replanner) -> Trigger | None:
+def _drift(
+    app: str,
+    record: dict[str, Any],
+    snapshot: Snapshot,
+    memory: Memory,
+    settings: Settings,
+    services: dict[str, set[str]],
+    version: int | None,
+    replan: Replanner,
+) -> Trigger | None:
     now = snapshot.now
-    unstable = tuple(sorted(
-        c["name"] for c in snapshot.inventory.get("clusters", [])
-        if now - memory.healthy_since.get(c["name"], now) < settings.stable_seconds
-        and not any(c["name"] in cs for cs in services.values())))
+    unstable = tuple(
+        sorted(
+            c["name"]
+            for c in snapshot.inventory.get("clusters", [])
+            if now - memory.healthy_since.get(c["name"], now) < settings.stable_seconds
+            and not any(c["name"] in cs for cs in services.values())
+        )
+    )
     current = (snapshot.inventory.get("placements") or {}).get(app) or {}
     found = replan(record, snapshot.inventory, current, unstable, settings.hysteresis)
     if found is None:
@@ -287,5 +363,9 @@ def _drift(app: str, record: dict[str, Any], snapshot: Snapshot, memory: Memory,
 def _cooling_down(trigger: Trigger, log: DecisionLog, now: float, settings: Settings) -> bool:
     """Do not re-decide the same trigger right after it failed for good."""
     last = log.last_for(trigger.app)
-    return bool(last and last["status"] == FAILED and last.get("key") == trigger.key
-                and now - (last.get("ended_at") or 0.0) < settings.retry_cooldown)
+    return bool(
+        last
+        and last["status"] == FAILED
+        and last.get("key") == trigger.key
+        and now - (last.get("ended_at") or 0.0) < settings.retry_cooldown
+    )

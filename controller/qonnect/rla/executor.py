@@ -66,8 +66,9 @@ class Executor:
         """Kill every process of every run of this replica (shutdown)."""
         return proctree.kill_marked(f"{self.owner or 'unowned'}/")
 
-    def run(self, decision: dict[str, Any], attempt: int, token: dict[str, int],
-            still_valid: Callable[[], bool]) -> Outcome:
+    def run(
+        self, decision: dict[str, Any], attempt: int, token: dict[str, int], still_valid: Callable[[], bool]
+    ) -> Outcome:
         """Run the playbook once; never raises for a failing playbook."""
         import ansible_runner
 
@@ -77,21 +78,26 @@ class Executor:
             shutil.rmtree(pdd)
         pdd.mkdir(parents=True, mode=0o700)
         extravars = dict(self.extra or {})
-        extravars.update({
-            "app": decision["app"],
-            "reason": decision["reason"],
-            "exclude": list(decision["exclude"]),
-            "fencing": {"term": int(token["term"]), "seq": int(token["seq"])},
-            "decision_id": decision["id"],
-            "kb_url": self.kb_url,
-            "kb_token_file": self.token_file,
-        })
+        extravars.update(
+            {
+                "app": decision["app"],
+                "reason": decision["reason"],
+                "exclude": list(decision["exclude"]),
+                "fencing": {"term": int(token["term"]), "seq": int(token["seq"])},
+                "decision_id": decision["id"],
+                "kb_url": self.kb_url,
+                "kb_token_file": self.token_file,
+            }
+        )
         if decision.get("service"):
             extravars["service"] = decision["service"]
         bindir = os.path.dirname(sys.executable)
-        envvars = {"PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
-                   "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "0",
-                   proctree.MARK: self.mark(ident)}
+        envvars = {
+            "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            proctree.MARK: self.mark(ident),
+        }
         if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
             envvars["ANSIBLE_COLLECTIONS_PATH"] = os.environ["ANSIBLE_COLLECTIONS_PATH"]
         cancelled = threading.Event()
@@ -100,16 +106,29 @@ class Executor:
             if not cancelled.is_set() and not still_valid():
                 cancelled.set()
                 killed = proctree.kill_marked(self.mark(ident))  # at once, not at the runner's pace
-                log.warning("decision %s attempt %d cancelled: killed %d process(es)", decision["id"],
-                            attempt, killed)
+                log.warning(
+                    "decision %s attempt %d cancelled: killed %d process(es)", decision["id"], attempt, killed
+                )
             return cancelled.is_set()
 
-        log.info("decision %s attempt %d: running %s for %s (token %s)", decision["id"], attempt,
-                 os.path.basename(self.playbook), decision["app"], token)
+        log.info(
+            "decision %s attempt %d: running %s for %s (token %s)",
+            decision["id"],
+            attempt,
+            os.path.basename(self.playbook),
+            decision["app"],
+            token,
+        )
         try:
             runner = ansible_runner.run(
-                private_data_dir=str(pdd), playbook=self.playbook, ident="run", extravars=extravars,
-                envvars=envvars, quiet=True, cancel_callback=cancel, timeout=int(self.timeout),
+                private_data_dir=str(pdd),
+                playbook=self.playbook,
+                ident="run",
+                extravars=extravars,
+                envvars=envvars,
+                quiet=True,
+                cancel_callback=cancel,
+                timeout=int(self.timeout),
                 settings={"pexpect_timeout": 0.25},  # how often the cancel callback is polled
             )
         except Exception as exc:  # runner could not even start (missing playbook, bad dir)
@@ -118,11 +137,14 @@ class Executor:
             proctree.kill_marked(self.mark(ident))
         artifacts = str(pdd / "artifacts" / "run")
         if cancelled.is_set() or runner.status == "canceled":
-            return Outcome(CANCELLED, "cancelled: this replica lost its leadership term", artifacts, runner.rc)
+            return Outcome(
+                CANCELLED, "cancelled: this replica lost its leadership term", artifacts, runner.rc
+            )
         if runner.status == "successful" and runner.rc == 0:
             return Outcome(SUCCEEDED, "playbook succeeded", artifacts, runner.rc)
-        return Outcome(FAILED, f"playbook {runner.status} (rc {runner.rc}): {_failure(runner)}",
-                       artifacts, runner.rc)
+        return Outcome(
+            FAILED, f"playbook {runner.status} (rc {runner.rc}): {_failure(runner)}", artifacts, runner.rc
+        )
 
 
 def _failure(runner: Any) -> str:

@@ -33,24 +33,46 @@ RECONCILED = "controller.cluster.reconciled"  # a recovered cluster was cleaned 
 DONE = (SUCCEEDED, GAVE_UP, SUPERSEDED)  # a decision with one of these events has ended
 
 
-def ref(decision: dict[str, Any], attempt: int | None = None, token: dict[str, int] | None = None) -> dict[str, Any]:
+def ref(
+    decision: dict[str, Any], attempt: int | None = None, token: dict[str, int] | None = None
+) -> dict[str, Any]:
     """The structured reference of an event to its decision (the exclusions only on the decision)."""
     token = token or decision["token"]
-    return {"id": decision["id"], "term": int(token["term"]), "seq": int(token["seq"]), "attempt": attempt,
-            "exclude": list(decision["exclude"]) if attempt is None else []}
+    return {
+        "id": decision["id"],
+        "term": int(token["term"]),
+        "seq": int(token["seq"]),
+        "attempt": attempt,
+        "exclude": list(decision["exclude"]) if attempt is None else [],
+    }
 
 
-def post(kb: Any, etype: str, decision: dict[str, Any], text: str, attempt: int | None = None,
-         token: dict[str, int] | None = None, fence: dict[str, int] | None = None) -> dict[str, Any]:
+def post(
+    kb: Any,
+    etype: str,
+    decision: dict[str, Any],
+    text: str,
+    attempt: int | None = None,
+    token: dict[str, int] | None = None,
+    fence: dict[str, int] | None = None,
+) -> dict[str, Any]:
     """Write one event about a decision under fencing token ``fence`` (default: the attempt's or
     the decision's own token). Raises KBError when the KB refuses (409: a newer leader) or is away."""
     excluded = decision["exclude"]
     cluster = excluded[0] if len(excluded) == 1 else None
     names = f" (clusters {', '.join(excluded)})" if len(excluded) > 1 and attempt is None else ""
     fencing = fence or token or decision["token"]
-    return kb.post_event({"type": etype, "reason": decision.get("kind") or "", "message": (text + names)[-8000:],
-                          "application": decision["app"], "cluster": cluster, "ref": ref(decision, attempt, token),
-                          "fencing": {"term": int(fencing["term"]), "seq": int(fencing["seq"])}})
+    return kb.post_event(
+        {
+            "type": etype,
+            "reason": decision.get("kind") or "",
+            "message": (text + names)[-8000:],
+            "application": decision["app"],
+            "cluster": cluster,
+            "ref": ref(decision, attempt, token),
+            "fencing": {"term": int(fencing["term"]), "seq": int(fencing["seq"])},
+        }
+    )
 
 
 def raise_fence(kb: Any, token: dict[str, int]) -> dict[str, Any]:
@@ -75,8 +97,9 @@ def read_snapshot(kb: Any, now: float) -> tuple[Snapshot, list[dict[str, Any]]]:
     placements = kb.request("GET", "/api/v1/placements")["placements"]
     inventory = dict(inventory)
     inventory["placements"] = {p["application"]: current_placement(p) for p in placements}
-    snapshot = Snapshot(inventory=inventory, workloads=kb.list_workloads(),
-                        applications=kb.list_applications(), now=now)
+    snapshot = Snapshot(
+        inventory=inventory, workloads=kb.list_workloads(), applications=kb.list_applications(), now=now
+    )
     return snapshot, placements
 
 
@@ -87,8 +110,12 @@ def kb_floor(placements: list[dict[str, Any]], fence_term: int = 0) -> int:
 
 def trusted(event: dict[str, Any]) -> bool:
     """A controller event the KB says a controller token wrote, with its structured reference."""
-    return (str(event.get("type", "")).startswith("controller.") and event.get("role") == "controller"
-            and isinstance(event.get("ref"), dict) and bool(event["ref"].get("id")))
+    return (
+        str(event.get("type", "")).startswith("controller.")
+        and event.get("role") == "controller"
+        and isinstance(event.get("ref"), dict)
+        and bool(event["ref"].get("id"))
+    )
 
 
 def decision_story(kb: Any, app: str, limit: int = 500) -> list[dict[str, Any]]:
@@ -118,7 +145,9 @@ def done_in_kb(kb: Any, decision: dict[str, Any]) -> str | None:
         raise
     fencing = record.get("fencing") or {}
     if (fencing.get("term"), fencing.get("seq")) == (token["term"], token["seq"]):
-        return f"the KB placement of {decision['app']} was written with attempt {decision['attempts']}'s token"
+        return (
+            f"the KB placement of {decision['app']} was written with attempt {decision['attempts']}'s token"
+        )
     return None
 
 
@@ -130,8 +159,13 @@ def unfinished_in_kb(kb: Any, newest: tuple[int, int], apps: list[str]) -> list[
     for app in apps:
         story = decision_story(kb, app)
         ended = {e["ref"]["id"] for e in story if e["type"] in DONE}
-        lost = [e for e in story if e["type"] == DECISION and e["ref"]["id"] not in ended
-                and (e["ref"]["term"], e["ref"]["seq"]) > newest]
+        lost = [
+            e
+            for e in story
+            if e["type"] == DECISION
+            and e["ref"]["id"] not in ended
+            and (e["ref"]["term"], e["ref"]["seq"]) > newest
+        ]
         if lost:
             found.append(lost[-1])
     return found

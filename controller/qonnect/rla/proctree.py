@@ -82,8 +82,13 @@ class Watchdog:
         if self.proc is not None and self.proc.poll() is None:
             return
         self.proc = subprocess.Popen(  # our own interpreter and module
-            [sys.executable, "-m", "qonnect.rla.proctree", self.owner], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+            [sys.executable, "-m", "qonnect.rla.proctree", self.owner],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
 
     def stop(self) -> None:
         """Normal shutdown: closing the pipe makes the watchdog sweep and exit."""

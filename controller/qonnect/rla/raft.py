@@ -51,8 +51,10 @@ class RaftConfigError(ValueError):
 def read_secret(path: str | os.PathLike[str] | None) -> str:
     """Read the shared Raft secret; refuse a missing, empty, short or world-readable file."""
     if not path:
-        raise RaftConfigError("--raft-secret-file is required: without a shared secret pysyncobj "
-                              "accepts unauthenticated pickle from anyone who can reach the port")
+        raise RaftConfigError(
+            "--raft-secret-file is required: without a shared secret pysyncobj "
+            "accepts unauthenticated pickle from anyone who can reach the port"
+        )
     file = Path(path)
     try:
         mode = file.stat().st_mode
@@ -60,15 +62,21 @@ def read_secret(path: str | os.PathLike[str] | None) -> str:
     except OSError as exc:
         raise RaftConfigError(f"--raft-secret-file {path}: cannot read ({exc.strerror})") from None
     if mode & 0o077:
-        raise RaftConfigError(f"--raft-secret-file {path}: permissions {oct(mode & 0o777)} let other "
-                              "users read the secret; expected 0600 or stricter")
+        raise RaftConfigError(
+            f"--raft-secret-file {path}: permissions {oct(mode & 0o777)} let other "
+            "users read the secret; expected 0600 or stricter"
+        )
     if len(secret.encode()) < MIN_SECRET_BYTES:
-        raise RaftConfigError(f"--raft-secret-file {path}: secret must be at least {MIN_SECRET_BYTES} bytes "
-                              "(generate one: python -c 'import secrets; print(secrets.token_hex(32))')")
+        raise RaftConfigError(
+            f"--raft-secret-file {path}: secret must be at least {MIN_SECRET_BYTES} bytes "
+            "(generate one: python -c 'import secrets; print(secrets.token_hex(32))')"
+        )
     if len(set(secret)) < MIN_SECRET_DISTINCT:
-        raise RaftConfigError(f"--raft-secret-file {path}: secret is not random (only {len(set(secret))} "
-                              "distinct characters); generate one: python -c 'import secrets; "
-                              "print(secrets.token_hex(32))'")
+        raise RaftConfigError(
+            f"--raft-secret-file {path}: secret is not random (only {len(set(secret))} "
+            "distinct characters); generate one: python -c 'import secrets; "
+            "print(secrets.token_hex(32))'"
+        )
     return secret
 
 
@@ -81,6 +89,7 @@ def check_address(value: str, field: str) -> str:
 
 
 # -- transport hardening --------------------------------------------------------------------------
+
 
 def _guarded_read(self: Any) -> bool:
     """pysyncobj's read step with a bound on what one connection may have buffered."""
@@ -157,8 +166,9 @@ class GuardedTransport(TCPTransport):
             super()._onIncomingMessageReceived(conn, message)
             return
         if not isinstance(message, str) or message not in self._nodeAddrToNode:
-            log.warning("raft: refused a connection that identified as %r (not a configured peer)",
-                        str(message)[:80])
+            log.warning(
+                "raft: refused a connection that identified as %r (not a configured peer)", str(message)[:80]
+            )
             conn.disconnect()
             self._unknownConnections.discard(conn)
             return
@@ -207,8 +217,14 @@ class ReplicatedDecisions(SyncObjConsumer):
 class RaftNode(SyncObj):
     """One replica of the decision log."""
 
-    def __init__(self, self_addr: str, peers: list[str], secret: str, data_dir: str | os.PathLike[str] | None,
-                 timing: Timing | None = None) -> None:
+    def __init__(
+        self,
+        self_addr: str,
+        peers: list[str],
+        secret: str,
+        data_dir: str | os.PathLike[str] | None,
+        timing: Timing | None = None,
+    ) -> None:
         if not secret:
             raise RaftConfigError("a Raft secret is required")
         timing = timing or Timing()
@@ -237,8 +253,9 @@ class RaftNode(SyncObj):
         )
         self.decisions = ReplicatedDecisions()
         self.peers = others
-        super().__init__(self_addr, others, conf=conf, consumers=[self.decisions],
-                         transportClass=GuardedTransport)
+        super().__init__(
+            self_addr, others, conf=conf, consumers=[self.decisions], transportClass=GuardedTransport
+        )
 
     # -- fast failover --------------------------------------------------------------------------
 
@@ -297,7 +314,14 @@ class ProposalError(RuntimeError):
 
 
 def _fail_reason(exc: SyncObjException) -> str:
-    names = {0: "success", 1: "queue full", 2: "missing leader", 3: "discarded", 4: "not leader",
-             5: "leader changed", 6: "request denied"}
+    names = {
+        0: "success",
+        1: "queue full",
+        2: "missing leader",
+        3: "discarded",
+        4: "not leader",
+        5: "leader changed",
+        6: "request denied",
+    }
     code = exc.errorCode
     return names.get(code, str(code)) if isinstance(code, int) else str(code)

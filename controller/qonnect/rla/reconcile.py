@@ -43,8 +43,11 @@ def _created(obj: dict[str, Any]) -> float:
 
 def placed_on(placement: dict[str, Any], cluster: str) -> set[str]:
     """The services of one placement that run on ``cluster``."""
-    return {svc for svc, targets in (placement or {}).items()
-            if any(isinstance(t, dict) and t.get("cluster") == cluster for t in targets or [])}
+    return {
+        svc
+        for svc, targets in (placement or {}).items()
+        if any(isinstance(t, dict) and t.get("cluster") == cluster for t in targets or [])
+    }
 
 
 def found_on(client: Any) -> dict[str, dict[str, Any]]:
@@ -62,21 +65,26 @@ def found_on(client: Any) -> dict[str, dict[str, Any]]:
         for obj in client.list(api_version, kind, None, APP_LABEL):
             meta = obj.get("metadata") or {}
             labels = meta.get("labels") or {}
-            entry = found.setdefault(labels[APP_LABEL], {"namespace": meta.get("namespace"), "services": set(),
-                                                         "objects": 0, "newest": 0.0})
+            entry = found.setdefault(
+                labels[APP_LABEL],
+                {"namespace": meta.get("namespace"), "services": set(), "objects": 0, "newest": 0.0},
+            )
             entry["objects"] += 1
             entry["newest"] = max(entry["newest"], _created(obj))
             if labels.get(ROLE_LABEL) != "address" and labels.get(SERVICE_LABEL):
                 entry["services"].add(labels[SERVICE_LABEL])
     for ns in client.list("v1", "Namespace", None, APP_LABEL):
         labels = (ns.get("metadata") or {}).get("labels") or {}
-        found.setdefault(labels[APP_LABEL], {"namespace": ns["metadata"]["name"], "services": set(), "objects": 0,
-                                             "newest": _created(ns)})
+        found.setdefault(
+            labels[APP_LABEL],
+            {"namespace": ns["metadata"]["name"], "services": set(), "objects": 0, "newest": _created(ns)},
+        )
     return found
 
 
-def reconcile_cluster(cluster: str, kb: Any, busy: Callable[[str], bool],
-                      before_step: Callable[[str], None]) -> tuple[list[tuple[str, str]], bool]:
+def reconcile_cluster(
+    cluster: str, kb: Any, busy: Callable[[str], bool], before_step: Callable[[str], None]
+) -> tuple[list[tuple[str, str]], bool]:
     """Remove from ``cluster`` what the KB does not place there; returns what was done (app,
     text) and whether to look again later (something was too young or busy to judge).
 
@@ -95,11 +103,14 @@ def reconcile_cluster(cluster: str, kb: Any, busy: Callable[[str], bool],
     if cluster not in records or not records[cluster].get("kubeconfig"):
         return [], False
     record = records[cluster]
-    target = Target(cluster, record["kubeconfig"], record.get("context"),
-                    service_domain(cluster, record.get("labels")))
+    target = Target(
+        cluster, record["kubeconfig"], record.get("context"), service_domain(cluster, record.get("labels"))
+    )
     client = get_client(cluster, target.kubeconfig, target.context)
-    placements = {p["application"]: (p.get("current") or p.get("desired") or {})
-                  for p in kb.request("GET", "/api/v1/placements")["placements"]}
+    placements = {
+        p["application"]: (p.get("current") or p.get("desired") or {})
+        for p in kb.request("GET", "/api/v1/placements")["placements"]
+    }
     done = []
     later = False
     for app, seen in sorted(found_on(client).items()):
@@ -121,20 +132,50 @@ def reconcile_cluster(cluster: str, kb: Any, busy: Callable[[str], bool],
                 raise
             services, namespace = {}, seen["namespace"] or app  # deleted: nothing of it should run
         if not here:
-            deployer = Deployer(app, namespace, services, {}, {cluster: target}, previous={cluster},
-                                client_factory=lambda t: client, before_step=before_step)
+            deployer = Deployer(
+                app,
+                namespace,
+                services,
+                {},
+                {cluster: target},
+                previous={cluster},
+                client_factory=lambda t: client,
+                before_step=before_step,
+            )
             result = deployer.remove()
-            done.append((app, f"removed {app} ({seen['objects']} object(s)): the KB places none of it on {cluster}"
-                        + (f" ({result.get('message')})" if result.get("failed") else "")))
+            done.append(
+                (
+                    app,
+                    f"removed {app} ({seen['objects']} object(s)): the KB places none of it on {cluster}"
+                    + (f" ({result.get('message')})" if result.get("failed") else ""),
+                )
+            )
             continue
         plan = {svc: targets for svc, targets in placement.items() if svc in services}
         clusters = {t["cluster"] for targets in plan.values() for t in targets}
-        targets_ = {name: Target(name, records[name].get("kubeconfig") or "", records[name].get("context"),
-                                 service_domain(name, records[name].get("labels")))
-                    for name in clusters if name in records}
-        deployer = Deployer(app, namespace, services, plan, targets_, previous={cluster},
-                            client_factory=lambda t: client if t.name == cluster else get_client(
-                                t.name, t.kubeconfig, t.context), before_step=before_step, wait=False)
+        targets_ = {
+            name: Target(
+                name,
+                records[name].get("kubeconfig") or "",
+                records[name].get("context"),
+                service_domain(name, records[name].get("labels")),
+            )
+            for name in clusters
+            if name in records
+        }
+        deployer = Deployer(
+            app,
+            namespace,
+            services,
+            plan,
+            targets_,
+            previous={cluster},
+            client_factory=lambda t: (
+                client if t.name == cluster else get_client(t.name, t.kubeconfig, t.context)
+            ),
+            before_step=before_step,
+            wait=False,
+        )
         work = deployer.work[cluster]
         work.desired = deployer.desired_for(cluster)
         deployer._step("apply")
@@ -143,8 +184,13 @@ def reconcile_cluster(cluster: str, kb: Any, busy: Callable[[str], bool],
         deployer._each([cluster], deployer._switch)
         deployer._step("prune")
         deployer._each([cluster], deployer._break)
-        done.append((app, f"removed {app} service(s) {', '.join(sorted(extra))} from {cluster}: the KB "
-                          f"places them elsewhere ({work.result.status})"))
+        done.append(
+            (
+                app,
+                f"removed {app} service(s) {', '.join(sorted(extra))} from {cluster}: the KB "
+                f"places them elsewhere ({work.result.status})",
+            )
+        )
     return done, later
 
 
@@ -164,8 +210,9 @@ class Reconciler:
         """A new leader: every cluster once (nobody may have cleaned them)."""
         self.todo = {"*"}
 
-    def tick(self, snapshot: Any, memory: Any, down: set[str], term: int | None,
-             token: dict[str, int] | None) -> None:
+    def tick(
+        self, snapshot: Any, memory: Any, down: set[str], term: int | None, token: dict[str, int] | None
+    ) -> None:
         """Queue clusters that came back, and start a pass over the ready ones if none runs."""
         for name, since in memory.recovered_at.items():
             if self.queued.get(name) != since:
@@ -183,8 +230,9 @@ class Reconciler:
         if not ready or term is None or not token:
             return
         self.todo -= set(ready)
-        self.thread = threading.Thread(target=self._run, args=(ready, term, dict(token)), name="reconcile",
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self._run, args=(ready, term, dict(token)), name="reconcile", daemon=True
+        )
         self.thread.start()
 
     def _run(self, clusters: list[str], term: int, token: dict[str, int]) -> None:
@@ -211,7 +259,15 @@ class Reconciler:
             for app, line in done:
                 log.warning("reconciled %s: %s", cluster, line)
                 try:
-                    self.kb.post_event({"type": kbio.RECONCILED, "reason": "orphans-removed", "message": line,
-                                        "cluster": cluster, "application": app, "fencing": token})
+                    self.kb.post_event(
+                        {
+                            "type": kbio.RECONCILED,
+                            "reason": "orphans-removed",
+                            "message": line,
+                            "cluster": cluster,
+                            "application": app,
+                            "fencing": token,
+                        }
+                    )
                 except KBError as exc:
                     log.info("cannot record the reconciliation of %s: %s", cluster, exc)

@@ -33,18 +33,32 @@ def engine_replanner(scorer: str = "weighted") -> Replanner | None:
         log.warning("placement engine unavailable (%s): QoS-drift detection is off", exc)
         return None
 
-    def replan(record: dict[str, Any], inventory: dict[str, Any], current: dict[str, Any],
-               exclude: tuple[str, ...], hysteresis: float) -> tuple[dict[str, Any], str] | None:
+    def replan(
+        record: dict[str, Any],
+        inventory: dict[str, Any],
+        current: dict[str, Any],
+        exclude: tuple[str, ...],
+        hysteresis: float,
+    ) -> tuple[dict[str, Any], str] | None:
         try:
             app = Application.from_dict(record["application"])
-            plan = place(app, inventory, scorer=scorer, exclude=exclude, current=current,
-                         hysteresis=hysteresis, explain=False)
+            plan = place(
+                app,
+                inventory,
+                scorer=scorer,
+                exclude=exclude,
+                current=current,
+                hysteresis=hysteresis,
+                explain=False,
+            )
             now = objective(app, inventory, {"services": current})
         except (PlacementError, InventoryError) as exc:  # no feasible plan or no usable fleet now:
             log.info("drift check of %s skipped: %s", record.get("name"), exc)  # no drift move this tick
             return None
-        return plan.services, (f"objective {now:.4f} -> {plan.objective:.4f} with the engine's "
-                               f"{scorer} scorer beyond hysteresis {hysteresis:g}")
+        return plan.services, (
+            f"objective {now:.4f} -> {plan.objective:.4f} with the engine's "
+            f"{scorer} scorer beyond hysteresis {hysteresis:g}"
+        )
 
     return replan
 

@@ -58,15 +58,37 @@ class DecisionLog:
         self.order: list[str] = []  # decision ids, oldest first
         self.inflight: dict[str, str] = {}  # application -> decision id
         self.versions: dict[str, int] = {}  # application -> spec version last placed or observed
-        self.counters: dict[str, int] = {"decisions": 0, SUCCEEDED: 0, FAILED: 0, CANCELLED: 0, "attempts": 0, "refused": 0}
+        self.counters: dict[str, int] = {
+            "decisions": 0,
+            SUCCEEDED: 0,
+            FAILED: 0,
+            CANCELLED: 0,
+            "attempts": 0,
+            "refused": 0,
+        }
 
     # -- snapshot ------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for pysyncobj's snapshot (no class references in the pickle)."""
-        return copy.deepcopy({k: getattr(self, k) for k in (
-            "seq", "term", "last_token", "offset", "leader", "leader_since", "decisions", "order", "inflight", "versions",
-            "counters")})
+        return copy.deepcopy(
+            {
+                k: getattr(self, k)
+                for k in (
+                    "seq",
+                    "term",
+                    "last_token",
+                    "offset",
+                    "leader",
+                    "leader_since",
+                    "decisions",
+                    "order",
+                    "inflight",
+                    "versions",
+                    "counters",
+                )
+            }
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DecisionLog:
@@ -114,8 +136,10 @@ class DecisionLog:
         op = cmd.get("op")
         handler = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
         if handler is None:
-            raise CommandError("field 'op' must be one of leader, decide, start, finish, defer, retarget, cancel, "
-                               f"observe; got {op!r}")
+            raise CommandError(
+                "field 'op' must be one of leader, decide, start, finish, defer, retarget, cancel, "
+                f"observe; got {op!r}"
+            )
         term = _need(cmd, "term", int)
         if term < self.term:
             self.counters["refused"] += 1
@@ -144,18 +168,37 @@ class DecisionLog:
         exclude = _need(cmd, "exclude", list)
         reason = _need(cmd, "reason", str)
         if app in self.inflight:
-            return {"ok": False, "why": f"migration {self.inflight[app]} of {app} is in flight",
-                    "id": self.inflight[app]}
+            return {
+                "ok": False,
+                "why": f"migration {self.inflight[app]} of {app} is in flight",
+                "id": self.inflight[app],
+            }
         token = self._token(term)
         decision_id = f"d{token['term']}.{token['seq']}"
         self.decisions[decision_id] = {
-            "id": decision_id, "app": app, "service": cmd.get("service"), "kind": cmd.get("kind", ""),
-            "reason": reason, "exclude": sorted(str(c) for c in exclude), "key": cmd.get("key", ""),
+            "id": decision_id,
+            "app": app,
+            "service": cmd.get("service"),
+            "kind": cmd.get("kind", ""),
+            "reason": reason,
+            "exclude": sorted(str(c) for c in exclude),
+            "key": cmd.get("key", ""),
             "pinned": sorted(str(c) for c in cmd.get("pinned") or []),
-            "token": token, "node": cmd.get("node"), "decided_at": float(cmd.get("ts", 0.0)),
-            "detected_at": cmd.get("detected_at"), "spec_version": cmd.get("spec_version"),
-            "status": PENDING, "attempts": 0, "attempt_token": None, "attempt_term": 0, "owner": None,
-            "not_before": 0.0, "result": None, "detail": "", "artifacts": None, "ended_at": None,
+            "token": token,
+            "node": cmd.get("node"),
+            "decided_at": float(cmd.get("ts", 0.0)),
+            "detected_at": cmd.get("detected_at"),
+            "spec_version": cmd.get("spec_version"),
+            "status": PENDING,
+            "attempts": 0,
+            "attempt_token": None,
+            "attempt_term": 0,
+            "owner": None,
+            "not_before": 0.0,
+            "result": None,
+            "detail": "",
+            "artifacts": None,
+            "ended_at": None,
         }
         self.order.append(decision_id)
         self.inflight[app] = decision_id
@@ -169,7 +212,10 @@ class DecisionLog:
             return {"ok": False, "why": decision}
         node = _need(cmd, "node", str)
         if decision["status"] == RUNNING and decision["attempt_term"] >= term:
-            return {"ok": False, "why": f"attempt {decision['attempts']} already running on {decision['owner']}"}
+            return {
+                "ok": False,
+                "why": f"attempt {decision['attempts']} already running on {decision['owner']}",
+            }
         decision["attempts"] += 1
         decision["attempt_token"] = self._token(term)
         decision["attempt_term"] = term  # the Raft term (tokens may be offset above it)
@@ -177,8 +223,12 @@ class DecisionLog:
         decision["status"] = RUNNING
         decision["started_at"] = float(cmd.get("ts", 0.0))
         self.counters["attempts"] += 1
-        return {"ok": True, "id": decision["id"], "attempt": decision["attempts"],
-                "token": decision["attempt_token"]}
+        return {
+            "ok": True,
+            "id": decision["id"],
+            "attempt": decision["attempts"],
+            "token": decision["attempt_token"],
+        }
 
     def _op_finish(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
         decision = self._open(cmd)

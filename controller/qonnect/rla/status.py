@@ -22,8 +22,10 @@ class Metrics:
         self._lock = threading.Lock()
         self.decisions: dict[str, int] = {}  # kind -> decisions this replica committed as leader
         self.migrations: dict[str, int] = {}  # result -> attempts this replica ran
-        self.summaries: dict[str, list[float]] = {"detection_seconds": [0, 0.0, 0.0],
-                                                  "recovery_seconds": [0, 0.0, 0.0]}
+        self.summaries: dict[str, list[float]] = {
+            "detection_seconds": [0, 0.0, 0.0],
+            "recovery_seconds": [0, 0.0, 0.0],
+        }
 
     def count_decision(self, kind: str) -> None:
         with self._lock:
@@ -65,21 +67,35 @@ class Metrics:
         for key, value in sorted(status["log_counters"].items()):
             out.append(f'qonnect_controller_log_decisions_total{{outcome="{key}"}} {value}')
         with self._lock:
-            out += ["# HELP qonnect_controller_decisions_total Decisions committed by this replica as leader.",
-                    "# TYPE qonnect_controller_decisions_total counter"]
-            out += [f'qonnect_controller_decisions_total{{kind="{k}"}} {v}' for k, v in sorted(self.decisions.items())]
-            out += ["# HELP qonnect_controller_migrations_total Migration attempts run by this replica.",
-                    "# TYPE qonnect_controller_migrations_total counter"]
-            out += [f'qonnect_controller_migrations_total{{result="{k}"}} {v}'
-                    for k, v in sorted(self.migrations.items())]
+            out += [
+                "# HELP qonnect_controller_decisions_total Decisions committed by this replica as leader.",
+                "# TYPE qonnect_controller_decisions_total counter",
+            ]
+            out += [
+                f'qonnect_controller_decisions_total{{kind="{k}"}} {v}'
+                for k, v in sorted(self.decisions.items())
+            ]
+            out += [
+                "# HELP qonnect_controller_migrations_total Migration attempts run by this replica.",
+                "# TYPE qonnect_controller_migrations_total counter",
+            ]
+            out += [
+                f'qonnect_controller_migrations_total{{result="{k}"}} {v}'
+                for k, v in sorted(self.migrations.items())
+            ]
             for name, (count, total, last) in self.summaries.items():
-                help_text = ("problem start to committed decision" if name.startswith("detection")
-                             else "problem start to successful migration")
-                out += [f"# HELP qonnect_controller_{name} Seconds from {help_text}.",
-                        f"# TYPE qonnect_controller_{name} summary",
-                        f"qonnect_controller_{name}_count {count}",
-                        f"qonnect_controller_{name}_sum {total:.3f}",
-                        f"qonnect_controller_{name}_last {last:.3f}"]
+                help_text = (
+                    "problem start to committed decision"
+                    if name.startswith("detection")
+                    else "problem start to successful migration"
+                )
+                out += [
+                    f"# HELP qonnect_controller_{name} Seconds from {help_text}.",
+                    f"# TYPE qonnect_controller_{name} summary",
+                    f"qonnect_controller_{name}_count {count}",
+                    f"qonnect_controller_{name}_sum {total:.3f}",
+                    f"qonnect_controller_{name}_last {last:.3f}",
+                ]
         return "\n".join(out) + "\n"
 
 
@@ -94,8 +110,13 @@ class StatusServer:
                 path = self.path.split("?", 1)[0]
                 if path == "/healthz":
                     st = get_status()
-                    self._send(200, "application/json", json.dumps(
-                        {"ok": True, "node": st["node"], "state": st["state"], "leader": st["leader"]}))
+                    self._send(
+                        200,
+                        "application/json",
+                        json.dumps(
+                            {"ok": True, "node": st["node"], "state": st["state"], "leader": st["leader"]}
+                        ),
+                    )
                 elif path == "/metrics":
                     self._send(200, "text/plain; version=0.0.4", get_metrics.render(get_status()))
                 elif path == "/status":
@@ -148,19 +169,25 @@ def render(statuses: dict[str, dict[str, Any] | str]) -> str:
             lines += [f"{url}: UNREACHABLE ({st})", ""]
             continue
         role = "LEADER" if st["is_leader"] else st["state"].upper()
-        lines.append(f"{st.get('name', st['node'])} raft {st['node']} ({url}): {role}  term {st['term']}  "
-                     f"commit index {st['commit_index']}"
-                     f"  applied {st['last_applied']}")
+        lines.append(
+            f"{st.get('name', st['node'])} raft {st['node']} ({url}): {role}  term {st['term']}  "
+            f"commit index {st['commit_index']}"
+            f"  applied {st['last_applied']}"
+        )
         lines.append(f"  leader: {st['leader'] or 'none'}   quorum: {'yes' if st['has_quorum'] else 'NO'}")
-        peers = ", ".join(f"{p} {'reachable' if ok else 'UNREACHABLE'}" for p, ok in sorted(st["peers"].items()))
+        peers = ", ".join(
+            f"{p} {'reachable' if ok else 'UNREACHABLE'}" for p, ok in sorted(st["peers"].items())
+        )
         lines.append(f"  peers: {peers or 'none'}")
         lines.append(f"  kb: {st['kb']}")
         lines.append(f"  activity: {st['why']}")
         if st["inflight"]:
             lines.append("  in-flight migrations:")
             for d in st["inflight"]:
-                lines.append(f"    {d['id']} {d['app']} {d['status']} attempt {d['attempts']} owner "
-                             f"{d['owner'] or '-'}: {d['reason']}")
+                lines.append(
+                    f"    {d['id']} {d['app']} {d['status']} attempt {d['attempts']} owner "
+                    f"{d['owner'] or '-'}: {d['reason']}"
+                )
         else:
             lines.append("  in-flight migrations: none")
         if st["recent"]:

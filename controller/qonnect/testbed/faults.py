@@ -55,13 +55,17 @@ def backoff(failures: int) -> float:
 class StartDelays:
     """Seconds from binding to Running per image: profile rules with jitter, else the default."""
 
-    def __init__(self, rules: Iterable[dict[str, Any]], default: float, rng: random.Random | None = None) -> None:
+    def __init__(
+        self, rules: Iterable[dict[str, Any]], default: float, rng: random.Random | None = None
+    ) -> None:
         self.rules = [(str(r["image"]), float(r.get("seconds", 0)), float(r.get("jitter", 0))) for r in rules]
         self.default = float(default)
         self._rng = rng or random.Random()
 
     @classmethod
-    def from_profile(cls, data: dict[str, Any], default: float, rng: random.Random | None = None) -> StartDelays:
+    def from_profile(
+        cls, data: dict[str, Any], default: float, rng: random.Random | None = None
+    ) -> StartDelays:
         """From a profile as fleet.load returns it (its ``start_delays`` list, validated)."""
         from qonnect.testbed.fleet import parse_start_delays
 

@@ -50,24 +50,41 @@ def cluster_address(index: int) -> str:
     return str(ip)
 
 
-def document(fleet: Fleet, endpoints: dict[str, tuple[str, int]], kubeconfigs: dict[str, Path],
-             ca_file: Path, restricted_kubeconfigs: dict[str, Path] | None = None) -> dict[str, Any]:
+def document(
+    fleet: Fleet,
+    endpoints: dict[str, tuple[str, int]],
+    kubeconfigs: dict[str, Path],
+    ca_file: Path,
+    restricted_kubeconfigs: dict[str, Path] | None = None,
+) -> dict[str, Any]:
     """The federation document for a running fleet (endpoints: cluster -> (address, port))."""
     clusters = []
     for spec in fleet.clusters:
         address, port = endpoints[spec.name]
         entry = {
-            "name": spec.name, "tier": spec.tier, "location": spec.location,
-            "labels": dict(spec.labels), "address": address, "port": port,
-            "server": f"https://{address}:{port}", "kubeconfig": str(kubeconfigs[spec.name]),
-            "context": spec.name, "nodes": [n.to_dict() for n in spec.nodes],
+            "name": spec.name,
+            "tier": spec.tier,
+            "location": spec.location,
+            "labels": dict(spec.labels),
+            "address": address,
+            "port": port,
+            "server": f"https://{address}:{port}",
+            "kubeconfig": str(kubeconfigs[spec.name]),
+            "context": spec.name,
+            "nodes": [n.to_dict() for n in spec.nodes],
         }
         if restricted_kubeconfigs and spec.name in restricted_kubeconfigs:
             # a token with few rights (apiserver/authz.py), for 403 handling tests
             entry["restricted_kubeconfig"] = str(restricted_kubeconfigs[spec.name])
         clusters.append(entry)
-    return {"apiVersion": API_VERSION, "kind": KIND, "name": fleet.name, "ca_file": str(ca_file),
-            "clusters": clusters, "latency_ms": fleet.latency_ms}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": fleet.name,
+        "ca_file": str(ca_file),
+        "clusters": clusters,
+        "latency_ms": fleet.latency_ms,
+    }
 
 
 def write(path: Path, doc: dict[str, Any]) -> Path:

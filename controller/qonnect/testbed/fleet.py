@@ -29,8 +29,13 @@ except ImportError:  # pragma: no cover - PyYAML is a dependency of the package
 _PARSE_ERRORS: tuple[type[Exception], ...] = (ValueError, yaml.YAMLError) if yaml else (ValueError,)
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
-DEFAULT_NODE = {"ephemeral_storage": "100Gi", "pods": 110, "bandwidth_gbps": 1.0,
-                "energy_kwh": 0.0, "price_eur_h": 0.0}
+DEFAULT_NODE = {
+    "ephemeral_storage": "100Gi",
+    "pods": 110,
+    "bandwidth_gbps": 1.0,
+    "energy_kwh": 0.0,
+    "price_eur_h": 0.0,
+}
 DEFAULT_SAME_LOCATION_MS = 0.1
 DEFAULT_TIER_MS = 10.0
 
@@ -79,11 +84,19 @@ class NodeSpec:
     taints: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "profile": self.profile, "cpu": self.cpu, "memory": self.memory,
-                "ephemeral_storage": self.ephemeral_storage, "pods": self.pods,
-                "bandwidth_gbps": self.bandwidth_gbps, "energy_kwh": self.energy_kwh,
-                "price_eur_h": self.price_eur_h, "labels": dict(self.labels),
-                "taints": [dict(t) for t in self.taints]}
+        return {
+            "name": self.name,
+            "profile": self.profile,
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "ephemeral_storage": self.ephemeral_storage,
+            "pods": self.pods,
+            "bandwidth_gbps": self.bandwidth_gbps,
+            "energy_kwh": self.energy_kwh,
+            "price_eur_h": self.price_eur_h,
+            "labels": dict(self.labels),
+            "taints": [dict(t) for t in self.taints],
+        }
 
 
 @dataclass
@@ -144,20 +157,31 @@ def _labels(value: Any, where: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in _mapping(value, where).items()}
 
 
-def _node(cluster: str, tier: str, index: int, count: int, entry: dict[str, Any],
-          node_profiles: dict[str, Any], where: str) -> NodeSpec:
+def _node(
+    cluster: str,
+    tier: str,
+    index: int,
+    count: int,
+    entry: dict[str, Any],
+    node_profiles: dict[str, Any],
+    where: str,
+) -> NodeSpec:
     prof_name = entry.get("profile")
     if prof_name is not None and prof_name not in node_profiles:
         known = ", ".join(sorted(node_profiles)) or "none defined"
         raise ProfileError(f"{where}.profile: unknown node profile {prof_name!r} (known: {known})")
-    merged = {**DEFAULT_NODE, **_mapping(node_profiles.get(prof_name), f"node_profiles.{prof_name}"),
-              **{k: v for k, v in entry.items() if k not in ("profile", "name", "labels", "taints")}}
+    merged = {
+        **DEFAULT_NODE,
+        **_mapping(node_profiles.get(prof_name), f"node_profiles.{prof_name}"),
+        **{k: v for k, v in entry.items() if k not in ("profile", "name", "labels", "taints")},
+    }
     if "cpu" not in merged or "memory" not in merged:
         raise ProfileError(f"{where}: needs cpu and memory (directly or from its profile)")
     name = entry.get("name") or (f"{cluster}-worker" if count == 1 else f"{cluster}-worker-{index + 1}")
     try:
         return NodeSpec(
-            name=str(name), profile=str(prof_name or "custom"),
+            name=str(name),
+            profile=str(prof_name or "custom"),
             cpu=quantity(merged["cpu"], f"{where}.cpu"),
             memory=int(quantity(merged["memory"], f"{where}.memory")),
             ephemeral_storage=int(quantity(merged["ephemeral_storage"], f"{where}.ephemeral_storage")),
@@ -165,10 +189,16 @@ def _node(cluster: str, tier: str, index: int, count: int, entry: dict[str, Any]
             bandwidth_gbps=quantity(merged["bandwidth_gbps"], f"{where}.bandwidth_gbps"),
             energy_kwh=quantity(merged["energy_kwh"], f"{where}.energy_kwh"),
             price_eur_h=quantity(merged["price_eur_h"], f"{where}.price_eur_h"),
-            labels={**_labels(_mapping(node_profiles.get(prof_name), "").get("labels"), where),
-                    **_labels(entry.get("labels"), f"{where}.labels")},
-            taints=_taints(entry["taints"] if "taints" in entry else
-                           _mapping(node_profiles.get(prof_name), "").get("taints"), f"{where}.taints"),
+            labels={
+                **_labels(_mapping(node_profiles.get(prof_name), "").get("labels"), where),
+                **_labels(entry.get("labels"), f"{where}.labels"),
+            },
+            taints=_taints(
+                entry["taints"]
+                if "taints" in entry
+                else _mapping(node_profiles.get(prof_name), "").get("taints"),
+                f"{where}.taints",
+            ),
         )
     except ProfileError:
         raise
@@ -189,7 +219,9 @@ def _taints(value: Any, where: str) -> list[dict[str, str]]:
     for i, taint in enumerate(value):
         taint = _mapping(taint, f"{where}[{i}]")
         key, effect = taint.get("key"), taint.get("effect")
-        if not isinstance(key, str) or not re.fullmatch(r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", key):
+        if not isinstance(key, str) or not re.fullmatch(
+            r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", key
+        ):
             raise ProfileError(f"{where}[{i}].key: expected a label-like key, got {key!r}")
         if effect not in _TAINT_EFFECTS:
             raise ProfileError(f"{where}[{i}].effect: expected one of {list(_TAINT_EFFECTS)}, got {effect!r}")
@@ -210,15 +242,26 @@ def parse_start_delays(value: Any) -> list[dict[str, Any]]:
     for i, rule in enumerate(value):
         rule = _mapping(rule, f"start_delays[{i}]")
         if not isinstance(rule.get("image"), str) or not rule["image"]:
-            raise ProfileError(f"start_delays[{i}].image: expected an image pattern such as 'docker.io/istio/*'")
-        out.append({"image": rule["image"],
-                    "seconds": quantity(rule.get("seconds", 0), f"start_delays[{i}].seconds"),
-                    "jitter": quantity(rule.get("jitter", 0), f"start_delays[{i}].jitter")})
+            raise ProfileError(
+                f"start_delays[{i}].image: expected an image pattern such as 'docker.io/istio/*'"
+            )
+        out.append(
+            {
+                "image": rule["image"],
+                "seconds": quantity(rule.get("seconds", 0), f"start_delays[{i}].seconds"),
+                "jitter": quantity(rule.get("jitter", 0), f"start_delays[{i}].jitter"),
+            }
+        )
     return out
 
 
-def _generated(gen: dict[str, Any], tiers: list[str], clusters: int | None, nodes: int | None,
-               node_profiles: dict[str, Any]) -> list[dict[str, Any]]:
+def _generated(
+    gen: dict[str, Any],
+    tiers: list[str],
+    clusters: int | None,
+    nodes: int | None,
+    node_profiles: dict[str, Any],
+) -> list[dict[str, Any]]:
     """Clusters spread evenly over the tiers; node j of cluster k gets profile (k-1+j) mod P."""
     count = clusters if clusters is not None else gen.get("clusters", len(tiers))
     per = nodes if nodes is not None else gen.get("nodes", 1)
@@ -235,8 +278,13 @@ def _generated(gen: dict[str, Any], tiers: list[str], clusters: int | None, node
     for t, tier in enumerate(gen_tiers):
         in_tier = count // len(gen_tiers) + (1 if t < count % len(gen_tiers) else 0)
         for k in range(1, in_tier + 1):
-            out.append({"name": f"{tier}-{k}", "tier": tier,
-                        "nodes": [{"profile": profs[(k - 1 + j) % len(profs)]} for j in range(per)]})
+            out.append(
+                {
+                    "name": f"{tier}-{k}",
+                    "tier": tier,
+                    "nodes": [{"profile": profs[(k - 1 + j) % len(profs)]} for j in range(per)],
+                }
+            )
     return out
 
 
@@ -276,14 +324,15 @@ def expand(data: dict[str, Any], clusters: int | None = None, nodes: int | None 
             raise ProfileError("clusters: expected a non-empty list of clusters")
         if clusters is not None:
             if clusters < 1 or clusters > len(entries):
-                raise ProfileError(f"--clusters: this profile lists {len(entries)} clusters; "
-                                   f"expected 1..{len(entries)}, got {clusters}")
+                raise ProfileError(
+                    f"--clusters: this profile lists {len(entries)} clusters; "
+                    f"expected 1..{len(entries)}, got {clusters}"
+                )
             entries = entries[:clusters]
         if nodes is not None:
             raise ProfileError("--nodes: only profiles with a 'generate' section can be rescaled")
     elif "generate" in data:
-        entries = _generated(_mapping(data["generate"], "generate"), tiers, clusters, nodes,
-                             node_profiles)
+        entries = _generated(_mapping(data["generate"], "generate"), tiers, clusters, nodes, node_profiles)
     else:
         raise ProfileError("profile: expected a 'clusters' list or a 'generate' section")
     built: list[ClusterSpec] = []
@@ -303,12 +352,32 @@ def expand(data: dict[str, Any], clusters: int | None = None, nodes: int | None 
         node_entries = entry.get("nodes", [{}])
         if not isinstance(node_entries, list) or not node_entries:
             raise ProfileError(f"{where}.nodes: expected a non-empty list of nodes")
-        node_list = [_node(name, tier, j, len(node_entries), _mapping(n, f"{where}.nodes[{j}]"),
-                           node_profiles, f"{where}.nodes[{j}]") for j, n in enumerate(node_entries)]
+        node_list = [
+            _node(
+                name,
+                tier,
+                j,
+                len(node_entries),
+                _mapping(n, f"{where}.nodes[{j}]"),
+                node_profiles,
+                f"{where}.nodes[{j}]",
+            )
+            for j, n in enumerate(node_entries)
+        ]
         if len({n.name for n in node_list}) != len(node_list):
             raise ProfileError(f"{where}.nodes: node names must be unique in a cluster")
-        built.append(ClusterSpec(name=name, tier=tier, location=str(entry.get("location", name)),
-                                 nodes=node_list, labels=_labels(entry.get("labels"), f"{where}.labels")))
-    return Fleet(name=str(data.get("name", "custom")), clusters=built,
-                 latency_ms=_latency(built, _mapping(data.get("latency_ms"), "latency_ms")),
-                 start_delays=parse_start_delays(data.get("start_delays")))
+        built.append(
+            ClusterSpec(
+                name=name,
+                tier=tier,
+                location=str(entry.get("location", name)),
+                nodes=node_list,
+                labels=_labels(entry.get("labels"), f"{where}.labels"),
+            )
+        )
+    return Fleet(
+        name=str(data.get("name", "custom")),
+        clusters=built,
+        latency_ms=_latency(built, _mapping(data.get("latency_ms"), "latency_ms")),
+        start_delays=parse_start_delays(data.get("start_delays")),
+    )

@@ -23,12 +23,19 @@ def build(cluster: str, server: str, token: str, ca_pem: bytes, namespace: str =
         "apiVersion": "v1",
         "kind": "Config",
         "preferences": {},
-        "clusters": [{"name": cluster, "cluster": {
-            "server": server,
-            "certificate-authority-data": base64.b64encode(ca_pem).decode("ascii")}}],
+        "clusters": [
+            {
+                "name": cluster,
+                "cluster": {
+                    "server": server,
+                    "certificate-authority-data": base64.b64encode(ca_pem).decode("ascii"),
+                },
+            }
+        ],
         "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user,
-                                                   "namespace": namespace}}],
+        "contexts": [
+            {"name": cluster, "context": {"cluster": cluster, "user": user, "namespace": namespace}}
+        ],
         "current-context": cluster,
     }
 

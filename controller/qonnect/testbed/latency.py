@@ -31,7 +31,9 @@ class LatencyMap:
         return float(self.matrix.get(origin, {}).get(location, 0.0))
 
 
-def middleware(latency: LatencyMap, location: str) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def middleware(
+    latency: LatencyMap, location: str
+) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
     """aiohttp middleware for the cluster at ``location``: wait the RTT, then answer."""
 
     @web.middleware

@@ -26,7 +26,13 @@ def canonical(value: Any) -> str:
     text = str(value).strip() if not isinstance(value, bool) else ""
     number = parse_quantity_decimal(text)  # raises ValueError
     suffix = _SUFFIX.search(text).group(1) or ""
-    fmt = "binary" if suffix.endswith("i") else "exponent" if suffix[:1] in ("e", "E") and len(suffix) > 1 else "decimal"
+    fmt = (
+        "binary"
+        if suffix.endswith("i")
+        else "exponent"
+        if suffix[:1] in ("e", "E") and len(suffix) > 1
+        else "decimal"
+    )
     number = number.quantize(_NANO, rounding=ROUND_CEILING) if number.as_tuple().exponent < -9 else number
     if number == 0:
         return "0"

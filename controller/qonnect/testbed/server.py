@@ -57,9 +57,20 @@ def _write_private(path: Path, text: str) -> None:
 class ClusterHost:
     """One emulated cluster: store, simulation, API app and its (closable) listener."""
 
-    def __init__(self, spec: ClusterSpec, address: str, ssl_context: ssl.SSLContext, token: str,
-                 latency_map: latency.LatencyMap, start_delay: float, heartbeat_seconds: float,
-                 *, root_ca: str = "", start_delays: list | None = None, **sim_options: Any) -> None:
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        address: str,
+        ssl_context: ssl.SSLContext,
+        token: str,
+        latency_map: latency.LatencyMap,
+        start_delay: float,
+        heartbeat_seconds: float,
+        *,
+        root_ca: str = "",
+        start_delays: list | None = None,
+        **sim_options: Any,
+    ) -> None:
         self.spec = spec
         self.address = address
         self.port = 0
@@ -67,10 +78,21 @@ class ClusterHost:
         self.restricted_token = secrets.token_urlsafe(32)
         self.ssl_context = ssl_context
         self.store = Store(spec.name, root_ca=root_ca)
-        self.sim = ClusterSim(self.store, spec, start_delay=start_delay,
-                              heartbeat_seconds=heartbeat_seconds, start_delays=start_delays, **sim_options)
-        self.app = make_app(self.store, token, middlewares=(latency.middleware(latency_map, spec.location),),
-                            version=K8S_VERSION, restricted_token=self.restricted_token)
+        self.sim = ClusterSim(
+            self.store,
+            spec,
+            start_delay=start_delay,
+            heartbeat_seconds=heartbeat_seconds,
+            start_delays=start_delays,
+            **sim_options,
+        )
+        self.app = make_app(
+            self.store,
+            token,
+            middlewares=(latency.middleware(latency_map, spec.location),),
+            version=K8S_VERSION,
+            restricted_token=self.restricted_token,
+        )
         self.runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         self._server: asyncio.AbstractServer | None = None
 
@@ -86,8 +108,9 @@ class ClusterHost:
     async def listen(self) -> None:
         """Accept connections on the cluster's address (the first time on a free port)."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self.runner.server, self.address, self.port,
-                                                ssl=self.ssl_context, reuse_address=True, backlog=128)
+        self._server = await loop.create_server(
+            self.runner.server, self.address, self.port, ssl=self.ssl_context, reuse_address=True, backlog=128
+        )
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def close_listener(self) -> None:
@@ -110,8 +133,15 @@ class ClusterHost:
 class FederationHost:
     """All clusters of a fleet in this process, with their files under one directory."""
 
-    def __init__(self, fleet: Fleet, directory: Path, *, start_delay: float = 1.0,
-                 heartbeat_seconds: float = 10.0, **sim_options: Any) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        directory: Path,
+        *,
+        start_delay: float = 1.0,
+        heartbeat_seconds: float = 10.0,
+        **sim_options: Any,
+    ) -> None:
         self.fleet = fleet
         self.sim_options = sim_options  # node timing: see sim.ClusterSim
         self.directory = directory
@@ -131,16 +161,25 @@ class FederationHost:
         ca_file = ca.save(pki_dir)
         addresses = {spec.name: federation.cluster_address(i) for i, spec in enumerate(self.fleet.clusters)}
         latency_map = latency.LatencyMap(
-            {addresses[s.name]: s.location for s in self.fleet.clusters}, self.fleet.latency_ms)
+            {addresses[s.name]: s.location for s in self.fleet.clusters}, self.fleet.latency_ms
+        )
         for spec in self.fleet.clusters:
             cert, key = ca.issue_server(spec.name, [addresses[spec.name]])
             cert_path, key_path = pki.write_server_pair(pki_dir, spec.name, cert, key)
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             context.load_cert_chain(cert_path, key_path)
             self.clusters[spec.name] = ClusterHost(
-                spec, addresses[spec.name], context, secrets.token_urlsafe(32), latency_map,
-                self.start_delay, self.heartbeat_seconds, root_ca=ca.cert_pem.decode(),
-                start_delays=self.fleet.start_delays, **self.sim_options)
+                spec,
+                addresses[spec.name],
+                context,
+                secrets.token_urlsafe(32),
+                latency_map,
+                self.start_delay,
+                self.heartbeat_seconds,
+                root_ca=ca.cert_pem.decode(),
+                start_delays=self.fleet.start_delays,
+                **self.sim_options,
+            )
         for host in self.clusters.values():
             await host.start()
         kubeconfigs, restricted = {}, {}
@@ -149,31 +188,43 @@ class FederationHost:
             doc = kubeconfig.build(name, server, host.token, ca.cert_pem)
             kubeconfigs[name] = kubeconfig.write(self.directory / "kubeconfigs" / f"{name}.yaml", doc)
             doc = kubeconfig.build(name, server, host.restricted_token, ca.cert_pem)
-            restricted[name] = kubeconfig.write(self.directory / "kubeconfigs" / "restricted" / f"{name}.yaml", doc)
+            restricted[name] = kubeconfig.write(
+                self.directory / "kubeconfigs" / "restricted" / f"{name}.yaml", doc
+            )
         endpoints = {n: (h.address, h.port) for n, h in self.clusters.items()}
-        federation.write(self.directory / FEDERATION_FILE,
-                         federation.document(self.fleet, endpoints, kubeconfigs, ca_file, restricted))
+        federation.write(
+            self.directory / FEDERATION_FILE,
+            federation.document(self.fleet, endpoints, kubeconfigs, ca_file, restricted),
+        )
         await self._start_admin()
 
     async def _start_admin(self) -> None:
         app = web.Application(middlewares=[self._auth])
-        app.add_routes([
-            web.get("/status", self._status),
-            web.post("/clusters/{cluster}/fail", self._fail),
-            web.post("/clusters/{cluster}/recover", self._recover),
-            web.post("/clusters/{cluster}/nodes/{node}/down", self._node_down),
-            web.post("/clusters/{cluster}/nodes/{node}/up", self._node_up),
-            web.post("/clusters/{cluster}/labels", self._labels),
-            web.post("/shutdown", self._shutdown),
-        ])
+        app.add_routes(
+            [
+                web.get("/status", self._status),
+                web.post("/clusters/{cluster}/fail", self._fail),
+                web.post("/clusters/{cluster}/recover", self._recover),
+                web.post("/clusters/{cluster}/nodes/{node}/down", self._node_down),
+                web.post("/clusters/{cluster}/nodes/{node}/up", self._node_up),
+                web.post("/clusters/{cluster}/labels", self._labels),
+                web.post("/shutdown", self._shutdown),
+            ]
+        )
         self._admin_runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._admin_runner.setup()
         site = web.TCPSite(self._admin_runner, "127.0.0.1", 0)
         await site.start()
         self.admin_url = f"http://127.0.0.1:{site.port}"
-        state = {"pid": os.getpid(), "admin_url": self.admin_url, "admin_token": self.admin_token,
-                 "federation": str(self.directory / FEDERATION_FILE), "started": time.time(),
-                 "profile": self.fleet.name, "clusters": len(self.clusters)}
+        state = {
+            "pid": os.getpid(),
+            "admin_url": self.admin_url,
+            "admin_token": self.admin_token,
+            "federation": str(self.directory / FEDERATION_FILE),
+            "started": time.time(),
+            "profile": self.fleet.name,
+            "clusters": len(self.clusters),
+        }
         _write_private(self.directory / STATE_FILE, json.dumps(state, indent=2))
 
     async def stop(self) -> None:
@@ -193,10 +244,21 @@ class FederationHost:
             raise ControlError(404, f"no cluster {name!r} (clusters: {', '.join(self.clusters)})") from None
 
     def status(self) -> dict[str, Any]:
-        return {"profile": self.fleet.name, "pid": os.getpid(), "clusters": [
-            {"name": name, "tier": h.spec.tier, "location": h.spec.location,
-             "server": f"https://{h.address}:{h.port}", "up": h.up, **h.sim.summary()}
-            for name, h in self.clusters.items()]}
+        return {
+            "profile": self.fleet.name,
+            "pid": os.getpid(),
+            "clusters": [
+                {
+                    "name": name,
+                    "tier": h.spec.tier,
+                    "location": h.spec.location,
+                    "server": f"https://{h.address}:{h.port}",
+                    "up": h.up,
+                    **h.sim.summary(),
+                }
+                for name, h in self.clusters.items()
+            ],
+        }
 
     async def fail(self, name: str) -> None:
         await self.cluster(name).close_listener()
@@ -255,7 +317,9 @@ class FederationHost:
         try:
             body = await request.json()
         except ValueError:
-            raise ControlError(400, "body: expected JSON {labels: {key: value or null}, node: name}") from None
+            raise ControlError(
+                400, "body: expected JSON {labels: {key: value or null}, node: name}"
+            ) from None
         labels = body.get("labels") if isinstance(body, dict) else None
         if not isinstance(labels, dict) or not all(v is None or isinstance(v, str) for v in labels.values()):
             raise ControlError(400, "labels: expected a mapping of label keys to strings or null")
@@ -267,12 +331,18 @@ class FederationHost:
         return web.json_response({"stopping": True})
 
 
-async def serve(fleet: Fleet, directory: Path, *, start_delay: float, heartbeat_seconds: float,
-                **sim_options: Any) -> None:
+async def serve(
+    fleet: Fleet, directory: Path, *, start_delay: float, heartbeat_seconds: float, **sim_options: Any
+) -> None:
     """Run a federation until SIGTERM/SIGINT or a shutdown request (sim_options: node timing
     flags node_monitor_grace_period, default_*_toleration_seconds; None means the default)."""
-    host = FederationHost(fleet, directory, start_delay=start_delay, heartbeat_seconds=heartbeat_seconds,
-                          **{k: v for k, v in sim_options.items() if v is not None})
+    host = FederationHost(
+        fleet,
+        directory,
+        start_delay=start_delay,
+        heartbeat_seconds=heartbeat_seconds,
+        **{k: v for k, v in sim_options.items() if v is not None},
+    )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, host.stopped.set)
@@ -280,8 +350,12 @@ async def serve(fleet: Fleet, directory: Path, *, start_delay: float, heartbeat_
     _write_private(directory / PID_FILE, f"{os.getpid()}\n")
     try:
         await host.start()
-        log.info("testbed %s: %d clusters serving; control endpoint %s", fleet.name,
-                 len(host.clusters), host.admin_url)
+        log.info(
+            "testbed %s: %d clusters serving; control endpoint %s",
+            fleet.name,
+            len(host.clusters),
+            host.admin_url,
+        )
         await host.stopped.wait()
     finally:
         await host.stop()

@@ -90,12 +90,41 @@ RESOURCES: dict[str, ResourceType] = {
         ResourceType("secrets", "secret", "Secret", "", "v1", True),
         ResourceType("events", "event", "Event", "", "v1", True, ("ev",)),
         ResourceType(
-            "deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",), ("status", "scale"), ("all",)
+            "deployments",
+            "deployment",
+            "Deployment",
+            "apps",
+            "v1",
+            True,
+            ("deploy",),
+            ("status", "scale"),
+            ("all",),
         ),
-        ResourceType("replicasets", "replicaset", "ReplicaSet", "apps", "v1", True, ("rs",), ("status", "scale"), ("all",)),
-        ResourceType("statefulsets", "statefulset", "StatefulSet", "apps", "v1", True, ("sts",), ("status", "scale"),
-                     ("all",)),
-        ResourceType("daemonsets", "daemonset", "DaemonSet", "apps", "v1", True, ("ds",), ("status",), ("all",)),
+        ResourceType(
+            "replicasets",
+            "replicaset",
+            "ReplicaSet",
+            "apps",
+            "v1",
+            True,
+            ("rs",),
+            ("status", "scale"),
+            ("all",),
+        ),
+        ResourceType(
+            "statefulsets",
+            "statefulset",
+            "StatefulSet",
+            "apps",
+            "v1",
+            True,
+            ("sts",),
+            ("status", "scale"),
+            ("all",),
+        ),
+        ResourceType(
+            "daemonsets", "daemonset", "DaemonSet", "apps", "v1", True, ("ds",), ("status",), ("all",)
+        ),
         ResourceType("endpoints", "endpoints", "Endpoints", "", "v1", True, ("ep",)),
         ResourceType("leases", "lease", "Lease", "coordination.k8s.io", "v1", True),
         # served so real applications' bundles apply whole (QONNECT's Bookinfo has Ingresses);
@@ -116,7 +145,9 @@ def resource_type(resource: str) -> ResourceType:
     try:
         return RESOURCES[resource]
     except KeyError:
-        raise ApiError(404, "NotFound", f"the server could not find the requested resource ({resource})") from None
+        raise ApiError(
+            404, "NotFound", f"the server could not find the requested resource ({resource})"
+        ) from None
 
 
 def now_rfc3339() -> str:
@@ -187,7 +218,11 @@ def parse_label_selector(selector: str | None) -> list[Requirement]:
 
 
 def _bad_selector(part: str) -> ApiError:
-    return ApiError(400, "BadRequest", f"unable to parse requirement: found '{part}', expected a label selector requirement")
+    return ApiError(
+        400,
+        "BadRequest",
+        f"unable to parse requirement: found '{part}', expected a label selector requirement",
+    )
 
 
 def labels_match(reqs: list[Requirement], labels: dict | None) -> bool:
@@ -221,16 +256,30 @@ def labels_match(reqs: list[Requirement], labels: dict | None) -> bool:
 _COMMON_FIELDS = ("metadata.name", "metadata.namespace")
 FIELD_LABELS: dict[str, tuple[str, ...]] = {
     "pods": (
-        "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-        "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName",
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
     ),
     "nodes": ("spec.unschedulable",),
     "namespaces": ("status.phase",),
     "secrets": ("type",),
     "events": (
-        "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-        "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-        "reason", "reportingComponent", "source", "type",
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
     ),
 }
 FieldRequirement = tuple[list[str], bool, str]  # path, negated, value
@@ -246,11 +295,17 @@ def parse_field_selector(resource: str, selector: str | None) -> list[FieldRequi
         part = raw.strip()
         m = re.match(r"^([A-Za-z0-9.]+)\s*(==|=|!=)\s*(.*)$", part)
         if not m:
-            raise ApiError(400, "BadRequest", f"invalid field selector: '{part}': expected field=value or field!=value")
+            raise ApiError(
+                400, "BadRequest", f"invalid field selector: '{part}': expected field=value or field!=value"
+            )
         field, op, value = m.groups()
         if field not in allowed:
             kind = RESOURCES[resource].kind if resource in RESOURCES else resource
-            raise ApiError(400, "BadRequest", f'field label not supported: {field} (for {kind}; supported: {", ".join(allowed)})')
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"field label not supported: {field} (for {kind}; supported: {', '.join(allowed)})",
+            )
         reqs.append((field.split("."), op == "!=", value))
     return reqs
 
@@ -274,7 +329,7 @@ def fields_match(reqs: list[FieldRequirement], obj: dict) -> bool:
 # --------------------------------------------------------------------------- defaults
 
 
-def _apply_defaults(resource: str, obj: dict, store: Store) -> None:
+def _apply_defaults(resource: str, obj: dict, store: Store) -> None:  # noqa: C901 - over the budget before it was set; split when next changed
     """The defaults a real API server fills in on create, for the fields clients look at."""
     spec = obj.get("spec")
     if resource == "namespaces":
@@ -307,7 +362,9 @@ def _apply_defaults(resource: str, obj: dict, store: Store) -> None:
             strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
             if isinstance(strategy, dict) and strategy.setdefault("type", "RollingUpdate") == "RollingUpdate":
                 strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
-            spec.setdefault("persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"})
+            spec.setdefault(
+                "persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"}
+            )
         if resource == "daemonsets":
             strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
             if isinstance(strategy, dict) and strategy.setdefault("type", "RollingUpdate") == "RollingUpdate":
@@ -318,8 +375,17 @@ def _apply_defaults(resource: str, obj: dict, store: Store) -> None:
         template_spec = (spec.get("template") or {}).get("spec")
         if isinstance(template_spec, dict):
             _default_pod_spec(template_spec)
-        obj.setdefault("status", {"replicas": 0} if resource != "daemonsets" else {
-            "currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0})
+        obj.setdefault(
+            "status",
+            {"replicas": 0}
+            if resource != "daemonsets"
+            else {
+                "currentNumberScheduled": 0,
+                "numberMisscheduled": 0,
+                "desiredNumberScheduled": 0,
+                "numberReady": 0,
+            },
+        )
     elif resource == "services" and isinstance(spec, dict):
         spec.setdefault("type", "ClusterIP")
         spec.setdefault("sessionAffinity", "None")
@@ -389,12 +455,21 @@ def admit_pod(obj: dict, toleration_seconds: dict[str, int]) -> None:
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
     for key in TOLERATED_TAINTS:
-        if any(isinstance(t, dict) and ((t.get("key") in (key, None, "") and t.get("operator") == "Exists")
-                                        or t.get("key") == key) and t.get("effect") in ("NoExecute", None, "")
-               for t in tolerations):
+        if any(
+            isinstance(t, dict)
+            and ((t.get("key") in (key, None, "") and t.get("operator") == "Exists") or t.get("key") == key)
+            and t.get("effect") in ("NoExecute", None, "")
+            for t in tolerations
+        ):
             continue
-        tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
-                            "tolerationSeconds": int(toleration_seconds.get(key, 300))})
+        tolerations.append(
+            {
+                "key": key,
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": int(toleration_seconds.get(key, 300)),
+            }
+        )
     spec["tolerations"] = tolerations
 
 
@@ -404,7 +479,8 @@ def _qos_class(spec: dict) -> str:
     if not any(r.get("requests") or r.get("limits") for r in resources):
         return "BestEffort"
     guaranteed = all(
-        (r.get("limits") or {}).get(k) and (r.get("requests") or {}).get(k, (r.get("limits") or {}).get(k)) == r["limits"][k]
+        (r.get("limits") or {}).get(k)
+        and (r.get("requests") or {}).get(k, (r.get("limits") or {}).get(k)) == r["limits"][k]
         for r in resources
         for k in ("cpu", "memory")
     )
@@ -424,12 +500,14 @@ def _invalid(kind: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
         {
             "name": name,
             "kind": kind,
-            "causes": [{"reason": "FieldValueInvalid", "message": msg, "field": field} for field, msg in causes],
+            "causes": [
+                {"reason": "FieldValueInvalid", "message": msg, "field": field} for field, msg in causes
+            ],
         },
     )
 
 
-def _validate(rt: ResourceType, obj: dict) -> None:
+def _validate(rt: ResourceType, obj: dict) -> None:  # noqa: C901 - over the budget before it was set; split when next changed
     meta = obj["metadata"]
     name = meta.get("name", "")
     causes: list[tuple[str, str]] = []
@@ -441,9 +519,13 @@ def _validate(rt: ResourceType, obj: dict) -> None:
         if value is not None and (
             not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())
         ):
-            causes.append((f"metadata.{field}", "Invalid value: must be a map of string keys to string values"))
+            causes.append(
+                (f"metadata.{field}", "Invalid value: must be a map of string keys to string values")
+            )
     for key, value in (meta.get("labels") or {}).items():
-        if isinstance(value, str) and (not _RE_EXISTS.match(key) or not _RE_VALUE.match(value) or len(value) > 63):
+        if isinstance(value, str) and (
+            not _RE_EXISTS.match(key) or not _RE_VALUE.match(value) or len(value) > 63
+        ):
             causes.append(("metadata.labels", f'Invalid value: "{key}={value}": not a valid label'))
     spec = obj.get("spec")
     if rt.plural == "pods":
@@ -458,7 +540,12 @@ def _validate(rt: ResourceType, obj: dict) -> None:
             if not spec.get("selector"):
                 causes.append(("spec.selector", "Required value"))
             elif selector and any(tlabels.get(k) != v for k, v in selector.items()):
-                causes.append(("spec.template.metadata.labels", "Invalid value: `selector` does not match template `labels`"))
+                causes.append(
+                    (
+                        "spec.template.metadata.labels",
+                        "Invalid value: `selector` does not match template `labels`",
+                    )
+                )
             replicas = spec.get("replicas", 1)
             if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
                 causes.append(("spec.replicas", "Invalid value: must be greater than or equal to 0"))
@@ -467,11 +554,15 @@ def _validate(rt: ResourceType, obj: dict) -> None:
         for i, port in enumerate(spec.get("ports") or []):
             p = port.get("port") if isinstance(port, dict) else None
             if not isinstance(p, int) or not 0 < p < 65536:
-                causes.append((f"spec.ports[{i}].port", "Invalid value: must be between 1 and 65535, inclusive"))
+                causes.append(
+                    (f"spec.ports[{i}].port", "Invalid value: must be between 1 and 65535, inclusive")
+                )
     elif rt.plural in ("configmaps", "secrets"):
         for field in ("data", "stringData", "binaryData"):
             value = obj.get(field)
-            if value is not None and (not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())):
+            if value is not None and (
+                not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())
+            ):
                 causes.append((field, "Invalid value: must be a map of string keys to string values"))
         if rt.plural == "secrets":
             for key, value in (obj.get("data") or {}).items():
@@ -599,13 +690,17 @@ class Store:
             last = key
         return items, str(self._rv), more
 
-    def matcher(self, resource: str, label_selector: str | None, field_selector: str | None) -> Callable[[dict], bool]:
+    def matcher(
+        self, resource: str, label_selector: str | None, field_selector: str | None
+    ) -> Callable[[dict], bool]:
         """A predicate for the selectors (parsed once; 400 BadRequest if malformed)."""
         lreqs = parse_label_selector(label_selector)
         freqs = parse_field_selector(resource, field_selector)
         if not lreqs and not freqs:
             return lambda obj: True
-        return lambda obj: labels_match(lreqs, obj.get("metadata", {}).get("labels")) and fields_match(freqs, obj)
+        return lambda obj: (
+            labels_match(lreqs, obj.get("metadata", {}).get("labels")) and fields_match(freqs, obj)
+        )
 
     def _encode_continue(self, last: _Key) -> str:
         payload = {"rv": self._rv, "ns": last[0], "name": last[1]}
@@ -617,7 +712,9 @@ class Store:
             payload = json.loads(base64.urlsafe_b64decode(token.encode()))
             return (str(payload["ns"]), str(payload["name"]))
         except (ValueError, KeyError, TypeError, binascii.Error):
-            raise ApiError(400, "BadRequest", "continue key is not valid: expected a token from a previous list") from None
+            raise ApiError(
+                400, "BadRequest", "continue key is not valid: expected a token from a previous list"
+            ) from None
 
     def encoded(self, resource: str, obj: dict) -> bytes:
         """Compact JSON of a stored object, cached until the object is replaced or deleted."""
@@ -627,14 +724,19 @@ class Store:
         data = json.dumps(obj, separators=(",", ":")).encode()
         meta = obj.get("metadata", {})
         rt = RESOURCES.get(resource)
-        if rt is not None and self._objects[resource].get(self._key(rt, meta.get("namespace"), meta.get("name", ""))) is obj:
+        if (
+            rt is not None
+            and self._objects[resource].get(self._key(rt, meta.get("namespace"), meta.get("name", ""))) is obj
+        ):
             self._encoded[id(obj)] = (obj, data)
         return data
 
     def events_since(self, resource: str, resource_version: int) -> list[Event]:
         """History events of resource after resource_version; 410 Expired if they were dropped."""
         if resource_version < self._oldest_rv:
-            raise ApiError(410, "Expired", f"too old resource version: {resource_version} ({self._oldest_rv})")
+            raise ApiError(
+                410, "Expired", f"too old resource version: {resource_version} ({self._oldest_rv})"
+            )
         return [e for e in self._history if e[0] > resource_version and e[2] == resource]
 
     # ----------------------------------------------------------------- writes
@@ -647,7 +749,9 @@ class Store:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = self._generate_name(rt, namespace, str(meta["generateName"]))
         if not meta.get("name"):
-            raise _invalid(rt.kind, "", [("metadata.name", "Required value: name or generateName is required")])
+            raise _invalid(
+                rt.kind, "", [("metadata.name", "Required value: name or generateName is required")]
+            )
         if rt.namespaced:
             self._require_namespace(namespace or "", rt, meta["name"])
         _apply_defaults(resource, obj, self)
@@ -658,7 +762,9 @@ class Store:
         key = self._key(rt, namespace, meta["name"])
         existing = self._objects[resource].get(key)
         if existing is not None:
-            being_deleted = "object is being deleted: " if existing["metadata"].get("deletionTimestamp") else ""
+            being_deleted = (
+                "object is being deleted: " if existing["metadata"].get("deletionTimestamp") else ""
+            )
             raise ApiError(
                 409,
                 "AlreadyExists",
@@ -677,8 +783,11 @@ class Store:
         if resource == "namespaces":
             self.create("serviceaccounts", meta["name"], {"metadata": {"name": "default"}})
             if self.root_ca:  # the root-ca-cert-publisher's ConfigMap
-                self.create("configmaps", meta["name"], {"metadata": {"name": "kube-root-ca.crt"},
-                                                         "data": {"ca.crt": self.root_ca}})
+                self.create(
+                    "configmaps",
+                    meta["name"],
+                    {"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": self.root_ca}},
+                )
         return json_copy(obj)
 
     def update(
@@ -720,7 +829,13 @@ class Store:
             new["metadata"] = dict(old_meta)
         elif subresource is None:
             new = obj
-            for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            for field in (
+                "uid",
+                "creationTimestamp",
+                "generation",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+            ):
                 if field in old_meta:
                     meta[field] = old_meta[field]
             _keep_allocations(resource, new, old)
@@ -736,15 +851,22 @@ class Store:
                 meta["generation"] = old_meta.get("generation", 1) + 1
             _validate(rt, new)
         else:
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({resource}/{subresource})")
+            raise ApiError(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource ({resource}/{subresource})",
+            )
         new["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
         if _same(new, old):
             return json_copy(old)
         if dry_run:
             return new
         key = self._key(rt, namespace, name)
-        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers") \
-                and not (resource == "namespaces" and (new.get("spec") or {}).get("finalizers")):
+        if (
+            new["metadata"].get("deletionTimestamp")
+            and not new["metadata"].get("finalizers")
+            and not (resource == "namespaces" and (new.get("spec") or {}).get("finalizers"))
+        ):
             self._commit(rt, key, new, "MODIFIED")
             return json_copy(self._remove(rt, key, cascade=True))  # the last finalizer went
         self._commit(rt, key, new, "MODIFIED")
@@ -766,10 +888,18 @@ class Store:
         obj = self.get_ref(resource, namespace, name)
         meta = obj["metadata"]
         if precondition_uid and precondition_uid != meta["uid"]:
-            raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {precondition_uid}, UID in object meta: {meta['uid']}")
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {precondition_uid}, UID in object meta: {meta['uid']}",
+            )
         if precondition_rv and precondition_rv != meta["resourceVersion"]:
-            raise ApiError(409, "Conflict", f"Precondition failed: ResourceVersion in precondition: {precondition_rv}, "
-                           f"ResourceVersion in object meta: {meta['resourceVersion']}")
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Precondition failed: ResourceVersion in precondition: {precondition_rv}, "
+                f"ResourceVersion in object meta: {meta['resourceVersion']}",
+            )
         if resource == "namespaces" and name in _PROTECTED_NAMESPACES:
             raise ApiError(
                 403,
@@ -780,9 +910,14 @@ class Store:
         gone = dict(obj)
         gone["metadata"] = dict(meta, deletionTimestamp=now_rfc3339())
         if resource == "namespaces" and meta.get("deletionTimestamp"):
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on namespaces "{name}": The system is '
-                           "ensuring all content is removed from this namespace.  Upon completion, this namespace "
-                           "will automatically be purged by the system.", {"name": name, "kind": "namespaces"})
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on namespaces "{name}": The system is '
+                "ensuring all content is removed from this namespace.  Upon completion, this namespace "
+                "will automatically be purged by the system.",
+                {"name": name, "kind": "namespaces"},
+            )
         if dry_run:
             return json_copy(gone)
         key = self._key(rt, namespace, name)
@@ -834,18 +969,43 @@ class Store:
         content = ", ".join(f"{r}. has {n} resource instances" for r, n in sorted(remaining.items()))
         fins = ", ".join(f"{f} in {n} resource instances" for f, n in sorted(finalizers.items()))
         conditions = [
-            {"type": "NamespaceDeletionDiscoveryFailure", "status": "False", "reason": "ResourcesDiscovered",
-             "message": "All resources successfully discovered", "lastTransitionTime": stamp},
-            {"type": "NamespaceDeletionGroupVersionParsingFailure", "status": "False", "reason": "ParsedGroupVersions",
-             "message": "All legacy kube types successfully parsed", "lastTransitionTime": stamp},
-            {"type": "NamespaceDeletionContentFailure", "status": "False", "reason": "ContentDeleted",
-             "message": "All content successfully deleted, may be waiting on finalization", "lastTransitionTime": stamp},
-            {"type": "NamespaceContentRemaining", "status": "True", "reason": "SomeResourcesRemain",
-             "message": f"Some resources are remaining: {content}", "lastTransitionTime": stamp},
-            {"type": "NamespaceFinalizersRemaining", "status": "True" if finalizers else "False",
-             "reason": "SomeFinalizersRemain" if finalizers else "ContentHasNoFinalizers",
-             "message": f"Some content in the namespace has finalizers remaining: {fins}" if finalizers
-             else "All content-preserving finalizers finished", "lastTransitionTime": stamp},
+            {
+                "type": "NamespaceDeletionDiscoveryFailure",
+                "status": "False",
+                "reason": "ResourcesDiscovered",
+                "message": "All resources successfully discovered",
+                "lastTransitionTime": stamp,
+            },
+            {
+                "type": "NamespaceDeletionGroupVersionParsingFailure",
+                "status": "False",
+                "reason": "ParsedGroupVersions",
+                "message": "All legacy kube types successfully parsed",
+                "lastTransitionTime": stamp,
+            },
+            {
+                "type": "NamespaceDeletionContentFailure",
+                "status": "False",
+                "reason": "ContentDeleted",
+                "message": "All content successfully deleted, may be waiting on finalization",
+                "lastTransitionTime": stamp,
+            },
+            {
+                "type": "NamespaceContentRemaining",
+                "status": "True",
+                "reason": "SomeResourcesRemain",
+                "message": f"Some resources are remaining: {content}",
+                "lastTransitionTime": stamp,
+            },
+            {
+                "type": "NamespaceFinalizersRemaining",
+                "status": "True" if finalizers else "False",
+                "reason": "SomeFinalizersRemain" if finalizers else "ContentHasNoFinalizers",
+                "message": f"Some content in the namespace has finalizers remaining: {fins}"
+                if finalizers
+                else "All content-preserving finalizers finished",
+                "lastTransitionTime": stamp,
+            },
         ]
         old = {c["type"]: c for c in (ns.get("status") or {}).get("conditions") or []}
         for cond in conditions:
@@ -853,7 +1013,8 @@ class Store:
             if before and before.get("status") == cond["status"]:
                 cond["lastTransitionTime"] = before.get("lastTransitionTime", stamp)
         if [dict(c, lastTransitionTime=None) for c in conditions] != [
-                dict(c, lastTransitionTime=None) for c in (ns.get("status") or {}).get("conditions") or []]:
+            dict(c, lastTransitionTime=None) for c in (ns.get("status") or {}).get("conditions") or []
+        ]:
             new = dict(ns, status={"phase": "Terminating", "conditions": conditions})
             self._commit(rt, ("", name), new, "MODIFIED")
         return False
@@ -909,8 +1070,12 @@ class Store:
         obj["kind"] = rt.kind
         obj["apiVersion"] = rt.api_version
         if canonicalise(rt.kind, rt.api_version, obj):
-            raise ApiError(400, "BadRequest", f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-                           f"quantities must match the regular expression '{UPSTREAM_PATTERN}'")
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                f"quantities must match the regular expression '{UPSTREAM_PATTERN}'",
+            )
         if rt.plural == "secrets" and isinstance(obj.get("stringData"), dict):
             # real servers fold write-only stringData into base64 data
             data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
@@ -926,9 +1091,13 @@ class Store:
             return
         meta = pod["metadata"]
         shown = meta.get("generateName") or meta.get("name", "")
-        raise ApiError(403, "Forbidden", f'pods "{shown}" is forbidden: error looking up service account '
-                       f'{namespace}/{account}: serviceaccount "{account}" not found',
-                       {"name": shown, "kind": "pods"})
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'pods "{shown}" is forbidden: error looking up service account '
+            f'{namespace}/{account}: serviceaccount "{account}" not found',
+            {"name": shown, "kind": "pods"},
+        )
 
     def _require_namespace(self, namespace: str, rt: ResourceType | None = None, name: str = "") -> None:
         ns = self._objects["namespaces"].get(("", namespace))
@@ -946,9 +1115,18 @@ class Store:
                 "Forbidden",
                 f'{self._qualified(rt)} "{name}" is forbidden: unable to create new content in namespace '
                 f"{namespace} because it is being terminated",
-                {"name": name, "group": rt.group, "kind": rt.plural, "causes": [
-                    {"reason": "NamespaceTerminating", "message": f"namespace {namespace} is being terminated",
-                     "field": "metadata.namespace"}]},
+                {
+                    "name": name,
+                    "group": rt.group,
+                    "kind": rt.plural,
+                    "causes": [
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": f"namespace {namespace} is being terminated",
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                },
             )
 
     def _generate_name(self, rt: ResourceType, namespace: str | None, prefix: str) -> str:

@@ -28,12 +28,23 @@ HOSTNAME_KEY = "kubernetes.io/hostname"
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
 SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
 CLUSTER_SCOPED_KINDS = (
-    "Namespace", "Node", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-    "PersistentVolume", "StorageClass", "PriorityClass",
+    "Namespace",
+    "Node",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "PersistentVolume",
+    "StorageClass",
+    "PriorityClass",
 )
 # Fields a server adds or changes by itself; never part of a comparison or a diff.
 _VOLATILE_META = (
-    "managedFields", "resourceVersion", "generation", "uid", "creationTimestamp", "selfLink",
+    "managedFields",
+    "resourceVersion",
+    "generation",
+    "uid",
+    "creationTimestamp",
+    "selfLink",
 )
 
 
@@ -215,13 +226,23 @@ def apply_one(client: Any, desired: dict, live: dict | None, check_mode: bool) -
     if check_mode and live is None:
         # A server dry-run shows the object as it would be created (with server defaults), so a
         # diff of the real run afterwards matches; without its namespace yet, the object itself.
-        return {"key": key, "action": "create", "changed": True, "before": None,
-                "after": comparable(dry_run_create(client, desired))}
+        return {
+            "key": key,
+            "action": "create",
+            "changed": True,
+            "before": None,
+            "after": comparable(dry_run_create(client, desired)),
+        }
     if is_stub(live) != is_stub(desired) and live is not None and desired["kind"] == "Service":
         # A Service switching between ExternalName and a real one cannot be merged cleanly.
         if check_mode:
-            return {"key": key, "action": "replace", "changed": True,
-                    "before": comparable(live), "after": comparable(desired)}
+            return {
+                "key": key,
+                "action": "replace",
+                "changed": True,
+                "before": comparable(live),
+                "after": comparable(desired),
+            }
         meta = desired["metadata"]
         client.delete("v1", "Service", meta["name"], meta.get("namespace"))
         live = None

@@ -31,10 +31,16 @@ K8S_AUTH_ARGSPEC: dict[str, dict[str, Any]] = {
     "k8s_kubeconfig": {"type": "raw", "no_log": True, "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},
     "k8s_host": {"type": "str", "fallback": (env_fallback, ["K8S_AUTH_HOST"])},
     "k8s_api_key": {"type": "str", "no_log": True, "fallback": (env_fallback, ["K8S_AUTH_API_KEY"])},
-    "k8s_ca_cert": {"type": "path", "aliases": ["k8s_ssl_ca_cert"],
-                    "fallback": (env_fallback, ["K8S_AUTH_SSL_CA_CERT"])},
-    "k8s_validate_certs": {"type": "bool", "aliases": ["k8s_verify_ssl"],
-                           "fallback": (env_fallback, ["K8S_AUTH_VERIFY_SSL"])},
+    "k8s_ca_cert": {
+        "type": "path",
+        "aliases": ["k8s_ssl_ca_cert"],
+        "fallback": (env_fallback, ["K8S_AUTH_SSL_CA_CERT"]),
+    },
+    "k8s_validate_certs": {
+        "type": "bool",
+        "aliases": ["k8s_verify_ssl"],
+        "fallback": (env_fallback, ["K8S_AUTH_VERIFY_SSL"]),
+    },
     "k8s_cluster": {"type": "str", "fallback": (env_fallback, ["QONNECT_K8S_CLUSTER"])},
 }
 
@@ -63,8 +69,9 @@ def load_kubeconfig(value: Any, where: str) -> str | dict:
     raise ValueError(f"{where}: expected a kubeconfig path or kubeconfig content, got {type(value).__name__}")
 
 
-def token_kubeconfig(name: str, host: str, api_key: str | None, ca_cert: str | None,
-                     validate_certs: bool | None) -> dict:
+def token_kubeconfig(
+    name: str, host: str, api_key: str | None, ca_cert: str | None, validate_certs: bool | None
+) -> dict:
     """A one-context kubeconfig mapping for an API server URL and bearer token."""
     cluster: dict[str, Any] = {"server": host}
     if ca_cert:
@@ -72,10 +79,14 @@ def token_kubeconfig(name: str, host: str, api_key: str | None, ca_cert: str | N
     if validate_certs is False:
         cluster["insecure-skip-tls-verify"] = True
     user = {"token": api_key} if api_key else {}
-    return {"apiVersion": "v1", "kind": "Config", "current-context": name,
-            "clusters": [{"name": name, "cluster": cluster}],
-            "users": [{"name": name, "user": user}],
-            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": name,
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": user}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+    }
 
 
 def _contexts(kubeconfig: str | dict) -> set[str]:
@@ -119,8 +130,16 @@ def resolve(names: set[str], records: dict[str, dict], overrides: dict, params: 
         if overrides.get(name):
             out[name] = (load_kubeconfig(overrides[name], f"kubeconfigs.{name}"), record.get("context"))
         elif host and name == token_for:
-            out[name] = (token_kubeconfig(name, host, params.get("k8s_api_key"), params.get("k8s_ca_cert"),
-                                          params.get("k8s_validate_certs")), name)
+            out[name] = (
+                token_kubeconfig(
+                    name,
+                    host,
+                    params.get("k8s_api_key"),
+                    params.get("k8s_ca_cert"),
+                    params.get("k8s_validate_certs"),
+                ),
+                name,
+            )
         elif shared is not None and (record.get("context") or name) in shared_contexts:
             out[name] = (shared, record.get("context") or name)
         elif record.get("kubeconfig"):
@@ -130,15 +149,18 @@ def resolve(names: set[str], records: dict[str, dict], overrides: dict, params: 
                 f"cluster {name}: the KB token may not read kubeconfig paths (reader and agent tokens get "
                 f"none): use an admin token, or give kubeconfigs.{name}, k8s_kubeconfig "
                 f"(K8S_AUTH_KUBECONFIG) with a context named {record.get('context') or name}, or "
-                f"k8s_host/k8s_api_key (K8S_AUTH_HOST/K8S_AUTH_API_KEY) for it")
+                f"k8s_host/k8s_api_key (K8S_AUTH_HOST/K8S_AUTH_API_KEY) for it"
+            )
         else:
             errors.append(
                 f"cluster {name}: no kubeconfig (register it with one, or give kubeconfigs.{name}, "
-                f"k8s_kubeconfig with a context named {name}, or k8s_host/k8s_api_key for it)")
+                f"k8s_kubeconfig with a context named {name}, or k8s_host/k8s_api_key for it)"
+            )
     if host and not token_for:
         which = f"clusters {', '.join(matches)} have" if matches else "no cluster in the KB has"
-        errors.append(f"k8s_host {host}: {which} that server; name the cluster with k8s_cluster "
-                      "(QONNECT_K8S_CLUSTER)")
+        errors.append(
+            f"k8s_host {host}: {which} that server; name the cluster with k8s_cluster (QONNECT_K8S_CLUSTER)"
+        )
     if errors:
         raise ValueError("; ".join(errors))
     return out

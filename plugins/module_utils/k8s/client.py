@@ -44,9 +44,16 @@ def kubernetes() -> dict[str, Any]:
             from kubernetes.dynamic import DynamicClient
             from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
         except ImportError as exc:
-            raise K8sError("-", f"the 'kubernetes' Python package is required (pip install kubernetes): {exc}") from None
-        _KUBERNETES.update(config=k8s_config, ApiException=ApiException, DynamicClient=DynamicClient,
-                           DynamicApiError=DynamicApiError, ResourceNotFoundError=ResourceNotFoundError)
+            raise K8sError(
+                "-", f"the 'kubernetes' Python package is required (pip install kubernetes): {exc}"
+            ) from None
+        _KUBERNETES.update(
+            config=k8s_config,
+            ApiException=ApiException,
+            DynamicClient=DynamicClient,
+            DynamicApiError=DynamicApiError,
+            ResourceNotFoundError=ResourceNotFoundError,
+        )
     return _KUBERNETES
 
 

@@ -24,15 +24,19 @@ def node_facts(client: Any) -> list[dict]:
         labels = meta.get("labels") or {}
         taints = node_taints(node)
         schedulable = not spec.get("unschedulable", False)
-        facts.append({
-            "name": meta.get("name"),
-            "ready": conditions.get("Ready") == "True",
-            "schedulable": schedulable,
-            "taints": taints,
-            "workloads": schedulable and not blocking_taints(taints, []),
-            "allocatable": dict(status.get("allocatable") or {}),
-            "labels": {k: v for k, v in labels.items() if k.startswith((PREFIX, "kubernetes.io/", "topology."))},
-        })
+        facts.append(
+            {
+                "name": meta.get("name"),
+                "ready": conditions.get("Ready") == "True",
+                "schedulable": schedulable,
+                "taints": taints,
+                "workloads": schedulable and not blocking_taints(taints, []),
+                "allocatable": dict(status.get("allocatable") or {}),
+                "labels": {
+                    k: v for k, v in labels.items() if k.startswith((PREFIX, "kubernetes.io/", "topology."))
+                },
+            }
+        )
     return sorted(facts, key=lambda n: n["name"] or "")
 
 

@@ -53,8 +53,15 @@ def delete_namespace(client: Any, namespace: str, application: str, check_mode: 
         return []
     if not check_mode:
         client.delete("v1", "Namespace", namespace)
-    return [{"key": object_key(live), "action": "delete", "changed": True,
-             "before": comparable(live), "after": None}]
+    return [
+        {
+            "key": object_key(live),
+            "action": "delete",
+            "changed": True,
+            "before": comparable(live),
+            "after": None,
+        }
+    ]
 
 
 # Kinds an application commonly has beyond the defaults; a sweep looks for these too (a kind
@@ -93,13 +100,27 @@ def sweep(client: Any, application: str, kinds: list[tuple[str, str]] | None, ch
             meta = obj["metadata"]
             if not check_mode:
                 client.delete(api_version, kind, meta["name"], meta.get("namespace"))
-            results.append({"key": object_key(obj), "action": "delete", "changed": True,
-                            "before": comparable(obj), "after": None})
+            results.append(
+                {
+                    "key": object_key(obj),
+                    "action": "delete",
+                    "changed": True,
+                    "before": comparable(obj),
+                    "after": None,
+                }
+            )
     for ns in client.list("v1", "Namespace", None, selector):
         if _gone_or_owned(ns):
             continue
         if not check_mode:
             client.delete("v1", "Namespace", ns["metadata"]["name"])
-        results.append({"key": object_key(ns), "action": "delete", "changed": True,
-                        "before": comparable(ns), "after": None})
+        results.append(
+            {
+                "key": object_key(ns),
+                "action": "delete",
+                "changed": True,
+                "before": comparable(ns),
+                "after": None,
+            }
+        )
     return results

@@ -64,8 +64,11 @@ def _condition_text(cond: dict) -> str:
 def progress_deadline_exceeded(obj: dict) -> str:
     """The condition text when a Deployment's controller gave up on the rollout, else ''."""
     for cond in _conditions(obj.get("status") or {}):
-        if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded" \
-                and cond.get("status") != "True":
+        if (
+            cond.get("type") == "Progressing"
+            and cond.get("reason") == "ProgressDeadlineExceeded"
+            and cond.get("status") != "True"
+        ):
             return _condition_text(cond)
     return ""
 
@@ -131,8 +134,11 @@ def _daemonset(spec: dict, status: dict) -> tuple[int, int, list[str]]:
     desired = _count(status, "desiredNumberScheduled")
     ready = _count(status, "numberReady")
     waiting = []
-    for key, what in (("updatedNumberScheduled", "updated"), ("numberReady", "ready"),
-                      ("numberAvailable", "available")):
+    for key, what in (
+        ("updatedNumberScheduled", "updated"),
+        ("numberReady", "ready"),
+        ("numberAvailable", "available"),
+    ):
         if _count(status, key) < desired:
             waiting.append(f"{_count(status, key)} of {desired} pods {what}")
     return desired, ready, waiting
@@ -149,8 +155,12 @@ def _replicaset(spec: dict, status: dict) -> tuple[int, int, list[str]]:
     return desired, ready, waiting
 
 
-_RULES = {"Deployment": _deployment, "StatefulSet": _statefulset, "DaemonSet": _daemonset,
-          "ReplicaSet": _replicaset}
+_RULES = {
+    "Deployment": _deployment,
+    "StatefulSet": _statefulset,
+    "DaemonSet": _daemonset,
+    "ReplicaSet": _replicaset,
+}
 
 
 def readiness(obj: dict, kind: str | None = None) -> Readiness:
@@ -206,4 +216,7 @@ def with_grace(manifest: dict, seconds: float | None) -> dict:
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
     if GRACE_ANNOTATION in annotations:
         return manifest
-    return {**manifest, "metadata": {**meta, "annotations": {**annotations, GRACE_ANNOTATION: f"{seconds:g}"}}}
+    return {
+        **manifest,
+        "metadata": {**meta, "annotations": {**annotations, GRACE_ANNOTATION: f"{seconds:g}"}},
+    }

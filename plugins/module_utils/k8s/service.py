@@ -174,8 +174,11 @@ class Deployer:
 
     def replacements(self) -> dict[str, str]:
         """Placeholder -> address of the cluster chosen for its service (QONNECT's bundles)."""
-        return {token: self.targets[self.plan[service][0]["cluster"]].address
-                for service, token in self.placeholders.items() if self.plan.get(service)}
+        return {
+            token: self.targets[self.plan[service][0]["cluster"]].address
+            for service, token in self.placeholders.items()
+            if self.plan.get(service)
+        }
 
     def desired_for(self, cluster: str) -> list[dict]:
         objs = [namespace_object(self.namespace, self.application)]
@@ -187,9 +190,14 @@ class Deployer:
                 replicas = None if self.own_replicas else entry.get("replicas")
                 for manifest in self.services[service]:
                     objs.append(
-                        prepare(substitute(manifest, replacements) if replacements else manifest,
-                                self.application, service, self.namespace,
-                                replicas, entry.get("nodes") or None)
+                        prepare(
+                            substitute(manifest, replacements) if replacements else manifest,
+                            self.application,
+                            service,
+                            self.namespace,
+                            replicas,
+                            entry.get("nodes") or None,
+                        )
                     )
             elif service in self.plan:
                 for name, target in self._address(service).items():
@@ -231,8 +239,11 @@ class Deployer:
                     raise
                 missing.append(f"{api_version} {kind}")
         if missing:
-            raise K8sError(work.result.cluster, "the cluster does not serve " + ", ".join(missing)
-                           + "; nothing was applied anywhere", 404)
+            raise K8sError(
+                work.result.cluster,
+                "the cluster does not serve " + ", ".join(missing) + "; nothing was applied anywhere",
+                404,
+            )
 
     def _snapshot(self, work: _ClusterWork) -> None:
         target = self.targets[work.result.cluster]
@@ -265,7 +276,10 @@ class Deployer:
         if self.check_mode or not self.wait:
             return
         pending = wait_ready(
-            work.client, self.namespace, self.application, work.workloads,
+            work.client,
+            self.namespace,
+            self.application,
+            work.workloads,
             max(0.0, deadline - time.monotonic()),
         )
         if pending:
@@ -353,8 +367,14 @@ class Deployer:
 
     def kinds(self) -> list[tuple[str, str]]:
         """Kinds to look for when sweeping: the defaults plus every kind the application has."""
-        own = sorted({(m.get("apiVersion"), m.get("kind")) for ms in self.services.values()
-                      for m in ms if isinstance(m, dict) and m.get("kind") != "Namespace"})
+        own = sorted(
+            {
+                (m.get("apiVersion"), m.get("kind"))
+                for ms in self.services.values()
+                for m in ms
+                if isinstance(m, dict) and m.get("kind") != "Namespace"
+            }
+        )
         return list(DEFAULT_PRUNE_KINDS) + [k for k in own if k not in DEFAULT_PRUNE_KINDS]
 
     def remove(self) -> dict:
@@ -380,7 +400,8 @@ class Deployer:
         results = [self.work[c].result for c in sorted(self.work)]
         warnings = [
             f"{r.cluster}: {r.error} (cluster left the plan; its old objects may remain)"
-            for r in results if not r.in_plan and r.error and not removing
+            for r in results
+            if not r.in_plan and r.error and not removing
         ]
         diff = [object_diff(r.cluster, o) for r in results for o in r.objects if o["changed"]]
         rolled_back = {c: len(w.rolled_back) for c, w in self.work.items() if w.rolled_back}
@@ -388,17 +409,20 @@ class Deployer:
         if failed:
             what = "removal" if removing else "deploy"
             message = "{} failed on {}".format(
-                what, ", ".join(f"{c} ({self.work[c].result.error})" for c in failed))
+                what, ", ".join(f"{c} ({self.work[c].result.error})" for c in failed)
+            )
             if not removing:
-                message += ("; nothing was left on clusters it was adding" if rolled_back or
-                            not self.previous else "")
+                message += (
+                    "; nothing was left on clusters it was adding" if rolled_back or not self.previous else ""
+                )
                 message += "; the previous placement keeps serving" if self.previous else ""
         elif removing:
             touched = sorted(r.cluster for r in results if r.changed)
             message = (f"{would}remove from " + ", ".join(touched)) if touched else "nothing to remove"
         else:
             message = f"{'would deploy' if would else 'deployed'} to " + (
-                ", ".join(self.plan_clusters) or "no cluster")
+                ", ".join(self.plan_clusters) or "no cluster"
+            )
         return {
             "changed": any(r.changed for r in results),
             "failed": bool(failed),
@@ -419,5 +443,9 @@ def object_header(cluster: str, key: str) -> str:
 def object_diff(cluster: str, outcome: dict) -> dict:
     """One Ansible diff entry per changed object (Ansible shows a list of them one by one)."""
     header = object_header(cluster, outcome["key"])
-    return {"before_header": header, "after_header": header,
-            "before": outcome.get("before") or {}, "after": outcome.get("after") or {}}
+    return {
+        "before_header": header,
+        "after_header": header,
+        "before": outcome.get("before") or {},
+        "after": outcome.get("after") or {},
+    }

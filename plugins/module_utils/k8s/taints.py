@@ -15,17 +15,17 @@ from typing import Any
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # Kinds whose pod template carries the pods' tolerations (spec.template.spec).
-POD_TEMPLATE_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job",
-                      "ReplicationController")
+POD_TEMPLATE_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "ReplicationController")
 
 
 def node_taints(node: dict) -> list[dict]:
     """A Node object's taints as ``{key, value, effect}`` (timeAdded dropped: it only churns)."""
     out = []
-    for taint in ((node.get("spec") or {}).get("taints") or []):
+    for taint in (node.get("spec") or {}).get("taints") or []:
         if isinstance(taint, dict) and taint.get("key") and taint.get("effect") in EFFECTS:
-            out.append({"key": str(taint["key"]), "value": str(taint.get("value") or ""),
-                        "effect": taint["effect"]})
+            out.append(
+                {"key": str(taint["key"]), "value": str(taint.get("value") or ""), "effect": taint["effect"]}
+            )
     return out
 
 
@@ -48,8 +48,11 @@ def tolerates(toleration: dict, taint: dict) -> bool:
 def blocking_taints(taints: list[dict], tolerations: list[dict]) -> list[dict]:
     """The NoSchedule/NoExecute taints none of ``tolerations`` tolerates."""
     tols = [t for t in tolerations or [] if isinstance(t, dict)]
-    return [t for t in taints or [] if t.get("effect") in BLOCKING_EFFECTS
-            and not any(tolerates(tol, t) for tol in tols)]
+    return [
+        t
+        for t in taints or []
+        if t.get("effect") in BLOCKING_EFFECTS and not any(tolerates(tol, t) for tol in tols)
+    ]
 
 
 def taint_text(taint: dict) -> str:

@@ -20,5 +20,14 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.model impor
 from ansible_collections.qonnect.core.plugins.module_utils.placement.plan import Plan
 from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER, SCORERS
 
-__all__ = ["DEFAULT_SCORER", "SCORERS", "Inventory", "InventoryError", "PlacementError", "Plan",
-           "capacity_violations", "objective", "place"]
+__all__ = [
+    "DEFAULT_SCORER",
+    "SCORERS",
+    "Inventory",
+    "InventoryError",
+    "PlacementError",
+    "Plan",
+    "capacity_violations",
+    "objective",
+    "place",
+]

@@ -26,8 +26,11 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet impor
 
 
 def borda_weights(objective: dict) -> dict:
-    weights = {"energy": objective.get("energy", 0.0), "pricing": objective.get("cost", 0.0),
-               "capacity": objective.get("performance", 0.0)}
+    weights = {
+        "energy": objective.get("energy", 0.0),
+        "pricing": objective.get("cost", 0.0),
+        "capacity": objective.get("performance", 0.0),
+    }
     if all(w < 0.1 for w in weights.values()):
         weights = dict.fromkeys(weights, 1.0)
     return weights
@@ -50,9 +53,12 @@ def _rank(fleet, cand, weights: dict) -> dict:
     counts = {
         "energy": borda_counts(fleet.energy[idx], True),
         "pricing": borda_counts(fleet.price[idx], True),
-        "capacity": (borda_counts(free[:, 0], False) + borda_counts(free[:, 1], False)
-                     + borda_counts(fleet.bandwidth[idx], False)
-                     + borda_counts(free[:, 2], False)),
+        "capacity": (
+            borda_counts(free[:, 0], False)
+            + borda_counts(free[:, 1], False)
+            + borda_counts(fleet.bandwidth[idx], False)
+            + borda_counts(free[:, 2], False)
+        ),
     }
     score = sum(weights[k] * counts[k] for k in counts)
     kept = score >= score.mean() - 1e-9
@@ -65,8 +71,16 @@ def _rank(fleet, cand, weights: dict) -> dict:
     order = [int(i) for i in np.lexsort((np.arange(c), -total, -kept_sum))]
     # clusters with kept nodes first (QONNECT picks the first); the rest serve spread > 1
     ranked = [i for i in order if has_kept[i]] + [i for i in order if has_cand[i] and not has_kept[i]]
-    return {"idx": idx, "counts": counts, "score": score, "kept": kept, "kept_sum": kept_sum,
-            "ranked": ranked, "mean": float(score.mean()), "has_kept": has_kept}
+    return {
+        "idx": idx,
+        "counts": counts,
+        "score": score,
+        "kept": kept,
+        "kept_sum": kept_sum,
+        "ranked": ranked,
+        "mean": float(score.mean()),
+        "has_kept": has_kept,
+    }
 
 
 def assign(problem) -> tuple[dict, dict]:
@@ -85,10 +99,11 @@ def assign(problem) -> tuple[dict, dict]:
         if key not in cache:
             cache[key] = _rank(fleet, cand, weights)
         ranking = cache[key]
-        chosen = ranking["ranked"][:svc.spread]
+        chosen = ranking["ranked"][: svc.spread]
         if len(chosen) < svc.spread:
-            raise PlacementError(svc.name, f"spread {svc.spread}",
-                                 f"only {len(chosen)} cluster(s) meet every constraint")
+            raise PlacementError(
+                svc.name, f"spread {svc.spread}", f"only {len(chosen)} cluster(s) meet every constraint"
+            )
         kept_nodes = {c: _cluster_nodes(fleet, ranking, c) for c in chosen}
         nodes = []
         for i in range(svc.replicas):
@@ -122,16 +137,20 @@ def _explain(fleet, ranking, weights, ok, reasons) -> list[dict]:
             by_cluster[c] = row(name, False, reasons.get(c, ""), {}, None)
             continue
         sel = (clusters == c) & kept
-        criteria = {k: {"score": float(ranking["counts"][k][sel].sum()), "weight": weights[k]}
-                    for k in ("energy", "pricing", "capacity")}
+        criteria = {
+            k: {"score": float(ranking["counts"][k][sel].sum()), "weight": weights[k]}
+            for k in ("energy", "pricing", "capacity")
+        }
         if ranking["has_kept"][c]:
             entry = row(name, True, "", criteria, ranking["kept_sum"][c])
         else:
-            entry = row(name, False, f"no node scored at or above the mean "
-                                     f"({ranking['mean']:.2f})", criteria, 0.0)
+            entry = row(
+                name, False, f"no node scored at or above the mean ({ranking['mean']:.2f})", criteria, 0.0
+            )
         entry["total_all_nodes"] = round(float(all_nodes[c]), 6)
         by_cluster[c] = entry
     ranked = [by_cluster[c] for c in ranking["ranked"]]
-    rest = sorted((r for c, r in by_cluster.items() if c not in set(ranking["ranked"])),
-                  key=lambda r: r["cluster"])
+    rest = sorted(
+        (r for c, r in by_cluster.items() if c not in set(ranking["ranked"])), key=lambda r: r["cluster"]
+    )
     return ranked + rest

@@ -99,7 +99,6 @@ def evaluate(fleet, app, assignment: dict) -> float:
             continue
         nodes = np.asarray(nodes)
         lat = latency_scores(fleet, svc, assignment)
-        scores = static_scores(fleet, weights)[nodes] + weights["latency"] * lat[
-            fleet.node_cluster[nodes]]
+        scores = static_scores(fleet, weights)[nodes] + weights["latency"] * lat[fleet.node_cluster[nodes]]
         total += float(scores.sum()) / len(nodes)
     return total / len(app.services)

@@ -21,8 +21,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.scorers import SCORER
 class Problem:
     """One placement request as the scorers see it."""
 
-    def __init__(self, app, fleet: Fleet, exclude, current: dict, hysteresis: float,
-                 explain: bool):
+    def __init__(self, app, fleet: Fleet, exclude, current: dict, hysteresis: float, explain: bool):
         self.app = app
         self.fleet = fleet
         self.exclude = frozenset(exclude or ())
@@ -102,6 +101,7 @@ def scorer_registry() -> dict:
         optimal,
         weighted,
     )
+
     return {"weighted": weighted.assign, "borda": borda.assign, "optimal": optimal.assign}
 
 
@@ -112,8 +112,15 @@ def _scorer(name: str):
     return registry[name]
 
 
-def place(app, inventory, scorer: str = "weighted", exclude=(), current=None,
-          hysteresis: float = 0.1, explain: bool = True) -> Plan:
+def place(
+    app,
+    inventory,
+    scorer: str = "weighted",
+    exclude=(),
+    current=None,
+    hysteresis: float = 0.1,
+    explain: bool = True,
+) -> Plan:
     """Place every service of ``app`` on the inventory's clusters.
 
     ``current`` is the application's current placement ({service: [{cluster, replicas}]},
@@ -133,9 +140,10 @@ def place(app, inventory, scorer: str = "weighted", exclude=(), current=None,
     problem = Problem(app, fleet, exclude, current, float(hysteresis), explain)
     assignment, explanation = assign(problem)
     return Plan(
-        application=app.name, scorer=scorer, objective=evaluate(fleet, app, assignment),
-        services={s.name: entries_from_assignment(fleet, assignment[s.name])
-                  for s in app.services},
+        application=app.name,
+        scorer=scorer,
+        objective=evaluate(fleet, app, assignment),
+        services={s.name: entries_from_assignment(fleet, assignment[s.name]) for s in app.services},
         explanation={s.name: explanation[s.name] for s in app.services} if explain else {},
     )
 
@@ -156,8 +164,9 @@ def plan_assignment(fleet: Fleet, services: dict) -> dict:
         for entry in entries:
             c = fleet.cluster_index.get(entry["cluster"])
             if c is None:
-                raise ValueError(f"plan: cluster {entry['cluster']!r} of service {svc!r} is not "
-                                 "in the inventory")
+                raise ValueError(
+                    f"plan: cluster {entry['cluster']!r} of service {svc!r} is not in the inventory"
+                )
             first, count = int(fleet.node_start[c]), int(fleet.node_count[c])
             local = {fleet.node_names[i]: i for i in range(first, first + count)}
             named = entry.get("nodes") or []

@@ -13,8 +13,13 @@ def sort_rows(rows: list[dict]) -> list[dict]:
 
 
 def row(cluster: str, eligible: bool, reason: str, criteria: dict, total) -> dict:
-    return {"cluster": cluster, "eligible": bool(eligible), "reason": reason,
-            "criteria": criteria, "total": None if total is None else round(float(total), 6)}
+    return {
+        "cluster": cluster,
+        "eligible": bool(eligible),
+        "reason": reason,
+        "criteria": criteria,
+        "total": None if total is None else round(float(total), 6),
+    }
 
 
 def weighted_rows(fleet, weights, lat, score, ok, reasons) -> list[dict]:
@@ -24,11 +29,9 @@ def weighted_rows(fleet, weights, lat, score, ok, reasons) -> list[dict]:
     for c, name in enumerate(fleet.cluster_names):
         if np.isfinite(best[c]):
             first, count = int(fleet.node_start[c]), int(fleet.node_count[c])
-            local = np.where(fleet.node_ok[first:first + count], score[first:first + count],
-                             -np.inf)
+            local = np.where(fleet.node_ok[first : first + count], score[first : first + count], -np.inf)
             node = first + int(np.argmax(local))
-            rows.append(row(name, ok[c], reasons.get(c, ""),
-                            criteria_of(fleet, weights, lat, node), best[c]))
+            rows.append(row(name, ok[c], reasons.get(c, ""), criteria_of(fleet, weights, lat, node), best[c]))
         else:
             rows.append(row(name, False, reasons.get(c, ""), {}, None))
     return sort_rows(rows)

@@ -58,7 +58,8 @@ class ServiceContext:
         """:meth:`fits` for one node (after its free capacity changed)."""
         free = self.fleet.free[v]
         return bool(self.ok_nodes()[v]) and all(
-            free[j] >= self.req[j] - 1e-9 for j in range(3) if self.req[j] > 0)
+            free[j] >= self.req[j] - 1e-9 for j in range(3) if self.req[j] > 0
+        )
 
 
 class Filter:
@@ -79,8 +80,9 @@ class Filter:
 
 class Healthy(Filter):
     def constraint(self, ctx):
-        return ("health (a healthy cluster with a Ready, schedulable node without pressure or "
-                "untolerated taints)")
+        return (
+            "health (a healthy cluster with a Ready, schedulable node without pressure or untolerated taints)"
+        )
 
     def mask(self, ctx):
         if ctx.ok_nodes() is ctx.fleet.node_ok:
@@ -94,8 +96,11 @@ class Healthy(Filter):
         first, count = f.node_start[c], f.node_count[c]
         if not count:
             return "cluster has no nodes"
-        why = "; ".join(f"{f.node_names[i]} {f.node_reason[i] or 'taints not tolerated'}"
-                        for i in range(first, first + count) if not ctx.ok_nodes()[i])
+        why = "; ".join(
+            f"{f.node_names[i]} {f.node_reason[i] or 'taints not tolerated'}"
+            for i in range(first, first + count)
+            if not ctx.ok_nodes()[i]
+        )
         return f"no eligible node: {why}"
 
 
@@ -109,8 +114,9 @@ class Excluded(Filter):
     def mask(self, ctx):
         key = ("exclude", ctx.exclude)
         if key not in ctx.fleet.cache:
-            ctx.fleet.cache[key] = np.array([n not in ctx.exclude for n in ctx.fleet.cluster_names],
-                                            dtype=bool)
+            ctx.fleet.cache[key] = np.array(
+                [n not in ctx.exclude for n in ctx.fleet.cluster_names], dtype=bool
+            )
         return ctx.fleet.cache[key]
 
     def reason(self, ctx, c):
@@ -149,7 +155,8 @@ class Selector(Filter):
         key = ("selector", json.dumps(sel, sort_keys=True))
         if key not in ctx.fleet.cache:
             ctx.fleet.cache[key] = np.array(
-                [selector_matches(sel, c.labels) for c in ctx.fleet.inventory.clusters], dtype=bool)
+                [selector_matches(sel, c.labels) for c in ctx.fleet.inventory.clusters], dtype=bool
+            )
         return ctx.fleet.cache[key]
 
     def reason(self, ctx, c):
@@ -172,8 +179,7 @@ class JmesFilter(Filter):
             if jmespath is None:
                 raise ImportError("spec filters need the jmespath package: pip install jmespath")
             compiled = jmespath.compile(expr)
-            facts = ctx.fleet.cache.setdefault(
-                "facts", [c.facts() for c in ctx.fleet.inventory.clusters])
+            facts = ctx.fleet.cache.setdefault("facts", [c.facts() for c in ctx.fleet.inventory.clusters])
             outcomes = [_truthy(compiled, f) for f in facts]
             ctx.fleet.cache[key] = np.array([outcome[0] for outcome in outcomes], dtype=bool)
             ctx.fleet.cache[("jmespath-errors", expr)] = [outcome[1] for outcome in outcomes]
@@ -202,8 +208,7 @@ class MaxLatency(Filter):
         return bool(ctx.service.max_latency)
 
     def constraint(self, ctx):
-        return "maxLatency " + ", ".join(f"{m['ms']:g} ms from {m['from']}"
-                                         for m in ctx.service.max_latency)
+        return "maxLatency " + ", ".join(f"{m['ms']:g} ms from {m['from']}" for m in ctx.service.max_latency)
 
     def mask(self, ctx):
         ok = np.ones(ctx.fleet.num_clusters, dtype=bool)
@@ -232,8 +237,7 @@ class MinFree(Filter):
     def _free(self, ctx):
         f = ctx.fleet
         weights = np.where(ctx.ok_nodes()[:, None], f.free, 0.0)
-        return [np.bincount(f.node_cluster, weights=weights[:, i], minlength=f.num_clusters)
-                for i in (0, 1)]
+        return [np.bincount(f.node_cluster, weights=weights[:, i], minlength=f.num_clusters) for i in (0, 1)]
 
     def mask(self, ctx):
         cpu, mem = self._free(ctx)
@@ -242,9 +246,11 @@ class MinFree(Filter):
 
     def reason(self, ctx, c):
         cpu, mem = self._free(ctx)
-        return (f"free cpu {cpu[c]:g}, memory {mem[c]:.0f} below minFree "
-                f"cpu {ctx.service.min_free.get('cpu', 0):g}, "
-                f"memory {ctx.service.min_free.get('memory', 0):.0f}")
+        return (
+            f"free cpu {cpu[c]:g}, memory {mem[c]:.0f} below minFree "
+            f"cpu {ctx.service.min_free.get('cpu', 0):g}, "
+            f"memory {ctx.service.min_free.get('memory', 0):.0f}"
+        )
 
 
 class Capacity(Filter):
@@ -265,8 +271,7 @@ def _req_text(req) -> str:
 # The chain every scorer uses; borda (faithful to QONNECT) leaves out Capacity. The spec's
 # static constraints come first, so a failure names e.g. "health" when every fog cluster is
 # down rather than "tier fog".
-CONSTRAINT_FILTERS = (Tier(), Selector(), JmesFilter(), MaxLatency(), Healthy(), Excluded(),
-                      MinFree())
+CONSTRAINT_FILTERS = (Tier(), Selector(), JmesFilter(), MaxLatency(), Healthy(), Excluded(), MinFree())
 ALL_FILTERS = (*CONSTRAINT_FILTERS, Capacity())
 
 

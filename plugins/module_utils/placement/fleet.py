@@ -51,34 +51,41 @@ class Fleet:
         self.healthy = np.array([c.healthy for c in clusters], dtype=bool)
         self.locations = [c.location for c in clusters]
         nodes = [n for c in clusters for n in c.nodes]
-        self.node_cluster = np.repeat(np.arange(len(clusters), dtype=np.int64),
-                                      [len(c.nodes) for c in clusters])
+        self.node_cluster = np.repeat(
+            np.arange(len(clusters), dtype=np.int64), [len(c.nodes) for c in clusters]
+        )
         self.node_cluster_list = self.node_cluster.tolist()  # fast scalar lookups
         self.node_names = [n.name for n in nodes]
         self.num_nodes = len(nodes)
-        self.alloc = np.array([[n.allocatable[r] for r in RESOURCES] for n in nodes],
-                              dtype=float).reshape(-1, 3)
-        requested = np.array([[n.requested[r] for r in RESOURCES] for n in nodes],
-                             dtype=float).reshape(-1, 3)
+        self.alloc = np.array([[n.allocatable[r] for r in RESOURCES] for n in nodes], dtype=float).reshape(
+            -1, 3
+        )
+        requested = np.array([[n.requested[r] for r in RESOURCES] for n in nodes], dtype=float).reshape(-1, 3)
         self.free0 = self.alloc - requested
         self.free = self.free0.copy()
         self.bandwidth = np.array([n.bandwidth_gbps for n in nodes], dtype=float)
         self.energy = np.array([n.energy_kwh for n in nodes], dtype=float)
         self.price = np.array([n.price_eur_h for n in nodes], dtype=float)
         # Ready, schedulable, no pressure, recent: the node could run a pod ...
-        self.node_usable = np.array([
-            n.ready and n.schedulable and not any(n.pressure.values())
-            and (n.heartbeat_age is None or n.heartbeat_age <= NODE_HEARTBEAT_TIMEOUT)
-            for n in nodes], dtype=bool)
+        self.node_usable = np.array(
+            [
+                n.ready
+                and n.schedulable
+                and not any(n.pressure.values())
+                and (n.heartbeat_age is None or n.heartbeat_age <= NODE_HEARTBEAT_TIMEOUT)
+                for n in nodes
+            ],
+            dtype=bool,
+        )
         # ... and no NoSchedule/NoExecute taint keeps a pod without tolerations off it (a tainted
         # control-plane node is no room for the application). Services that tolerate a taint
         # get such nodes back through node_ok_for().
         self.node_taints = [n.taints for n in nodes]
         self.node_ok = self.node_usable & np.array(
-            [not blocks_service(list(t), [[]]) for t in self.node_taints], dtype=bool)
+            [not blocks_service(list(t), [[]]) for t in self.node_taints], dtype=bool
+        )
         self.node_reason = [_node_reason(n) for n in nodes]
-        ok_per_cluster = np.bincount(self.node_cluster, weights=self.node_ok,
-                                     minlength=self.num_clusters)
+        ok_per_cluster = np.bincount(self.node_cluster, weights=self.node_ok, minlength=self.num_clusters)
         self.has_ok_node = ok_per_cluster > 0
         # first node of each cluster (nodes are grouped by cluster in cluster order)
         counts = np.bincount(self.node_cluster, minlength=self.num_clusters)
@@ -96,7 +103,8 @@ class Fleet:
         key = ("tolerated", json.dumps(tolerations, sort_keys=True))
         if key not in self.cache:
             self.cache[key] = self.node_usable & np.array(
-                [not blocks_service(list(t), tolerations) for t in self.node_taints], dtype=bool)
+                [not blocks_service(list(t), tolerations) for t in self.node_taints], dtype=bool
+            )
         return self.cache[key]
 
     def _latency_matrix(self):
@@ -105,9 +113,15 @@ class Fleet:
         nan = float("nan")
         empty: dict = {}
         rows = [table.get(a) or empty for a in self.locations]
-        mat = np.array([list(row.values()) if list(row) == self.locations  # complete, in order
-                        else [row.get(b, nan) for b in self.locations] for row in rows],
-                       dtype=float).reshape(self.num_clusters, self.num_clusters)
+        mat = np.array(
+            [
+                list(row.values())
+                if list(row) == self.locations  # complete, in order
+                else [row.get(b, nan) for b in self.locations]
+                for row in rows
+            ],
+            dtype=float,
+        ).reshape(self.num_clusters, self.num_clusters)
         mat = np.where(np.isnan(mat), mat.T, mat)  # use b->a where a->b was not measured
         same = np.array(self.locations)[:, None] == np.array(self.locations)[None, :]
         mat[same & np.isnan(mat)] = 0.0
@@ -154,8 +168,9 @@ class Fleet:
         """
         if "static" not in self.cache:
             ok = self.node_ok
-            perf_raw = (_ratio(self.free0[:, 0], ok) + _ratio(self.free0[:, 1], ok)
-                        + _ratio(self.bandwidth, ok)) / 3.0
+            perf_raw = (
+                _ratio(self.free0[:, 0], ok) + _ratio(self.free0[:, 1], ok) + _ratio(self.bandwidth, ok)
+            ) / 3.0
             self.cache["static"] = {
                 "energy": _minmax(self.energy, ok, lower_better=True),
                 "cost": _minmax(self.price, ok, lower_better=True),

@@ -36,11 +36,17 @@ class Node:
 
     def to_dict(self) -> dict:
         return {
-            "name": self.name, "ready": self.ready, "schedulable": self.schedulable,
-            "pressure": dict(self.pressure), "allocatable": dict(self.allocatable),
-            "requested": dict(self.requested), "bandwidth_gbps": self.bandwidth_gbps,
-            "energy_kwh": self.energy_kwh, "price_eur_h": self.price_eur_h,
-            "heartbeat_age": self.heartbeat_age, "labels": dict(self.labels),
+            "name": self.name,
+            "ready": self.ready,
+            "schedulable": self.schedulable,
+            "pressure": dict(self.pressure),
+            "allocatable": dict(self.allocatable),
+            "requested": dict(self.requested),
+            "bandwidth_gbps": self.bandwidth_gbps,
+            "energy_kwh": self.energy_kwh,
+            "price_eur_h": self.price_eur_h,
+            "heartbeat_age": self.heartbeat_age,
+            "labels": dict(self.labels),
             "taints": [dict(t) for t in self.taints],
         }
 
@@ -67,10 +73,16 @@ class Cluster:
         free = {r: sum(n.allocatable[r] - n.requested[r] for n in workers) for r in RESOURCES}
         alloc = {r: sum(n.allocatable[r] for n in workers) for r in RESOURCES}
         return {
-            "name": self.name, "tier": self.tier, "location": self.location,
-            "labels": dict(self.labels), "healthy": self.healthy,
-            "heartbeat_age": self.heartbeat_age, "node_count": len(self.nodes),
-            "allocatable": alloc, "free": free, "nodes": [n.to_dict() for n in self.nodes],
+            "name": self.name,
+            "tier": self.tier,
+            "location": self.location,
+            "labels": dict(self.labels),
+            "healthy": self.healthy,
+            "heartbeat_age": self.heartbeat_age,
+            "node_count": len(self.nodes),
+            "allocatable": alloc,
+            "free": free,
+            "nodes": [n.to_dict() for n in self.nodes],
         }
 
 
@@ -94,8 +106,9 @@ class _Reader:
     def err(self, path: str, msg: str) -> None:
         self.errors.append(f"{path}: {msg}")
 
-    def number(self, obj: dict, key: str, path: str, default: float | None = None,
-               minimum: float = 0.0) -> float:
+    def number(
+        self, obj: dict, key: str, path: str, default: float | None = None, minimum: float = 0.0
+    ) -> float:
         value = obj.get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
             self.err(f"{path}.{key}", f"{value!r} is not a number >= {minimum:g}")
@@ -134,8 +147,9 @@ class _Reader:
             if taint.get("effect") not in EFFECTS:
                 self.err(f"{path}[{i}].effect", f"{taint.get('effect')!r} is not one of {', '.join(EFFECTS)}")
                 continue
-            out.append({"key": taint["key"], "value": str(taint.get("value") or ""),
-                        "effect": taint["effect"]})
+            out.append(
+                {"key": taint["key"], "value": str(taint.get("value") or ""), "effect": taint["effect"]}
+            )
         return tuple(out)
 
     def resources(self, value: Any, path: str) -> dict:
@@ -192,9 +206,12 @@ class _Reader:
             hb = self.number(raw, "heartbeat_age", path)
         location = raw.get("location") or name
         return Cluster(
-            name=name, tier=str(tier), location=str(location),
+            name=name,
+            tier=str(tier),
+            location=str(location),
             labels=self.labels(raw.get("labels"), f"{path}.labels"),
-            healthy=self.flag(raw, "healthy", path, True), heartbeat_age=hb,
+            healthy=self.flag(raw, "healthy", path, True),
+            heartbeat_age=hb,
             nodes=tuple(sorted((n for n in nodes if n is not None), key=lambda n: n.name)),
         )
 
@@ -223,5 +240,6 @@ class _Reader:
             raise InventoryError(self.errors)
         return Inventory(
             clusters=sorted((c for c in clusters if c is not None), key=lambda c: c.name),
-            latency_ms=latency, placements=placements,
+            latency_ms=latency,
+            placements=placements,
         )

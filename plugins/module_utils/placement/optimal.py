@@ -106,8 +106,10 @@ class _Model:
         lp.a_matrix_.start_ = np.searchsorted(cols, np.arange(self.ncol + 1)).astype(np.int32)
         lp.a_matrix_.index_ = rows.astype(np.int32)
         lp.a_matrix_.value_ = vals
-        lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
-                           for i in np.concatenate(self.integer)]
+        lp.integrality_ = [
+            highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+            for i in np.concatenate(self.integer)
+        ]
         solver = _quiet_highs()
         solver.setOptionValue("time_limit", float(time_limit))
         solver.setOptionValue("threads", 1)
@@ -122,8 +124,10 @@ class _Model:
             return np.asarray(solver.getSolution().col_value)
         if status == highspy.HighsModelStatus.kInfeasible:
             return None
-        raise SolverTimeout(f"HiGHS stopped with {solver.modelStatusToString(status)} after "
-                            f"{time_limit:g} s; use the weighted scorer for this fleet")
+        raise SolverTimeout(
+            f"HiGHS stopped with {solver.modelStatusToString(status)} after "
+            f"{time_limit:g} s; use the weighted scorer for this fleet"
+        )
 
 
 def _quiet_highs():
@@ -144,7 +148,7 @@ def _quiet_highs():
     return solver
 
 
-def assign(problem, time_limit: float | None = None) -> tuple[dict, dict]:
+def assign(problem, time_limit: float | None = None) -> tuple[dict, dict]:  # noqa: C901 - over the budget before it was set; split when next changed
     if highspy is None:
         raise ImportError("the optimal scorer needs highspy: install it with 'pip install highspy'")
     fleet, app = problem.fleet, problem.app
@@ -152,8 +156,9 @@ def assign(problem, time_limit: float | None = None) -> tuple[dict, dict]:
     static = static_scores(fleet, weights)
     wl, lmax = weights["latency"], fleet.lmax
     model = _Model()
-    cap_row = model.add_rows(np.full(fleet.num_nodes * 3, -np.inf),
-                             (np.maximum(fleet.free, 0.0) / SCALE).reshape(-1))
+    cap_row = model.add_rows(
+        np.full(fleet.num_nodes * 3, -np.inf), (np.maximum(fleet.free, 0.0) / SCALE).reshape(-1)
+    )
     info: dict[str, dict] = {}
     for svc in problem.order:
         ctx = ServiceContext(fleet, svc, problem.exclude)
@@ -164,16 +169,16 @@ def assign(problem, time_limit: float | None = None) -> tuple[dict, dict]:
         clusters = fleet.node_cluster[cand]
         uniq = np.unique(clusters)
         if len(uniq) < svc.spread:
-            raise PlacementError(svc.name, f"spread {svc.spread}",
-                                 f"only {len(uniq)} cluster(s) meet every other constraint")
+            raise PlacementError(
+                svc.name, f"spread {svc.spread}", f"only {len(uniq)} cluster(s) meet every other constraint"
+            )
         nrefs = len(svc.depends_on) + len(svc.max_latency)
         coef = static[cand] + wl
         if nrefs and lmax > 0:
             for limit in svc.max_latency:
                 vec = fleet.latency_from(limit["from"])
                 coef = coef - wl * np.where(np.isnan(vec), lmax, vec)[clusters] / (nrefs * lmax)
-        coef = coef * np.where(problem.current_clusters(svc.name)[clusters],
-                               1.0 + problem.hysteresis, 1.0)
+        coef = coef * np.where(problem.current_clusters(svc.name)[clusters], 1.0 + problem.hysteresis, 1.0)
         room = np.full(len(cand), float(svc.replicas))
         for j in range(3):
             if ctx.req[j] > 0:
@@ -187,20 +192,35 @@ def assign(problem, time_limit: float | None = None) -> tuple[dict, dict]:
                 model.add_entries(cap_row + cand * 3 + j, cols, ctx.req[j] / SCALE[j])
         if svc.spread > 1:
             _spread(model, svc, cols, clusters, uniq)
-        info[svc.name] = {"cand": cand, "cols": cols, "clusters": clusters, "uniq": uniq,
-                          "nrefs": nrefs, "ok": ok, "reasons": reasons}
+        info[svc.name] = {
+            "cand": cand,
+            "cols": cols,
+            "clusters": clusters,
+            "uniq": uniq,
+            "nrefs": nrefs,
+            "ok": ok,
+            "reasons": reasons,
+        }
     if wl > 0 and lmax > 0:
         for svc in app.services:
             for dep in svc.depends_on:
-                _dependency(model, fleet, svc, info[svc.name], app.service(dep), info[dep],
-                            wl / (info[svc.name]["nrefs"] * lmax))
+                _dependency(
+                    model,
+                    fleet,
+                    svc,
+                    info[svc.name],
+                    app.service(dep),
+                    info[dep],
+                    wl / (info[svc.name]["nrefs"] * lmax),
+                )
     greedy = _greedy(problem)
-    solution = model.solve(TIME_LIMIT if time_limit is None else time_limit,
-                           _warm_start(greedy, info))
+    solution = model.solve(TIME_LIMIT if time_limit is None else time_limit, _warm_start(greedy, info))
     if solution is None:
         if greedy is None:
-            raise PlacementError(", ".join(s.name for s in problem.order),
-                                 "capacity (the services' combined requests do not fit together)")
+            raise PlacementError(
+                ", ".join(s.name for s in problem.order),
+                "capacity (the services' combined requests do not fit together)",
+            )
         placed = greedy
     else:
         placed = {}
@@ -274,8 +294,7 @@ def _dependency(model: _Model, fleet, svc, mine: dict, dep, theirs: dict, penalt
     rows = model.add_rows(-hi, np.inf) + np.arange(n)
     model.add_entries(rows, w, 1.0)
     lat = fleet.latency[np.ix_(uniq, theirs["clusters"])] / dep.replicas
-    model.add_entries(np.repeat(rows, len(theirs["cols"])), np.tile(theirs["cols"], n),
-                      -lat.reshape(-1))
+    model.add_entries(np.repeat(rows, len(theirs["cols"])), np.tile(theirs["cols"], n), -lat.reshape(-1))
     model.add_entries(rows[pos], mine["cols"], -hi[pos] / svc.replicas)
 
 

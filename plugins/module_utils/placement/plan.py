@@ -20,8 +20,9 @@ class Plan:
             "application": self.application,
             "scorer": self.scorer,
             "objective": round(self.objective, 6),
-            "services": {s: [dict(e, nodes=list(e["nodes"])) for e in entries]
-                         for s, entries in self.services.items()},
+            "services": {
+                s: [dict(e, nodes=list(e["nodes"])) for e in entries] for s, entries in self.services.items()
+            },
             "explanation": self.explanation,
         }
 
@@ -35,6 +36,11 @@ def entries_from_assignment(fleet, nodes: list[int]) -> list[dict]:
     by_cluster: dict[int, list[int]] = {}
     for v in nodes:
         by_cluster.setdefault(int(fleet.node_cluster[v]), []).append(int(v))
-    return [{"cluster": fleet.cluster_names[c], "replicas": len(vs),
-             "nodes": sorted(fleet.node_names[v] for v in vs)}
-            for c, vs in sorted(by_cluster.items())]
+    return [
+        {
+            "cluster": fleet.cluster_names[c],
+            "replicas": len(vs),
+            "nodes": sorted(fleet.node_names[v] for v in vs),
+        }
+        for c, vs in sorted(by_cluster.items())
+    ]

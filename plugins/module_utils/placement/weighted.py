@@ -36,8 +36,11 @@ def assign(problem) -> tuple[dict, dict]:
         if culprit:
             raise PlacementError(svc.name, culprit)
         if int(ok.sum()) < svc.spread:
-            raise PlacementError(svc.name, f"spread {svc.spread}",
-                                 f"only {int(ok.sum())} cluster(s) meet every other constraint")
+            raise PlacementError(
+                svc.name,
+                f"spread {svc.spread}",
+                f"only {int(ok.sum())} cluster(s) meet every other constraint",
+            )
         lat, score = service_scores(fleet, weights, svc, placed)
         effective = _with_hysteresis(problem, svc, score)
         if problem.explain:
@@ -97,8 +100,10 @@ def _replicas(ctx, svc, ok, effective) -> list[int]:
         v = int(np.argmax(np.where(room, effective, -np.inf)))
         if not room[v]:
             raise PlacementError(
-                svc.name, f"capacity for {svc.replicas} replicas over {svc.spread} cluster(s)",
-                f"room found for {i}")
+                svc.name,
+                f"capacity for {svc.replicas} replicas over {svc.spread} cluster(s)",
+                f"room found for {i}",
+            )
         fleet.free[v] -= ctx.req
         fits[v] = ctx.node_fits(v)
         used[fleet.node_cluster[v]] = True

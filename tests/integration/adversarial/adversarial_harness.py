@@ -65,20 +65,33 @@ with open(sys.argv[3], "w") as res:
 """
 
 
-def run_measured(cmd: list[str], env: dict | None = None, cwd: str | None = None,
-                 timeout: float = 120) -> Run:
+def run_measured(
+    cmd: list[str], env: dict | None = None, cwd: str | None = None, timeout: float = 120
+) -> Run:
     """Run a command; its own peak RSS and CPU time (see _LAUNCHER), its output and exit code."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="qonnect-adv-") as tmp:
         out, err, res = (str(Path(tmp) / n) for n in ("out", "err", "res.json"))
         try:
-            subprocess.run([sys.executable, "-c", _LAUNCHER, out, err, res, *cmd], env=env, cwd=cwd,
-                           timeout=timeout, check=True, stdin=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, "-c", _LAUNCHER, out, err, res, *cmd],
+                env=env,
+                cwd=cwd,
+                timeout=timeout,
+                check=True,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{cmd} ran longer than {timeout}s") from None
         usage = json.loads(Path(res).read_text())
-        return Run(usage["rc"], Path(out).read_text(errors="replace"), Path(err).read_text(errors="replace"),
-                   usage["maxrss_kb"] / 1024, usage["cpu"], time.monotonic() - start)
+        return Run(
+            usage["rc"],
+            Path(out).read_text(errors="replace"),
+            Path(err).read_text(errors="replace"),
+            usage["maxrss_kb"] / 1024,
+            usage["cpu"],
+            time.monotonic() - start,
+        )
 
 
 def module_env() -> dict[str, str]:
@@ -102,8 +115,14 @@ def run_cli(*args: str, cwd: str | None = None, timeout: float = 60) -> Run:
     return run_measured([QONNECT, *args], cwd=cwd, timeout=timeout)
 
 
-KINDS = (("v1", "Namespace"), ("apps/v1", "Deployment"), ("v1", "Service"), ("v1", "ConfigMap"),
-         ("v1", "Secret"), ("networking.k8s.io/v1", "Ingress"))
+KINDS = (
+    ("v1", "Namespace"),
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
+    ("networking.k8s.io/v1", "Ingress"),
+)
 
 
 def _cluster_objects(dyn, cluster: str, selector: str, namespaces: bool) -> set[str]:
@@ -147,12 +166,29 @@ def kb_state(kb) -> dict:
             placements[app["name"]] = kb.get_placement(app["name"])
         except KBError as exc:  # 404: no placement yet
             placements[app["name"]] = exc.status
-    return {"applications": sorted(json.dumps(a, sort_keys=True) for a in apps),
-            "placements": placements, "events": len(kb.list_events(limit=1000))}
+    return {
+        "applications": sorted(json.dumps(a, sort_keys=True) for a in apps),
+        "placements": placements,
+        "events": len(kb.list_events(limit=1000)),
+    }
 
 
 __all__ = [  # the federation helpers are re-exported for conftest.py
-    "BIN", "CLUSTERS", "QONNECT", "ROOT", "SAMPLE", "Federation", "Run", "cluster_state",
-    "create_token", "kb_state", "labelled", "run_cli", "run_measured", "run_module",
-    "start_process", "stop_process", "wait_for",
+    "BIN",
+    "CLUSTERS",
+    "QONNECT",
+    "ROOT",
+    "SAMPLE",
+    "Federation",
+    "Run",
+    "cluster_state",
+    "create_token",
+    "kb_state",
+    "labelled",
+    "run_cli",
+    "run_measured",
+    "run_module",
+    "start_process",
+    "stop_process",
+    "wait_for",
 ]

@@ -40,8 +40,7 @@ EVALUATION = str(ROOT / "examples" / "inventories" / "qonnect-evaluation.json")
 MAX_RSS_MB = 200  # the documented worst case (docs/qos-spec.md, benchmarks/spec_limits.py)
 MAX_CPU_S = 2.0
 WORKERS = 2  # processes at once: the machine has two cores
-BUNDLE_FILES = {"cloud_svc": "productpage.yaml", "fog_svc": "review-details.yaml",
-                "edge_svc": "ratings.yaml"}
+BUNDLE_FILES = {"cloud_svc": "productpage.yaml", "fog_svc": "review-details.yaml", "edge_svc": "ratings.yaml"}
 
 
 def test_table_is_large_and_covers_both_formats():
@@ -114,9 +113,13 @@ def _module_run(federation, module: str, case: Case, folder: Path, **extra):
 def module_runs(tmp_path_factory, federation, dyn, baseline) -> tuple[dict, tuple]:
     """Case id -> the deploy module on the case's files; and the cluster and KB state after all."""
     base = tmp_path_factory.mktemp("module")
-    runs = _run_all(lambda c: _module_run(federation, "deploy", c, base / c.id, scorer="borda",
-                                          wait_timeout=5), CASES)
-    return dict(zip([c.id for c in CASES], runs, strict=True)), (cluster_state(dyn), kb_state(federation.kb()))
+    runs = _run_all(
+        lambda c: _module_run(federation, "deploy", c, base / c.id, scorer="borda", wait_timeout=5), CASES
+    )
+    return dict(zip([c.id for c in CASES], runs, strict=True)), (
+        cluster_state(dyn),
+        kb_state(federation.kb()),
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -145,8 +148,9 @@ OTHER_MODULES = [(m, c) for m in ("application", "placement") for c in BOMBS]
 @pytest.fixture(scope="module")
 def other_module_runs(tmp_path_factory, federation) -> dict:
     base = tmp_path_factory.mktemp("other-modules")
-    runs = _run_all(lambda mc: _module_run(federation, mc[0], mc[1], base / f"{mc[0]}-{mc[1].id}"),
-                    OTHER_MODULES)
+    runs = _run_all(
+        lambda mc: _module_run(federation, mc[0], mc[1], base / f"{mc[0]}-{mc[1].id}"), OTHER_MODULES
+    )
     return dict(zip([(m, c.id) for m, c in OTHER_MODULES], runs, strict=True))
 
 
@@ -180,6 +184,7 @@ def test_playbook_names_the_path(case, tmp_path, federation, dyn, baseline):
 
 # -- all-or-nothing deploys --------------------------------------------------------------------
 
+
 def nothing_left(dyn, application: str, timeout: float = 60) -> None:
     """Nothing labelled with the application on any cluster (namespaces are deleted
     asynchronously, as on a real cluster, so this waits for them to go)."""
@@ -209,8 +214,10 @@ def test_unserved_kind_is_refused_before_any_cluster_is_touched(tmp_path, federa
 
 
 def _never_ready(name: str) -> str:
-    stuck = DEPLOY.replace("      spec:\n        containers:",
-                           "      spec:\n        nodeSelector: {no-such-label: x}\n        containers:")
+    stuck = DEPLOY.replace(
+        "      spec:\n        containers:",
+        "      spec:\n        nodeSelector: {no-such-label: x}\n        containers:",
+    )
     return native(manifests=stuck + "- {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n", name=name)
 
 
@@ -225,9 +232,18 @@ def test_failed_first_deploy_is_rolled_back_then_removal_is_idempotent(tmp_path,
     assert (kb.get_placement("orphan").get("desired") or {}) == {}
     # an object left behind by an interrupted run, on a cluster no placement names
     core = dyn("edge-3").resources.get(api_version="v1", kind="ConfigMap")
-    dyn("edge-3").create(core, namespace="default", body={
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "left-behind", "labels": {
-            "app.kubernetes.io/managed-by": "qonnect", "qonnect.io/application": "orphan"}}})
+    dyn("edge-3").create(
+        core,
+        namespace="default",
+        body={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "left-behind",
+                "labels": {"app.kubernetes.io/managed-by": "qonnect", "qonnect.io/application": "orphan"},
+            },
+        },
+    )
     first = federation.playbook("qonnect.core.remove", "-e", "app=orphan")
     assert first.returncode == 0, first.stdout[-3000:]
     nothing_left(dyn, "orphan")
@@ -240,15 +256,21 @@ def test_failed_first_deploy_is_rolled_back_then_removal_is_idempotent(tmp_path,
 
 def test_failed_replacement_keeps_the_previous_placement(tmp_path, federation, dyn):
     spec = _write(tmp_path, "spec.yml", native(name="keep"))
-    first = run_module("deploy", {"src": str(spec), "wait_timeout": 60, **kb_args(federation)}, tmp_path).json()
+    first = run_module(
+        "deploy", {"src": str(spec), "wait_timeout": 60, **kb_args(federation)}, tmp_path
+    ).json()
     assert not first.get("failed"), first
     home = first["plan"]["services"]["web"][0]["cluster"]
     stuck = _write(tmp_path / "v2", "spec.yml", _never_ready("keep"))
-    out = run_module("deploy", {"src": str(stuck), "exclude": [home], "wait_timeout": 4,
-                                **kb_args(federation)}, tmp_path).json()
+    out = run_module(
+        "deploy", {"src": str(stuck), "exclude": [home], "wait_timeout": 4, **kb_args(federation)}, tmp_path
+    ).json()
     assert out["failed"] and "previous placement keeps serving" in out["msg"]
-    wait_for(lambda: {c for c, objs in labelled(dyn, "keep").items() if objs} == {home}, 60,
-             "the cluster the failed re-placement was adding to be clean again")
+    wait_for(
+        lambda: {c for c, objs in labelled(dyn, "keep").items() if objs} == {home},
+        60,
+        "the cluster the failed re-placement was adding to be clean again",
+    )
     assert federation.kb().get_placement("keep")["current"]["web"][0]["cluster"] == home
     run_module("deploy", {"name": "keep", "state": "absent", **kb_args(federation)}, tmp_path)
     nothing_left(dyn, "keep")
@@ -259,8 +281,11 @@ def test_unplaceable_spec_is_not_stored(tmp_path, federation, dyn):
     spec = _write(tmp_path, "spec.yml", native(name="placeable"))
     first = run_module("deploy", {"src": str(spec), **kb_args(federation)}, tmp_path).json()
     assert not first.get("failed") and first["version"] == 1, first
-    impossible = _write(tmp_path / "v2", "spec.yml", native(
-        name="placeable", service="constraints: {maxLatency: [{from: edge-1, ms: 0.001}]}"))
+    impossible = _write(
+        tmp_path / "v2",
+        "spec.yml",
+        native(name="placeable", service="constraints: {maxLatency: [{from: edge-1, ms: 0.001}]}"),
+    )
     before = kb_state(kb)
     out = run_module("deploy", {"src": str(impossible), **kb_args(federation)}, tmp_path).json()
     assert out["failed"] and "maxLatency" in out["msg"]
@@ -276,8 +301,17 @@ def test_check_mode_diff_is_per_object(tmp_path, federation, dyn):
     assert not first.get("failed"), first
     home = first["plan"]["services"]["web"][0]["cluster"]
     before = cluster_state(dyn)
-    out = run_module("deploy", {"name": "diffs", "exclude": [home], "_ansible_check_mode": True,
-                                "_ansible_diff": True, **kb_args(federation)}, tmp_path).json()
+    out = run_module(
+        "deploy",
+        {
+            "name": "diffs",
+            "exclude": [home],
+            "_ansible_check_mode": True,
+            "_ansible_diff": True,
+            **kb_args(federation),
+        },
+        tmp_path,
+    ).json()
     assert out["changed"] and out["message"].startswith("would deploy to ")
     assert cluster_state(dyn) == before
     diffs = out["diff"]
@@ -298,6 +332,7 @@ def test_check_mode_diff_is_per_object(tmp_path, federation, dyn):
 
 # -- QONNECT's own application -----------------------------------------------------------------
 
+
 def _bundles() -> dict[str, str]:
     return {key: str(SAMPLE / name) for key, name in BUNDLE_FILES.items()}
 
@@ -311,7 +346,10 @@ def test_qonnect_sample_plans_from_its_files():
     plan = run.json()
     assert plan["application"] == "istio-sample"
     assert {s: [e["cluster"] for e in es] for s, es in plan["services"].items()} == {
-        "cloud-svc": ["cloud-energy"], "fog-svc": ["fog-energy"], "edge-svc": ["edge-energy"]}
+        "cloud-svc": ["cloud-energy"],
+        "fog-svc": ["fog-energy"],
+        "edge-svc": ["edge-energy"],
+    }
     rows = plan["explanation"]["cloud-svc"]
     ranked = [r for r in rows if r.get("total_all_nodes") is not None]
     assert [r["cluster"] for r in ranked] == ["cloud-energy", "cloud-cost", "cloud-performance"]
@@ -319,9 +357,14 @@ def test_qonnect_sample_plans_from_its_files():
 
 def test_qonnect_sample_deploys_with_addresses_resolved(tmp_path, federation, dyn):
     """Through the deploy playbook, as a user runs it, with QONNECT's files as they are."""
-    result = federation.playbook("qonnect.core.deploy", "-e", f"app_file={SAMPLE / 'application.yaml'}",
-                                 "-e", json.dumps({"bundles": _bundles(), "scorer": "borda",
-                                                   "wait_timeout": 90}), timeout=300)
+    result = federation.playbook(
+        "qonnect.core.deploy",
+        "-e",
+        f"app_file={SAMPLE / 'application.yaml'}",
+        "-e",
+        json.dumps({"bundles": _bundles(), "scorer": "borda", "wait_timeout": 90}),
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     placed = federation.kb().get_placement("istio-sample")["current"]
     chosen = {s: es[0]["cluster"] for s, es in placed.items()}
@@ -366,10 +409,22 @@ def test_qonnect_bundle_keeps_its_own_replicas(tmp_path, federation, dyn):
         if doc and doc.get("kind") == "Deployment":
             doc["spec"]["replicas"] = 2
     edge = _write(tmp_path, "edge.yaml", yaml.safe_dump_all([d for d in docs if d]))
-    app = _write(tmp_path, "application.yaml", (SAMPLE / "application.yaml").read_text()
-                 .replace("name: istio-sample", "name: two-ratings"))
-    out = run_module("deploy", {"src": str(app), "bundles": {"edge_svc": str(edge)}, "scorer": "borda",
-                                "wait_timeout": 90, **kb_args(federation)}, tmp_path).json()
+    app = _write(
+        tmp_path,
+        "application.yaml",
+        (SAMPLE / "application.yaml").read_text().replace("name: istio-sample", "name: two-ratings"),
+    )
+    out = run_module(
+        "deploy",
+        {
+            "src": str(app),
+            "bundles": {"edge_svc": str(edge)},
+            "scorer": "borda",
+            "wait_timeout": 90,
+            **kb_args(federation),
+        },
+        tmp_path,
+    ).json()
     assert not out.get("failed"), out.get("msg")
     cluster = out["plan"]["services"]["edge-svc"][0]["cluster"]
     dep = dyn(cluster).resources.get(api_version="apps/v1", kind="Deployment")

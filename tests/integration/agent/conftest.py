@@ -23,8 +23,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     this directory runs: a cold build takes longer than a test's timeout. A failure is kept and
     raised by the kube_bin fixture, so those tests fail (never skip)."""
     here = Path(__file__).parent
-    if _BUILD or not any(item.get_closest_marker("kube") and Path(str(item.fspath)).parent == here
-                         for item in session.items):
+    if _BUILD or not any(
+        item.get_closest_marker("kube") and Path(str(item.fspath)).parent == here for item in session.items
+    ):
         return
     from qonnect.testbed.kube import BinariesError, ensure_binaries
 
@@ -73,7 +74,9 @@ def testbed(tmp_path_factory) -> Iterator[dict]:
         federation["dir"] = str(root)
         yield federation
     finally:
-        subprocess.run([*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60, check=False)
+        subprocess.run(
+            [*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60, check=False
+        )
 
 
 @pytest.fixture(scope="module")

@@ -33,17 +33,34 @@ CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "value": 
 def testbed(tmp_path_factory) -> Iterator[dict]:
     """cloud-1, fog-1 and edge-1, each with a tainted control-plane node and one worker."""
     root = tmp_path_factory.mktemp("tiers")
-    up = subprocess.run([*QONNECT, "testbed", "up", "--dir", str(root), "--profile", "tiers",
-                         "--start-delay", "0.3", "--timeout", "60"],
-                        capture_output=True, text=True, timeout=90, check=False)
+    up = subprocess.run(
+        [
+            *QONNECT,
+            "testbed",
+            "up",
+            "--dir",
+            str(root),
+            "--profile",
+            "tiers",
+            "--start-delay",
+            "0.3",
+            "--timeout",
+            "60",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
     try:
         assert up.returncode == 0, up.stderr
         federation = yaml.safe_load((root / "federation.yaml").read_text())
         federation["dir"] = str(root)
         yield federation
     finally:
-        subprocess.run([*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60,
-                       check=False)
+        subprocess.run(
+            [*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60, check=False
+        )
 
 
 def edge_nodes(kb) -> list[dict]:
@@ -57,12 +74,23 @@ def test_control_plane_taints_reach_the_kb_and_placement_never_uses_that_node(st
     assert nodes["edge-1-control-plane"]["taints"] == [CONTROL_PLANE_TAINT]
     assert nodes["edge-1-worker"]["taints"] == []
 
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-           "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}]}}
-    app = load_application({"apiVersion": "qonnect.io/v1", "kind": "Application", "metadata": {"name": "t"},
-                            "spec": {"objective": {"performance": 1.0},
-                                     "services": [{"name": "s", "tier": "edge", "replicas": 3,
-                                                   "manifests": [pod]}]}})
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}]},
+    }
+    app = load_application(
+        {
+            "apiVersion": "qonnect.io/v1",
+            "kind": "Application",
+            "metadata": {"name": "t"},
+            "spec": {
+                "objective": {"performance": 1.0},
+                "services": [{"name": "s", "tier": "edge", "replicas": 3, "manifests": [pod]}],
+            },
+        }
+    )
     for scorer in ("weighted", "borda", "optimal"):
         (entry,) = place(app, kb.admin.inventory(), scorer=scorer).services["s"]
         assert (entry["cluster"], entry["replicas"], set(entry["nodes"])) == ("edge-1", 3, {"edge-1-worker"})
@@ -121,8 +149,14 @@ spec:
 
 def test_an_unschedulable_pod_is_progressing_within_its_grace_and_failed_after_it(start_agent, kb, testbed):
     agent = start_agent("edge-1")
-    subprocess.run(["kubectl", "--kubeconfig", agent.cluster["kubeconfig"], "apply", "-f", "-"],
-                   input=MANIFESTS, text=True, check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        ["kubectl", "--kubeconfig", agent.cluster["kubeconfig"], "apply", "-f", "-"],
+        input=MANIFESTS,
+        text=True,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     started = time.monotonic()
 
     def workloads():
@@ -135,7 +169,8 @@ def test_an_unschedulable_pod_is_progressing_within_its_grace_and_failed_after_i
     assert time.monotonic() - started >= 4  # not before its grace
     gives_up = found["gives-up"]
     assert gives_up["reason"].startswith("NotReady: Unschedulable:") and gives_up["reason"].endswith(
-        "for more than 4s")
+        "for more than 4s"
+    )
     time.sleep(3)  # well past gives-up's grace: waits keeps waiting (its grace is the 600 s deadline)
     waits = next(w for w in kb.admin.list_workloads(cluster="edge-1") if w["name"] == "waits")
     assert waits["status"] == "Progressing" and waits["reason"].startswith("Unschedulable:")
@@ -150,6 +185,7 @@ def test_an_agent_without_rbac_rights_reports_forbidden_and_the_cluster_stays_he
     agent.cluster = dict(cluster, kubeconfig=cluster["restricted_kubeconfig"])
     agent.start()
     try:
+
         def status():
             record = kb.admin.get_cluster("fog-1")["status"]
             return (record.get("error") or "").startswith("forbidden:") and record
@@ -158,7 +194,8 @@ def test_an_agent_without_rbac_rights_reports_forbidden_and_the_cluster_stays_he
         assert record["reachable"] is True and record["healthy"] is True
         assert record["error"].startswith(
             "forbidden: the agent needs these rights: list nodes (all namespaces), list pods (all namespaces), "
-            "list deployments.apps (all namespaces)")
+            "list deployments.apps (all namespaces)"
+        )
         inventory = kb.admin.inventory()
         snapshot = Snapshot(inventory=inventory, workloads=[], applications=[], now=time.time())
         assert "fog-1" not in down_clusters(snapshot, Settings())  # the controller moves nothing
@@ -206,17 +243,32 @@ spec:
 """
 
 
-def test_a_transient_pull_failure_is_never_failed_and_a_permanent_one_is_after_its_grace(start_agent, kb, testbed):
+def test_a_transient_pull_failure_is_never_failed_and_a_permanent_one_is_after_its_grace(
+    start_agent, kb, testbed
+):
     agent = start_agent("cloud-1")
-    subprocess.run(["kubectl", "--kubeconfig", agent.cluster["kubeconfig"], "apply", "-f", "-"],
-                   input=FAULTS, text=True, check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        ["kubectl", "--kubeconfig", agent.cluster["kubeconfig"], "apply", "-f", "-"],
+        input=FAULTS,
+        text=True,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     seen: dict[str, list[tuple[str, str]]] = {"flaky": [], "broken": []}
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         for w in kb.admin.list_workloads(cluster="cloud-1"):
-            if w["name"] in seen and (not seen[w["name"]] or seen[w["name"]][-1] != (w["status"], w["reason"])):
+            if w["name"] in seen and (
+                not seen[w["name"]] or seen[w["name"]][-1] != (w["status"], w["reason"])
+            ):
                 seen[w["name"]].append((w["status"], w["reason"]))
-        if seen["flaky"] and seen["flaky"][-1][0] == "Healthy" and seen["broken"] and seen["broken"][-1][0] == "Failed":
+        if (
+            seen["flaky"]
+            and seen["flaky"][-1][0] == "Healthy"
+            and seen["broken"]
+            and seen["broken"][-1][0] == "Failed"
+        ):
             break
         time.sleep(0.2)
     flaky, broken = seen["flaky"], seen["broken"]
@@ -225,7 +277,9 @@ def test_a_transient_pull_failure_is_never_failed_and_a_permanent_one_is_after_i
     assert any(reason.startswith(("ErrImagePull", "ImagePullBackOff")) for _s, reason in flaky), flaky
     assert broken and broken[-1][0] == "Failed", broken
     assert broken[-1][1].startswith("NotReady: ") and broken[-1][1].endswith("for more than 5s"), broken
-    assert any(s == "Progressing" and r.startswith(("ErrImagePull", "ImagePullBackOff")) for s, r in broken), broken
+    assert any(
+        s == "Progressing" and r.startswith(("ErrImagePull", "ImagePullBackOff")) for s, r in broken
+    ), broken
     assert agent.stop() == 0
 
 
@@ -233,18 +287,41 @@ def test_moving_straight_back_waits_for_the_terminating_namespace(testbed):
     """Deploy to edge-1, move to fog-1 (edge-1's namespace is deleted and stays Terminating while
     its pods go), move straight back: deploy waits for the namespace to be gone, then recreates it."""
     targets = {c["name"]: Target(c["name"], c["kubeconfig"]) for c in testbed["clusters"]}
-    web = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
-                    "template": {"metadata": {"labels": {"app": "web"}},
-                                 "spec": {"containers": [{"name": "c", "image": "nginx",
-                                                          "resources": {"requests": {"cpu": "100m"}}}]}}}}
-    services = {"web": [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
-                         "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}}, web]}
+    web = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [
+                        {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}
+                    ]
+                },
+            },
+        },
+    }
+    services = {
+        "web": [
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "web"},
+                "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}},
+            },
+            web,
+        ]
+    }
     on_edge = {"web": [{"cluster": "edge-1", "replicas": 2}]}
     on_fog = {"web": [{"cluster": "fog-1", "replicas": 2}]}
 
     def deploy(plan, previous):
-        return Deployer("moveback", "moveback", services, plan, targets, previous=previous, wait_timeout=60).run()
+        return Deployer(
+            "moveback", "moveback", services, plan, targets, previous=previous, wait_timeout=60
+        ).run()
 
     assert not deploy(on_edge, set())["failed"]
     assert not deploy(on_fog, {"edge-1"})["failed"]
@@ -284,10 +361,31 @@ def test_a_node_loss_with_room_left_is_rescheduled_and_never_failed(tmp_path, kb
     """
     (tmp_path / "two.yml").write_text(TWO_WORKERS)
     root = tmp_path / "tb"
-    subprocess.run([*QONNECT, "testbed", "up", "--dir", str(root), "--profile", str(tmp_path / "two.yml"),
-                    "--start-delay", "0.3", "--timeout", "60", "--node-monitor-grace-period", "3",
-                    "--default-unreachable-toleration-seconds", "6", "--default-not-ready-toleration-seconds", "6"],
-                   capture_output=True, text=True, timeout=90, check=True)
+    subprocess.run(
+        [
+            *QONNECT,
+            "testbed",
+            "up",
+            "--dir",
+            str(root),
+            "--profile",
+            str(tmp_path / "two.yml"),
+            "--start-delay",
+            "0.3",
+            "--timeout",
+            "60",
+            "--node-monitor-grace-period",
+            "3",
+            "--default-unreachable-toleration-seconds",
+            "6",
+            "--default-not-ready-toleration-seconds",
+            "6",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=True,
+    )
     agent = None
     try:
         federation = yaml.safe_load((root / "federation.yaml").read_text())
@@ -297,27 +395,51 @@ def test_a_node_loss_with_room_left_is_rescheduled_and_never_failed(tmp_path, kb
         agent.start()
         manifest = "---".join(MANIFESTS.split("---")[:2])  # Namespace shop + waits
         manifest = manifest.replace('cpu: "5"', 'cpu: "1"').replace("replicas: 2", "replicas: 4")
-        subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-"], input=manifest, text=True,
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            ["kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-"],
+            input=manifest,
+            text=True,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
 
         def waits(status):
             found = [w for w in kb.admin.list_workloads(cluster="edge-1") if w["name"] == "waits"]
             return found and found[0]["status"] == status and found[0]["ready_replicas"] == 4 and found[0]
 
         wait_for(lambda: waits("Healthy"), 60, "waits Healthy with 4 replicas")
-        pods = json.loads(subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "-n", "shop", "get", "pods", "-o",
-                                          "json"], capture_output=True, text=True, check=True, timeout=30).stdout)
+        pods = json.loads(
+            subprocess.run(
+                ["kubectl", "--kubeconfig", kubeconfig, "-n", "shop", "get", "pods", "-o", "json"],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=30,
+            ).stdout
+        )
         lost = pods["items"][0]["spec"]["nodeName"]
-        subprocess.run([*QONNECT, "testbed", "node-down", "edge-1", lost, "--dir", str(root)],
-                       capture_output=True, text=True, timeout=60, check=True)
+        subprocess.run(
+            [*QONNECT, "testbed", "node-down", "edge-1", lost, "--dir", str(root)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
         statuses = []
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             (w,) = [w for w in kb.admin.list_workloads(cluster="edge-1") if w["name"] == "waits"]
             statuses.append((w["status"], w["ready_replicas"]))
-            running = json.loads(subprocess.run(
-                ["kubectl", "--kubeconfig", kubeconfig, "-n", "shop", "get", "pods", "-o", "json"],
-                capture_output=True, text=True, check=True, timeout=30).stdout)["items"]
+            running = json.loads(
+                subprocess.run(
+                    ["kubectl", "--kubeconfig", kubeconfig, "-n", "shop", "get", "pods", "-o", "json"],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    timeout=30,
+                ).stdout
+            )["items"]
             moved = running and all(p["spec"].get("nodeName") not in (None, lost) for p in running)
             if moved and statuses[-1] == ("Healthy", 4):
                 break
@@ -330,4 +452,6 @@ def test_a_node_loss_with_room_left_is_rescheduled_and_never_failed(tmp_path, kb
     finally:
         if agent is not None:
             agent.stop()
-        subprocess.run([*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60, check=False)
+        subprocess.run(
+            [*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60, check=False
+        )

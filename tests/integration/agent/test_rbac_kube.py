@@ -41,22 +41,49 @@ def kube(kube_bin: Path, tmp_path_factory) -> Iterator[dict]:
     """One real cluster of the `tiers` profile: a tainted control-plane node and a worker."""
     KUBECTL[0] = str(kube_bin / "kubectl")  # the kubectl of the engine's own release
     root = tmp_path_factory.mktemp("kube")
-    up = subprocess.run([*QONNECT, "testbed", "up", "--dir", str(root), "--profile", "tiers", "--clusters", "1",
-                         "--start-delay", "0.3", "--engine", "kube", "--timeout", "300"],
-                        capture_output=True, text=True, timeout=420, check=False)
+    up = subprocess.run(
+        [
+            *QONNECT,
+            "testbed",
+            "up",
+            "--dir",
+            str(root),
+            "--profile",
+            "tiers",
+            "--clusters",
+            "1",
+            "--start-delay",
+            "0.3",
+            "--engine",
+            "kube",
+            "--timeout",
+            "300",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=420,
+        check=False,
+    )
     try:
         assert up.returncode == 0, up.stderr[-4000:]
         federation = yaml.safe_load((root / "federation.yaml").read_text())
         federation["dir"] = root
         yield federation
     finally:
-        subprocess.run([*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=120,
-                       check=False)
+        subprocess.run(
+            [*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=120, check=False
+        )
 
 
 def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
-    return subprocess.run([*KUBECTL, "--kubeconfig", kubeconfig, *args], input=stdin, capture_output=True,
-                          text=True, timeout=60, check=True).stdout
+    return subprocess.run(
+        [*KUBECTL, "--kubeconfig", kubeconfig, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
 
 
 def token_kubeconfig(admin: str, account: str, path: Path) -> str:
@@ -82,7 +109,8 @@ def test_the_agent_clusterrole_is_enough_and_every_right_in_it_is_needed(kube, t
         observed = wait_for(lambda: _collect(collector), 30, "the agent to read with its ClusterRole")
         nodes = {n["name"]: n for n in observed["nodes"]}
         assert nodes[f"{CLUSTER}-control-plane"]["taints"] == [
-            {"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}]
+            {"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}
+        ]
 
         docs = yaml.safe_load(role_file.read_text())["items"]
         role = next(d for d in docs if d["kind"] == "ClusterRole")
@@ -98,8 +126,11 @@ def test_the_agent_clusterrole_is_enough_and_every_right_in_it_is_needed(kube, t
                 group = rule["apiGroups"][0]
                 wanted = f"list {resource}{'.' + group if group else ''} (all namespaces)"
                 err = wait_for(lambda: _forbidden(collector), 30, f"403 once {resource} is taken away")
-                assert str(err) == ("forbidden: the agent needs these rights: " + wanted
-                                    + " (grant the ClusterRole in docs/rbac/agent-clusterrole.yml)")
+                assert str(err) == (
+                    "forbidden: the agent needs these rights: "
+                    + wanted
+                    + " (grant the ClusterRole in docs/rbac/agent-clusterrole.yml)"
+                )
         kubectl(admin, "apply", "-f", str(role_file))
         wait_for(lambda: _collect(collector), 30, "the agent to read again with the whole ClusterRole")
     finally:
@@ -129,24 +160,53 @@ def test_the_restricted_token_is_reported_forbidden_not_unreachable(kube):
     finally:
         collector.close()
     assert err.value.status == 403
-    assert str(err.value).startswith("forbidden: the agent needs these rights: list nodes (all namespaces), "
-                                     "list pods (all namespaces), list deployments.apps (all namespaces)")
+    assert str(err.value).startswith(
+        "forbidden: the agent needs these rights: list nodes (all namespaces), "
+        "list pods (all namespaces), list deployments.apps (all namespaces)"
+    )
 
 
-def test_deploy_with_its_clusterrole_applies_removes_and_reapplies_through_a_terminating_namespace(kube, tmp_path):
+def test_deploy_with_its_clusterrole_applies_removes_and_reapplies_through_a_terminating_namespace(
+    kube, tmp_path
+):
     admin = next(c for c in kube["clusters"] if c["name"] == CLUSTER)["kubeconfig"]
     kubectl(admin, "apply", "-f", str(ROOT / "docs" / "rbac" / "agent-clusterrole.yml"))  # the namespace
     kubectl(admin, "apply", "-f", str(ROOT / "docs" / "rbac" / "deploy-clusterrole.yml"))
     deploy_config = token_kubeconfig(admin, "qonnect-deploy", tmp_path / "deploy.yaml")
     targets = {CLUSTER: Target(CLUSTER, deploy_config)}
-    web = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
-                    "template": {"metadata": {"labels": {"app": "web"}},
-                                 "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                                                          "resources": {"requests": {"cpu": "100m"}}}]}}}}
-    services = {"web": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}, "data": {"a": "1"}},
-                        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
-                         "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}}, web]}
+    web = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "100m"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
+    services = {
+        "web": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}, "data": {"a": "1"}},
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "web"},
+                "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}},
+            },
+            web,
+        ]
+    }
     plan = {"web": [{"cluster": CLUSTER, "replicas": 2}]}
 
     def deployer(**kw):
@@ -163,7 +223,9 @@ def test_deploy_with_its_clusterrole_applies_removes_and_reapplies_through_a_ter
     assert not again["failed"], again["message"]
     namespace = client.get("v1", "Namespace", "rbac")
     assert left is not None and left["status"]["phase"] == "Terminating"  # what deploy met on its way back
-    assert namespace["status"]["phase"] == "Active" and namespace["metadata"]["uid"] != left["metadata"]["uid"]
+    assert (
+        namespace["status"]["phase"] == "Active" and namespace["metadata"]["uid"] != left["metadata"]["uid"]
+    )
     assert client.get("apps/v1", "Deployment", "web", "rbac")["status"].get("readyReplicas") == 2
     assert time.monotonic() - started < 240
 
@@ -176,9 +238,13 @@ def test_readiness_of_real_daemonsets_and_statefulsets(kube):
     kubectl(admin, "create", "namespace", "ready")
 
     def workload(kind: str, name: str, image: str) -> dict:
-        spec = {"selector": {"matchLabels": {"app": name}},
-                "template": {"metadata": {"labels": {"app": name, **labels}},
-                             "spec": {"containers": [{"name": "c", "image": image}]}}}
+        spec = {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name, **labels}},
+                "spec": {"containers": [{"name": "c", "image": image}]},
+            },
+        }
         if kind == "StatefulSet":
             spec.update(replicas=2, serviceName=name)
         metadata = {"name": name, "namespace": "ready", "labels": labels}
@@ -193,8 +259,11 @@ def test_readiness_of_real_daemonsets_and_statefulsets(kube):
     assert readiness(ds).ready and "replicas" not in ds["spec"]
 
     client.apply(workload("StatefulSet", "db", "registry.k8s.io/pause:3.9"))  # a rolling update
-    seen_not_ready = wait_for(lambda: not readiness(client.get("apps/v1", "StatefulSet", "db", "ready")).ready,
-                              30, "the StatefulSet to be not ready while it rolls")
+    seen_not_ready = wait_for(
+        lambda: not readiness(client.get("apps/v1", "StatefulSet", "db", "ready")).ready,
+        30,
+        "the StatefulSet to be not ready while it rolls",
+    )
     assert seen_not_ready
     assert waiter.wait_ready(client, "ready", "ready", [("StatefulSet", "db")], 120) == []
     status = client.get("apps/v1", "StatefulSet", "db", "ready")["status"]

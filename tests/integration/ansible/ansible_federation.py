@@ -56,8 +56,9 @@ class Federation:
 
     def playbook(self, name: str, *args: str, timeout: float = 150) -> subprocess.CompletedProcess:
         cmd = [str(BIN / "ansible-playbook"), name, "-e", f"kb_token_file={self.admin_token_file}", *args]
-        return subprocess.run(cmd, env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                              check=False)
+        return subprocess.run(
+            cmd, env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+        )
 
     def qonnect(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([QONNECT, *args], capture_output=True, text=True, timeout=60, check=True)
@@ -128,7 +129,8 @@ def snapshot(k8s, namespace: str = "bookinfo") -> dict[str, dict]:
                 body = api.sanitize_for_serialization(obj)
                 objs[f"{kind}/{obj.metadata.name}"] = json.dumps(
                     [body["metadata"].get("labels"), body["metadata"].get("annotations"), body.get("spec")],
-                    sort_keys=True)
+                    sort_keys=True,
+                )
         out[cluster] = objs
     return out
 

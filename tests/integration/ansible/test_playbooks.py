@@ -40,8 +40,11 @@ def ready_copies(k8s) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {s: set() for s in SERVICE_DEPLOYMENTS}
     for cluster in CLUSTERS:
         apps = k8s(cluster)[1]
-        ready = {d.metadata.name for d in apps.list_namespaced_deployment("bookinfo").items
-                 if (d.status.ready_replicas or 0) >= 1}
+        ready = {
+            d.metadata.name
+            for d in apps.list_namespaced_deployment("bookinfo").items
+            if (d.status.ready_replicas or 0) >= 1
+        }
         for service, names in SERVICE_DEPLOYMENTS.items():
             if all(n in ready for n in names):
                 found[service].add(cluster)
@@ -57,16 +60,21 @@ def assert_matches_plan(federation, k8s) -> dict[str, list[dict]]:
         hosts = {e["cluster"]: e for e in entries}
         for cluster in CLUSTERS:
             core, apps = k8s(cluster)
-            deps = {d.metadata.name: d for d in apps.list_namespaced_deployment(
-                "bookinfo", label_selector=f"qonnect.io/service={service}").items}
+            deps = {
+                d.metadata.name: d
+                for d in apps.list_namespaced_deployment(
+                    "bookinfo", label_selector=f"qonnect.io/service={service}"
+                ).items
+            }
             if cluster in hosts:
                 assert sorted(deps) == SERVICE_DEPLOYMENTS[service], (cluster, service)
                 for dep in deps.values():
                     assert dep.metadata.labels["app.kubernetes.io/managed-by"] == "qonnect"
                     assert dep.spec.replicas == hosts[cluster]["replicas"]
                     if hosts[cluster].get("nodes"):
-                        term = dep.spec.template.spec.affinity.node_affinity.\
-                            required_during_scheduling_ignored_during_execution.node_selector_terms[0]
+                        term = dep.spec.template.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms[
+                            0
+                        ]
                         assert term.match_expressions[-1].values == sorted(hosts[cluster]["nodes"])
                         pods = core.list_namespaced_pod("bookinfo", label_selector=f"app={service}").items
                         assert pods and {p.spec.node_name for p in pods} <= set(hosts[cluster]["nodes"])
@@ -77,7 +85,10 @@ def assert_matches_plan(federation, k8s) -> dict[str, list[dict]]:
                 if cluster in app_clusters:
                     svc = core.read_namespaced_service(service, "bookinfo")
                     assert svc.spec.type == "ExternalName"
-                    assert svc.spec.external_name == f"{service}.bookinfo.svc.{entries[0]['cluster']}.qonnect.local"
+                    assert (
+                        svc.spec.external_name
+                        == f"{service}.bookinfo.svc.{entries[0]['cluster']}.qonnect.local"
+                    )
     return plan
 
 
@@ -105,8 +116,16 @@ def test_inventory_plugin(federation, tmp_path):
     source.write_text("plugin: qonnect.core.kb\nkeyed_groups:\n  - key: tier\n    prefix: t\n")
     token = federation.admin_token_file.read_text().strip()
     env = dict(federation.env, QONNECT_KB_TOKEN=token)
-    listed = json_out(subprocess.run([str(BIN / "ansible-inventory"), "-i", str(source), "--list"],
-                                     env=env, capture_output=True, text=True, timeout=120, check=False))
+    listed = json_out(
+        subprocess.run(
+            [str(BIN / "ansible-inventory"), "-i", str(source), "--list"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    )
     assert sorted(listed["cloud"]["hosts"]) == ["cloud-1", "cloud-2", "cloud-3"]
     assert sorted(listed["healthy"]["hosts"]) == sorted(CLUSTERS)
     assert sorted(listed["t_edge"]["hosts"]) == ["edge-1", "edge-2", "edge-3"]
@@ -115,8 +134,14 @@ def test_inventory_plugin(federation, tmp_path):
     assert hv["server"] == federation.clusters["fog-2"]["server"]
     assert hv["capacity"]["cpu"] == 6.0 and hv["price_eur_h"] == pytest.approx(0.0042)
     assert hv["healthy"] is True and hv["heartbeat_age"] < 30
-    graph = subprocess.run([str(BIN / "ansible-inventory"), "-i", str(source), "--graph"],
-                           env=env, capture_output=True, text=True, timeout=120, check=False)
+    graph = subprocess.run(
+        [str(BIN / "ansible-inventory"), "-i", str(source), "--graph"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert "@fog:" in graph.stdout and "--edge-3" in graph.stdout
     assert token not in json.dumps(listed) + graph.stdout + graph.stderr
 
@@ -124,16 +149,19 @@ def test_inventory_plugin(federation, tmp_path):
 def test_inventory_cache(federation, tmp_path):
     """With the cache on, a second run is answered from the cache even with the KB unreachable."""
     source = tmp_path / "cached.qonnect.yml"
-    source.write_text(f"plugin: qonnect.core.kb\ncache: true\ncache_plugin: ansible.builtin.jsonfile\n"
-                      f"cache_connection: {tmp_path / 'cache'}\ncache_timeout: 600\n")
+    source.write_text(
+        f"plugin: qonnect.core.kb\ncache: true\ncache_plugin: ansible.builtin.jsonfile\n"
+        f"cache_connection: {tmp_path / 'cache'}\ncache_timeout: 600\n"
+    )
     env = dict(federation.env, QONNECT_KB_TOKEN=federation.admin_token_file.read_text().strip())
     cmd = [str(BIN / "ansible-inventory"), "-i", str(source), "--list"]
     first = json_out(subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False))
     env["QONNECT_KB_URL"] = "http://127.0.0.1:9"  # nothing listens there
     cached = json_out(subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False))
     assert sorted(cached["_meta"]["hostvars"]) == sorted(first["_meta"]["hostvars"]) == sorted(CLUSTERS)
-    flushed = subprocess.run([*cmd, "--flush-cache"], env=env, capture_output=True, text=True, timeout=120,
-                             check=False)
+    flushed = subprocess.run(
+        [*cmd, "--flush-cache"], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     assert "KB unreachable" in flushed.stdout + flushed.stderr
 
 
@@ -143,7 +171,11 @@ def test_deploy_playbook_places_by_plan(federation, k8s):
     assert counts["failed"] == 0 and counts["changed"] >= 1, result.stdout + result.stderr
     plan = assert_matches_plan(federation, k8s)
     assert {s: e[0]["cluster"].split("-")[0] for s, e in plan.items()} == {
-        "productpage": "cloud", "details": "fog", "reviews": "fog", "ratings": "edge"}
+        "productpage": "cloud",
+        "details": "fog",
+        "reviews": "fog",
+        "ratings": "edge",
+    }
     assert all(len(c) == 1 for c in ready_copies(k8s).values())
     events = federation.kb().list_events(application="bookinfo")
     assert any(e["reason"] == "Deployed" for e in events)
@@ -159,8 +191,15 @@ def test_second_run_changes_nothing(federation, k8s, deployed):
 def test_check_mode_touches_nothing(federation, k8s, deployed):
     before, stored = snapshot(k8s), placement(federation)
     ratings = stored["ratings"][0]["cluster"]
-    result = federation.playbook("qonnect.core.migrate", "-e", "app=bookinfo",
-                                 "-e", json.dumps({"exclude": [ratings]}), "--check", "--diff")
+    result = federation.playbook(
+        "qonnect.core.migrate",
+        "-e",
+        "app=bookinfo",
+        "-e",
+        json.dumps({"exclude": [ratings]}),
+        "--check",
+        "--diff",
+    )
     counts = recap(result)
     assert counts["failed"] == 0 and counts["changed"] == 1, result.stdout + result.stderr
     assert "ratings-v1" in result.stdout  # the diff shows the Deployment that would move
@@ -183,9 +222,13 @@ def test_migration_is_make_before_break(federation, k8s, deployed):
     poller = threading.Thread(target=poll, daemon=True)
     poller.start()
     try:
-        result = federation.playbook("qonnect.core.migrate", "-e", "app=bookinfo", "-e",
-                                     json.dumps({"exclude": moving, "reason": "test migration",
-                                                 "fencing": {"term": 1, "seq": 1}}))
+        result = federation.playbook(
+            "qonnect.core.migrate",
+            "-e",
+            "app=bookinfo",
+            "-e",
+            json.dumps({"exclude": moving, "reason": "test migration", "fencing": {"term": 1, "seq": 1}}),
+        )
     finally:
         stop.set()
         poller.join(timeout=30)
@@ -198,8 +241,11 @@ def test_migration_is_make_before_break(federation, k8s, deployed):
     assert plan["ratings"][0]["cluster"] not in moving and plan["reviews"][0]["cluster"] not in moving
     app_clusters = {e["cluster"] for entries in plan.values() for e in entries}
     for cluster in set(moving) - app_clusters:  # clusters that left the plan are cleaned up
-        assert not [n for n in k8s(cluster)[0].list_namespace().items  # gone or Terminating, as on real clusters
-                    if n.metadata.name == "bookinfo" and not n.metadata.deletion_timestamp]
+        assert not [
+            n
+            for n in k8s(cluster)[0].list_namespace().items  # gone or Terminating, as on real clusters
+            if n.metadata.name == "bookinfo" and not n.metadata.deletion_timestamp
+        ]
     assert federation.kb().get_placement("bookinfo")["fencing"] == {"term": 1, "seq": 1}
 
 
@@ -212,14 +258,34 @@ def test_partial_failure_keeps_previous_placement(federation, k8s, deployed):
     federation.qonnect("testbed", "fail", target, "--dir", str(federation.dir / "testbed"))
     try:
         result = subprocess.run(
-            [str(BIN / "ansible"), "localhost", "-m", "qonnect.core.deploy", "-a",
-             json.dumps({"name": "bookinfo", "plan": {"services": plan}, "wait_timeout": 10,
-                         "kb_token": f"{{{{ lookup('file', '{federation.admin_token_file}') }}}}"})],
-            env=federation.env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+            [
+                str(BIN / "ansible"),
+                "localhost",
+                "-m",
+                "qonnect.core.deploy",
+                "-a",
+                json.dumps(
+                    {
+                        "name": "bookinfo",
+                        "plan": {"services": plan},
+                        "wait_timeout": 10,
+                        "kb_token": f"{{{{ lookup('file', '{federation.admin_token_file}') }}}}",
+                    }
+                ),
+            ],
+            env=federation.env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     finally:
         federation.qonnect("testbed", "recover", target, "--dir", str(federation.dir / "testbed"))
     assert result.returncode != 0
-    assert f"deploy failed on {target}" in result.stdout and "previous placement keeps serving" in result.stdout
+    assert (
+        f"deploy failed on {target}" in result.stdout and "previous placement keeps serving" in result.stdout
+    )
     assert ready_copies(k8s)["ratings"] == {old}
     assert placement(federation) == stored
     assert federation.admin_token_file.read_text().strip() not in result.stdout
@@ -236,9 +302,14 @@ def test_deploy_through_ansible_runner(federation, k8s, tmp_path):
         private_data_dir=str(tmp_path / "runner"),
         playbook="qonnect.core.deploy",
         extravars={"app_file": COST, "kb_token_file": str(federation.admin_token_file)},
-        envvars={"ANSIBLE_COLLECTIONS_PATH": COLLECTIONS, "QONNECT_KB_URL": federation.kb_url,
-                 "PATH": env["PATH"], "ANSIBLE_NOCOLOR": "1"},
-        quiet=True, timeout=240,
+        envvars={
+            "ANSIBLE_COLLECTIONS_PATH": COLLECTIONS,
+            "QONNECT_KB_URL": federation.kb_url,
+            "PATH": env["PATH"],
+            "ANSIBLE_NOCOLOR": "1",
+        },
+        quiet=True,
+        timeout=240,
     )
     assert runner.status == "successful" and runner.rc == 0, runner.stdout.read()
     assert any(e.get("event") == "playbook_on_stats" for e in runner.events)
@@ -246,7 +317,9 @@ def test_deploy_through_ansible_runner(federation, k8s, tmp_path):
     stored = federation.kb().get_application("bookinfo")
     assert stored["application"]["objective"]["cost"] > stored["application"]["objective"]["energy"]
     assert plan
-    artifacts = "".join(p.read_text(errors="replace") for p in Path(tmp_path / "runner").rglob("*") if p.is_file())
+    artifacts = "".join(
+        p.read_text(errors="replace") for p in Path(tmp_path / "runner").rglob("*") if p.is_file()
+    )
     assert token not in artifacts
 
 
@@ -254,7 +327,10 @@ def test_remove_playbook(federation, k8s, deployed):
     result = federation.playbook("qonnect.core.remove", "-e", "app=bookinfo")
     assert recap(result)["failed"] == 0 and recap(result)["changed"] >= 1, result.stdout
     for cluster in CLUSTERS:
-        assert not [n for n in k8s(cluster)[0].list_namespace().items  # gone or Terminating, as on real clusters
-                    if n.metadata.name == "bookinfo" and not n.metadata.deletion_timestamp]
+        assert not [
+            n
+            for n in k8s(cluster)[0].list_namespace().items  # gone or Terminating, as on real clusters
+            if n.metadata.name == "bookinfo" and not n.metadata.deletion_timestamp
+        ]
     with pytest.raises(Exception, match="404"):
         federation.kb().get_application("bookinfo")

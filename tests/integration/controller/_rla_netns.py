@@ -84,8 +84,12 @@ class Relay:
         self.config.write_text(json.dumps(forwards))
         self.ready.unlink(missing_ok=True)
         self.log = open(workdir / "relay.log", "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([sys.executable, __file__, "relay", str(self.config), str(self.ready)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "relay", str(self.config), str(self.ready)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 20
         while not self.ready.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -102,6 +106,7 @@ class Relay:
 
 
 # -- the relay process ---------------------------------------------------------------------------
+
 
 def _libc_setns(fd: int) -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -178,8 +183,9 @@ def relay_main(config: str, ready: str) -> None:
         listener.listen(64)
         bound.append(f"{host}:{listener.getsockname()[1]}")
         thost, tport = fwd["target"].rsplit(":", 1)
-        threading.Thread(target=_serve, args=(listener, fwd.get("target_ns"), (thost, int(tport))),
-                         daemon=True).start()
+        threading.Thread(
+            target=_serve, args=(listener, fwd.get("target_ns"), (thost, int(tport))), daemon=True
+        ).start()
     Path(ready).write_text(json.dumps(bound))
     threading.Event().wait()
 

@@ -55,8 +55,16 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.1, what: str = 
 class Replica:
     """One `qonnect controller run` process."""
 
-    def __init__(self, stack: Stack, index: int, raft: str, peers: list[str], options: list[str],
-                 prefix: list[str] | None = None, http_bind: str | None = None) -> None:
+    def __init__(
+        self,
+        stack: Stack,
+        index: int,
+        raft: str,
+        peers: list[str],
+        options: list[str],
+        prefix: list[str] | None = None,
+        http_bind: str | None = None,
+    ) -> None:
         self.stack, self.index, self.raft, self.peers = stack, index, raft, peers
         self.name = f"g{stack.generation}r{index}"
         self.options = options
@@ -72,13 +80,33 @@ class Replica:
     def start(self, wait: bool = True) -> Replica:
         self.ready.unlink(missing_ok=True)
         cmd = self.prefix + qonnect_cmd(
-            "-v", "controller", "run", "--id", self.name, "--self", self.raft, "--peers", ",".join(self.peers),
-            "--kb", self.stack.kb_url, "--token-file", str(self.stack.controller_token),
-            "--raft-secret-file", str(self.stack.secret), "--data-dir", str(self.data_dir),
-            "--http", self.http_bind, "--ready-file", str(self.ready), *self.options)
+            "-v",
+            "controller",
+            "run",
+            "--id",
+            self.name,
+            "--self",
+            self.raft,
+            "--peers",
+            ",".join(self.peers),
+            "--kb",
+            self.stack.kb_url,
+            "--token-file",
+            str(self.stack.controller_token),
+            "--raft-secret-file",
+            str(self.stack.secret),
+            "--data-dir",
+            str(self.data_dir),
+            "--http",
+            self.http_bind,
+            "--ready-file",
+            str(self.ready),
+            *self.options,
+        )
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the process
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     env=self.stack.env)
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=self.stack.env
+        )
         log.close()
         self.stack.procs.append(self.proc)
         if wait:
@@ -126,8 +154,11 @@ class Stack:
         self.testbed_dir = root / "testbed"
         self.federation: dict[str, Any] = {}
         self.agents: dict[str, subprocess.Popen] = {}
-        self.env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-                        ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"))
+        self.env = dict(
+            os.environ,
+            PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"),
+        )
         self.secret = root / "raft.secret"
         self.secret.write_text(os.urandom(24).hex())
         self.secret.chmod(0o600)
@@ -139,9 +170,24 @@ class Stack:
         port_file = self.root / "kb.port"
         port_file.unlink(missing_ok=True)
         log = open(self.root / "kb.log", "ab")  # noqa: SIM115 - owned by the process
-        proc = subprocess.Popen(qonnect_cmd("kb", "serve", "--db", db, "--port", str(port), "--port-file",
-                                            str(port_file), "--heartbeat-timeout", str(heartbeat_timeout)),
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=self.env)
+        proc = subprocess.Popen(
+            qonnect_cmd(
+                "kb",
+                "serve",
+                "--db",
+                db,
+                "--port",
+                str(port),
+                "--port-file",
+                str(port_file),
+                "--heartbeat-timeout",
+                str(heartbeat_timeout),
+            ),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=self.env,
+        )
         log.close()
         self.procs.append(proc)
         self.kb_proc, self.kb_heartbeat_timeout = proc, heartbeat_timeout
@@ -150,8 +196,14 @@ class Stack:
         wait_for(self._kb_up, 30, what="the KB /healthz")
         if getattr(self, "admin", None) is not None:  # a restart: same database, same tokens
             return self.admin
-        admin = subprocess.run(qonnect_cmd("kb", "token", "create", "--db", db, "--role", "admin"),
-                               capture_output=True, text=True, timeout=60, check=True, env=self.env).stdout.strip()
+        admin = subprocess.run(
+            qonnect_cmd("kb", "token", "create", "--db", db, "--role", "admin"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            env=self.env,
+        ).stdout.strip()
         self.admin = KBClient(self.kb_url, admin)
         self.admin_token = self._token_file("admin", admin)
         self.controller_token = self._token_file("controller", self.token("controller"))
@@ -189,40 +241,107 @@ class Stack:
     def start_testbed(self, clusters: int = 6, heartbeat: float = 1.0) -> dict[str, Any]:
         import yaml
 
-        subprocess.run(qonnect_cmd("testbed", "up", "--dir", str(self.testbed_dir), "--profile", "paper",
-                                   "--clusters", str(clusters), "--start-delay", "0.3", "--heartbeat", str(heartbeat)),
-                       check=True, capture_output=True, timeout=120, env=self.env)
+        subprocess.run(
+            qonnect_cmd(
+                "testbed",
+                "up",
+                "--dir",
+                str(self.testbed_dir),
+                "--profile",
+                "paper",
+                "--clusters",
+                str(clusters),
+                "--start-delay",
+                "0.3",
+                "--heartbeat",
+                str(heartbeat),
+            ),
+            check=True,
+            capture_output=True,
+            timeout=120,
+            env=self.env,
+        )
         self.federation = yaml.safe_load((self.testbed_dir / "federation.yaml").read_text())
         for c in self.federation["clusters"]:
-            self.admin.request("PUT", f"/api/v1/clusters/{c['name']}", {
-                "tier": c["tier"], "location": c["location"], "server": c["server"],
-                "kubeconfig": c["kubeconfig"], "context": c.get("context"), "labels": c.get("labels") or {}})
+            self.admin.request(
+                "PUT",
+                f"/api/v1/clusters/{c['name']}",
+                {
+                    "tier": c["tier"],
+                    "location": c["location"],
+                    "server": c["server"],
+                    "kubeconfig": c["kubeconfig"],
+                    "context": c.get("context"),
+                    "labels": c.get("labels") or {},
+                },
+            )
         return self.federation
 
     def testbed(self, *args: str) -> None:
-        subprocess.run(qonnect_cmd("testbed", *args, "--dir", str(self.testbed_dir)), check=True,
-                       capture_output=True, timeout=60, env=self.env)
+        subprocess.run(
+            qonnect_cmd("testbed", *args, "--dir", str(self.testbed_dir)),
+            check=True,
+            capture_output=True,
+            timeout=60,
+            env=self.env,
+        )
 
     def start_agents(self, interval: float = 1.0) -> None:
         for c in self.federation["clusters"]:
             token = self._token_file(f"agent-{c['name']}", self.token("agent", c["name"]))
             log = open(self.root / f"agent-{c['name']}.log", "ab")  # noqa: SIM115 - owned by the process
-            proc = subprocess.Popen(qonnect_cmd("agent", "--cluster", c["name"], "--kubeconfig", c["kubeconfig"],
-                                                "--kb", self.kb_url, "--token-file", str(token), "--interval",
-                                                str(interval), "--state-dir", str(self.root / f"agent-{c['name']}")),
-                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=self.env)
+            proc = subprocess.Popen(
+                qonnect_cmd(
+                    "agent",
+                    "--cluster",
+                    c["name"],
+                    "--kubeconfig",
+                    c["kubeconfig"],
+                    "--kb",
+                    self.kb_url,
+                    "--token-file",
+                    str(token),
+                    "--interval",
+                    str(interval),
+                    "--state-dir",
+                    str(self.root / f"agent-{c['name']}"),
+                ),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=self.env,
+            )
             log.close()
             self.procs.append(proc)
             self.agents[c["name"]] = proc
-        wait_for(lambda: all(c["healthy"] for c in self.admin.inventory()["clusters"]), 60,
-                 what="every cluster to report healthy")
+        wait_for(
+            lambda: all(c["healthy"] for c in self.admin.inventory()["clusters"]),
+            60,
+            what="every cluster to report healthy",
+        )
 
     def deploy(self, spec: str | Path, timeout: float = 180) -> dict[str, Any]:
         """The user's deploy: playbooks/deploy.yml with the admin token."""
         result = subprocess.run(
-            [str(BIN / "ansible-playbook"), str(REPO / "playbooks" / "deploy.yml"), "-e", f"app_file={spec}",
-             "-e", f"kb_url={self.kb_url}", "-e", f"kb_token_file={self.admin_token}", "-e", "wait_timeout=60"],
-            capture_output=True, text=True, timeout=timeout, env=self.env, cwd=self.root, check=False)
+            [
+                str(BIN / "ansible-playbook"),
+                str(REPO / "playbooks" / "deploy.yml"),
+                "-e",
+                f"app_file={spec}",
+                "-e",
+                f"kb_url={self.kb_url}",
+                "-e",
+                f"kb_token_file={self.admin_token}",
+                "-e",
+                "wait_timeout=60",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env,
+            cwd=self.root,
+            check=False,
+        )
         if result.returncode != 0:
             raise AssertionError(f"deploy failed:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
         return self.placement(self._app_name(spec))
@@ -235,14 +354,27 @@ class Stack:
 
     # -- controller replicas -------------------------------------------------------------------
 
-    def start_replicas(self, n: int = 3, options: list[str] | None = None, addresses: list[str] | None = None,
-                       prefixes: list[list[str]] | None = None, http_binds: list[str] | None = None,
-                       status_urls: list[str] | None = None) -> list[Replica]:
+    def start_replicas(
+        self,
+        n: int = 3,
+        options: list[str] | None = None,
+        addresses: list[str] | None = None,
+        prefixes: list[list[str]] | None = None,
+        http_binds: list[str] | None = None,
+        status_urls: list[str] | None = None,
+    ) -> list[Replica]:
         """Start n replicas (optionally inside network namespaces via prefixes) and wait for them."""
         addresses = addresses or [f"127.0.0.1:{free_port()}" for _replica in range(n)]
         for i, addr in enumerate(addresses):
-            replica = Replica(self, i, addr, addresses, list(options or []), prefixes[i] if prefixes else None,
-                              http_binds[i] if http_binds else None)
+            replica = Replica(
+                self,
+                i,
+                addr,
+                addresses,
+                list(options or []),
+                prefixes[i] if prefixes else None,
+                http_binds[i] if http_binds else None,
+            )
             if status_urls:
                 replica.http, replica.relayed = status_urls[i], True
             self.replicas.append(replica)
@@ -289,7 +421,9 @@ class Stack:
             clusters = {t["cluster"] for t in targets}
             if clusters & failed:
                 return False
-            states = [w["status"] for w in workloads if w.get("service") == service and w["cluster"] in clusters]
+            states = [
+                w["status"] for w in workloads if w.get("service") == service and w["cluster"] in clusters
+            ]
             if not states or any(s != "Healthy" for s in states):
                 return False
         return True

@@ -42,8 +42,13 @@ PLAYBOOK = """
 
 SECRET = "s3cr3t-kb-token-value-123456"
 
-DECISION = {"id": "d3.7", "app": "shop", "reason": "cluster edge-1 down", "exclude": ["edge-1", "fog-2"],
-            "service": None}
+DECISION = {
+    "id": "d3.7",
+    "app": "shop",
+    "reason": "cluster edge-1 down",
+    "exclude": ["edge-1", "fog-2"],
+    "service": None,
+}
 
 
 @pytest.fixture()
@@ -53,8 +58,15 @@ def executor(tmp_path: Path) -> Executor:
     token = tmp_path / "token"
     token.write_text(SECRET)
     token.chmod(0o600)
-    return Executor(str(playbook), str(tmp_path / "runs"), "http://127.0.0.1:9", str(token), timeout=60,
-                    extra={"out": str(tmp_path / "out.json")}, owner=proctree.new_owner("test"))
+    return Executor(
+        str(playbook),
+        str(tmp_path / "runs"),
+        "http://127.0.0.1:9",
+        str(token),
+        timeout=60,
+        extra={"out": str(tmp_path / "out.json")},
+        owner=proctree.new_owner("test"),
+    )
 
 
 def _all_text(path: Path) -> str:
@@ -65,8 +77,13 @@ def test_run_passes_decision_and_token_and_keeps_secret_out_of_artifacts(executo
     outcome = executor.run(DECISION, 2, {"term": 3, "seq": 9}, lambda: True)
     assert outcome.result == SUCCEEDED and outcome.rc == 0, outcome.detail
     seen = json.loads((tmp_path / "out.json").read_text())
-    assert seen == {"app": "shop", "exclude": ["edge-1", "fog-2"], "fencing": {"term": 3, "seq": 9},
-                    "reason": "cluster edge-1 down", "token_len": len(SECRET)}
+    assert seen == {
+        "app": "shop",
+        "exclude": ["edge-1", "fog-2"],
+        "fencing": {"term": 3, "seq": 9},
+        "reason": "cluster edge-1 down",
+        "token_len": len(SECRET),
+    }
     artifacts = Path(outcome.artifacts)
     assert artifacts.is_dir() and (artifacts / "rc").read_text().strip() == "0"
     assert artifacts.parent.parent.name == "d3.7-a2", "one private data dir per attempt, kept"
@@ -101,8 +118,9 @@ def test_cancel_kills_the_whole_process_tree_not_only_the_group(executor: Execut
     leader = threading.Event()
     leader.set()
     started = tmp_path / "out.json"
-    threading.Thread(target=lambda: (wait_for(started.exists, 60), time.sleep(1.5), leader.clear()),
-                     daemon=True).start()
+    threading.Thread(
+        target=lambda: (wait_for(started.exists, 60), time.sleep(1.5), leader.clear()), daemon=True
+    ).start()
     outcome = executor.run(DECISION, 1, {"term": 1, "seq": 2}, leader.is_set)
     assert outcome.result == CANCELLED
     assert proctree.marked(executor.owner + "/") == [], "processes of the cancelled run are still alive"
@@ -126,9 +144,21 @@ executor.run({"id": "d1.1", "app": "shop", "reason": "r", "exclude": []}, 1, {"t
 
 def test_a_sigkilled_replicas_run_dies_with_it(executor: Executor, tmp_path: Path):
     marker, out = tmp_path / "late-write", tmp_path / "out.json"
-    proc = subprocess.Popen([sys.executable, "-c", SIGKILLED_REPLICA, executor.playbook, str(tmp_path / "runs2"),
-                             executor.token_file, str(out), str(marker)], stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            SIGKILLED_REPLICA,
+            executor.playbook,
+            str(tmp_path / "runs2"),
+            executor.token_file,
+            str(out),
+            str(marker),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         owner = proc.stdout.readline().strip()
         wait_for(out.exists, 60, what="the run to start")

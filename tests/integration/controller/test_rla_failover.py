@@ -49,8 +49,12 @@ def group(fed: Stack) -> Iterator[Stack]:
             fed.testbed("recover", cluster)
         for cluster, node in nodes_down:
             fed.testbed("node-up", cluster, node)
-        wait_for(lambda: all(c["healthy"] for c in fed.admin.inventory()["clusters"]), 60, 0.5,
-                 "every cluster healthy again")
+        wait_for(
+            lambda: all(c["healthy"] for c in fed.admin.inventory()["clusters"]),
+            60,
+            0.5,
+            "every cluster healthy again",
+        )
 
 
 def ratings_cluster(stack: Stack) -> str:
@@ -85,8 +89,11 @@ def assert_exactly_once(stack: Stack, after: int, failed: str) -> dict:
     record = stack.admin.get_placement(APP)
     placed = {t["cluster"] for t in (record["current"] or record["desired"])["ratings"]}
     assert len(placed) == 1 and failed not in placed
-    running = {w["cluster"] for w in stack.admin.list_workloads(application=APP)
-               if w["service"] == "ratings" and w["cluster"] != failed}
+    running = {
+        w["cluster"]
+        for w in stack.admin.list_workloads(application=APP)
+        if w["service"] == "ratings" and w["cluster"] != failed
+    }
     assert running == placed, f"ratings runs on {running}, placed on {placed}"
     return succeeded[0]
 
@@ -98,7 +105,9 @@ def test_cluster_failure_with_leader_sigkill_mid_migration(group: Stack):
     target = ratings_cluster(stack)
     after = last_event_id(stack)
     fail(stack, target)
-    wait_for(lambda: any(e["type"] == kbio.STARTED for e in ours(stack, after)), 30, 0.1, "a migration to start")
+    wait_for(
+        lambda: any(e["type"] == kbio.STARTED for e in ours(stack, after)), 30, 0.1, "a migration to start"
+    )
     started_by = stack.leader()
     assert started_by is leader
     leader.kill()
@@ -106,8 +115,12 @@ def test_cluster_failure_with_leader_sigkill_mid_migration(group: Stack):
     survivors = [r for r in stack.replicas if r is not leader]
     stack.wait_leader(timeout=5, among=survivors)
     assert time.monotonic() - t_kill < 3.0, "re-election took 3 s or more"
-    wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 90, 0.5, "bookinfo healthy off the failed cluster")
-    wait_for(lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 90, 0.5, "the success event")
+    wait_for(
+        lambda: stack.healthy_elsewhere(APP, {target}), 90, 0.5, "bookinfo healthy off the failed cluster"
+    )
+    wait_for(
+        lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 90, 0.5, "the success event"
+    )
     done = assert_exactly_once(stack, after, target)
     story = [e["type"] for e in ours(stack, after)]
     assert story[0] == kbio.DECISION and kbio.STARTED in story
@@ -131,8 +144,11 @@ def test_node_not_ready_moves_the_service_when_the_cluster_cannot_reschedule(gro
     # the cluster could not reschedule: either its pods were reported unschedulable (Failed) or it
     # had no Ready node for longer than node_grace
     assert (decision["reason"] == "workload-failed" and "not ready" in decision["message"]) or (
-        decision["reason"] == "node-not-ready" and time.monotonic() - t0 >= 10), decision["message"]
-    wait_for(lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 60, 0.5, "the success event")
+        decision["reason"] == "node-not-ready" and time.monotonic() - t0 >= 10
+    ), decision["message"]
+    wait_for(
+        lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 60, 0.5, "the success event"
+    )
     assert_exactly_once(stack, after, target)
 
 
@@ -143,7 +159,9 @@ def test_two_of_three_lost_no_decisions_until_quorum_returns(group: Stack):
     survivor, *lost = stack.replicas
     for replica in lost:
         replica.kill()
-    wait_for(lambda: "no quorum" in (survivor.status() or {}).get("why", ""), 15, 0.2, "survivor says no quorum")
+    wait_for(
+        lambda: "no quorum" in (survivor.status() or {}).get("why", ""), 15, 0.2, "survivor says no quorum"
+    )
     target = ratings_cluster(stack)
     after = last_event_id(stack)
     fail(stack, target)
@@ -153,7 +171,9 @@ def test_two_of_three_lost_no_decisions_until_quorum_returns(group: Stack):
     assert not st["is_leader"] and "no quorum" in st["why"] and "majority of 2" in st["why"]
     lost[0].start()
     wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 90, 0.5, "recovery once quorum returns")
-    wait_for(lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 60, 0.5, "the success event")
+    wait_for(
+        lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 60, 0.5, "the success event"
+    )
     assert_exactly_once(stack, after, target)
 
 
@@ -173,7 +193,8 @@ def test_flapping_cluster_does_not_bounce_the_app(group: Stack):
         time.sleep(2)
     decisions = [e for e in ours(stack, after) if e["type"] == kbio.DECISION]
     assert len(decisions) == 1, "the app moved away once and did not bounce: " + repr(
-        [e["message"] for e in decisions])
+        [e["message"] for e in decisions]
+    )
     assert ratings_cluster(stack) != target
 
 
@@ -185,35 +206,56 @@ def test_isolated_leader_does_not_complete_the_migration(group: Stack, tmp_path:
         kb_port = stack.kb_url.rsplit(":", 1)[1]
         forwards = []
         for name in ns.names:  # each replica reaches the KB and every cluster API on root loopback
-            forwards.append({"listen_ns": name, "listen": f"127.0.0.1:{kb_port}", "target": f"127.0.0.1:{kb_port}"})
+            forwards.append(
+                {"listen_ns": name, "listen": f"127.0.0.1:{kb_port}", "target": f"127.0.0.1:{kb_port}"}
+            )
             for c in stack.federation["clusters"]:
                 addr = f"{c['address']}:{c['port']}"
                 forwards.append({"listen_ns": name, "listen": addr, "target": addr})
         for i, name in enumerate(ns.names):  # and the tests reach each replica's status port
             forwards.append({"listen": "127.0.0.1:0", "target_ns": name, "target": f"{ns.addresses[i]}:9460"})
         relay = Relay(tmp_path, forwards)
-        stack.start_replicas(3, OPTIONS, addresses=[f"{a}:9450" for a in ns.addresses],
-                             prefixes=[["ip", "netns", "exec", n] for n in ns.names],
-                             http_binds=[f"{a}:9460" for a in ns.addresses],
-                             status_urls=[f"http://{b}" for b in relay.bound[-3:]])
+        stack.start_replicas(
+            3,
+            OPTIONS,
+            addresses=[f"{a}:9450" for a in ns.addresses],
+            prefixes=[["ip", "netns", "exec", n] for n in ns.names],
+            http_binds=[f"{a}:9460" for a in ns.addresses],
+            status_urls=[f"http://{b}" for b in relay.bound[-3:]],
+        )
         leader = stack.wait_leader(timeout=20)
         target = ratings_cluster(stack)
         after = last_event_id(stack)
         fail(stack, target)
-        wait_for(lambda: any(e["type"] == kbio.STARTED for e in ours(stack, after)), 30, 0.1, "a migration to start")
+        wait_for(
+            lambda: any(e["type"] == kbio.STARTED for e in ours(stack, after)),
+            30,
+            0.1,
+            "a migration to start",
+        )
         ns.cut(leader.index)  # Raft traffic only: it still reaches the KB and the clusters
         t_cut = time.time()
         others = [r for r in stack.replicas if r is not leader]
         stack.wait_leader(timeout=20, among=others)
-        wait_for(lambda: not (leader.status() or {"is_leader": True})["is_leader"], 20, 0.1,
-                 "the isolated leader to step down")
+        wait_for(
+            lambda: not (leader.status() or {"is_leader": True})["is_leader"],
+            20,
+            0.1,
+            "the isolated leader to step down",
+        )
         wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 120, 0.5, "bookinfo healthy elsewhere")
-        wait_for(lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 90, 0.5, "the success event")
+        wait_for(
+            lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 90, 0.5, "the success event"
+        )
         ns.heal(leader.index)
         # it rejoins as a follower (its higher term may force one more election, which its older
         # log cannot win)
-        wait_for(lambda: (s := leader.status()) and s["leader"] not in (None, leader.raft) and not s["is_leader"],
-                 30, 0.2, "the old leader to rejoin as a follower")
+        wait_for(
+            lambda: (s := leader.status()) and s["leader"] not in (None, leader.raft) and not s["is_leader"],
+            30,
+            0.2,
+            "the old leader to rejoin as a follower",
+        )
         time.sleep(3)  # let anything the old leader might still do happen before counting
         done = assert_exactly_once(stack, after, target)
         outcomes = Counter((e["type"], e["ref"]["attempt"]) for e in ours(stack, after) if e["ref"])
@@ -236,6 +278,7 @@ def test_isolated_leader_does_not_complete_the_migration(group: Stack, tmp_path:
 
 
 # -- issue 11: exactly-once by construction, no false failovers, no loops, no orphans ----------------
+
 
 def controller_procs(data_dir: Path) -> list[int]:
     """Live processes started for a replica's migration runs (their command line or environment
@@ -273,14 +316,22 @@ def test_a_sigkilled_leaders_migration_dies_with_it_and_its_late_writes_are_refu
     target = ratings_cluster(stack)
     after = last_event_id(stack)
     fail(stack, target)
-    wait_for(lambda: any(e["type"] == kbio.STARTED for e in ours(stack, after)), 30, 0.05, "a migration to start")
+    wait_for(
+        lambda: any(e["type"] == kbio.STARTED for e in ours(stack, after)), 30, 0.05, "a migration to start"
+    )
     running = wait_for(lambda: controller_procs(leader.data_dir / "runs"), 10, 0.05, "the leader's playbook")
     assert running
     leader.kill()
-    wait_for(lambda: not controller_procs(leader.data_dir / "runs"), 5, 0.1,
-             "every process of the dead leader's run to be gone")
+    wait_for(
+        lambda: not controller_procs(leader.data_dir / "runs"),
+        5,
+        0.1,
+        "every process of the dead leader's run to be gone",
+    )
     new = stack.wait_leader(timeout=10, among=[r for r in stack.replicas if r is not leader])
-    wait_for(lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 90, 0.5, "the success event")
+    wait_for(
+        lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 90, 0.5, "the success event"
+    )
     assert_exactly_once(stack, after, target)
     fence = stack.admin.request("GET", "/api/v1/fence")
     token = new.status()["token"]
@@ -292,7 +343,9 @@ def test_kb_outage_is_not_a_mass_failover(group: Stack):
     stack = group
     stack.start_replicas(3, OPTIONS)
     stack.wait_leader()
-    wait_for(lambda: all(c["healthy"] for c in stack.admin.inventory()["clusters"]), 30, 0.5, "a healthy fleet")
+    wait_for(
+        lambda: all(c["healthy"] for c in stack.admin.inventory()["clusters"]), 30, 0.5, "a healthy fleet"
+    )
     time.sleep(3)
     after = last_event_id(stack)
     before = stack.placement(APP)
@@ -302,7 +355,8 @@ def test_kb_outage_is_not_a_mass_failover(group: Stack):
     time.sleep(15)
     events = ours(stack, after)
     assert [e for e in events if e["type"] == kbio.DECISION] == [], (
-        "a KB outage made the controller exclude clusters: " + repr([e["message"] for e in events]))
+        "a KB outage made the controller exclude clusters: " + repr([e["message"] for e in events])
+    )
     assert not [e for e in events if e["type"] == kbio.STARTED], "migrations ran after a KB outage"
     assert stack.placement(APP) == before
 
@@ -316,22 +370,31 @@ def test_unplaceable_service_waits_visibly_and_retries_reread_health(group: Stac
     after = last_event_id(stack)
     for cluster in edge:  # the whole edge tier: ratings (tier: edge) has nowhere to go
         fail(stack, cluster)
-    wait_for(lambda: any(e["type"] == kbio.DEFERRED for e in ours(stack, after)), 40, 0.5,
-             "the decision to say why it waits")
+    wait_for(
+        lambda: any(e["type"] == kbio.DEFERRED for e in ours(stack, after)),
+        40,
+        0.5,
+        "the decision to say why it waits",
+    )
     time.sleep(20)
     events = ours(stack, after)
     waits = [e for e in events if e["type"] == kbio.DEFERRED]
-    assert "ratings" in waits[0]["message"] and "no eligible cluster" in waits[0]["message"], waits[0]["message"]
+    assert "ratings" in waits[0]["message"] and "no eligible cluster" in waits[0]["message"], waits[0][
+        "message"
+    ]
     started = [e for e in events if e["type"] == kbio.STARTED]
     # the decision may come between the two `testbed fail` calls (one attempt then fails); once the
     # tier is down no playbook runs (today: 4 attempts, give up, again after 30 s, ...)
     assert len(started) <= 1 and not [e for e in started if e["id"] > waits[0]["id"]], (
-        "playbooks ran although nothing can be placed: " + repr([e["message"] for e in started]))
+        "playbooks ran although nothing can be placed: " + repr([e["message"] for e in started])
+    )
     assert len([e for e in events if e["type"] == kbio.DECISION]) == 1, "one decision, not a loop of them"
     why = stack.leader().status()["why"]
     assert "waits" in why and "ratings" in why, why
     stack.testbed("recover", target)  # ratings' own cluster is back: the decision is no longer needed
-    wait_for(lambda: any(e["type"] == kbio.GAVE_UP for e in ours(stack, after)), 40, 0.5, "the decision to end")
+    wait_for(
+        lambda: any(e["type"] == kbio.GAVE_UP for e in ours(stack, after)), 40, 0.5, "the decision to end"
+    )
     ended = next(e for e in ours(stack, after) if e["type"] == kbio.GAVE_UP)
     assert "no longer needed" in ended["message"], ended["message"]
     assert len([e for e in ours(stack, after) if e["type"] == kbio.STARTED]) == len(started)
@@ -349,7 +412,9 @@ def test_recovered_cluster_is_cleaned_of_what_the_kb_does_not_place_there(group:
     after = last_event_id(stack)
     fail(stack, target)
     wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 90, 0.5, "ratings healthy elsewhere")
-    wait_for(lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 60, 0.5, "the success event")
+    wait_for(
+        lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 60, 0.5, "the success event"
+    )
     assert target not in {t["cluster"] for ts in stack.placement(APP).values() for t in ts}
     stack.testbed("recover", target)
     stack.failed.remove(target)  # type: ignore[attr-defined]
@@ -358,8 +423,10 @@ def test_recovered_cluster_is_cleaned_of_what_the_kb_does_not_place_there(group:
     def leftovers() -> list[str]:
         found = []
         for api_version, kind in (("apps/v1", "Deployment"), ("v1", "Service"), ("v1", "Namespace")):
-            found += [f"{kind} {o['metadata']['name']}" for o in client.list(
-                api_version, kind, None, "qonnect.io/application=bookinfo")]
+            found += [
+                f"{kind} {o['metadata']['name']}"
+                for o in client.list(api_version, kind, None, "qonnect.io/application=bookinfo")
+            ]
         return found
 
     orphans = leftovers()
@@ -388,12 +455,15 @@ def test_every_replica_losing_its_log_right_after_a_decision_loses_no_decision(g
     for replica in stack.replicas:
         replica.wait_serving()
     wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 90, 0.5, "bookinfo healthy elsewhere")
-    wait_for(lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 60, 0.5, "the success event")
+    wait_for(
+        lambda: any(e["type"] == kbio.SUCCEEDED for e in ours(stack, after)), 60, 0.5, "the success event"
+    )
 
     def unended() -> set[str]:
         events = ours(stack, after)
-        return ({e["ref"]["id"] for e in events if e["type"] == kbio.DECISION}
-                - {e["ref"]["id"] for e in events if e["type"] in kbio.DONE})
+        return {e["ref"]["id"] for e in events if e["type"] == kbio.DECISION} - {
+            e["ref"]["id"] for e in events if e["type"] in kbio.DONE
+        }
 
     wait_for(lambda: not unended(), 30, 0.5, "every decision to have ended")
     assert stale_writes(stack, after) == []
@@ -417,8 +487,9 @@ def test_a_deposed_leaders_migration_stops_before_it_changes_a_cluster(group: St
             client = get_client(c["name"], c["kubeconfig"], c.get("context"))
             for api_version, kind in (("apps/v1", "Deployment"), ("v1", "Service"), ("v1", "Namespace")):
                 for o in client.list(api_version, kind, None, f"qonnect.io/application={APP}"):
-                    found[f"{c['name']}/{kind}/{o['metadata'].get('namespace')}/{o['metadata']['name']}"] = (
-                        o["metadata"].get("resourceVersion"))
+                    found[f"{c['name']}/{kind}/{o['metadata'].get('namespace')}/{o['metadata']['name']}"] = o[
+                        "metadata"
+                    ].get("resourceVersion")
         return found
 
     ctl = KBClient(stack.kb_url, stack.controller_token.read_text())
@@ -428,10 +499,28 @@ def test_a_deposed_leaders_migration_stops_before_it_changes_a_cluster(group: St
     before, live = stack.placement(APP), objects()
     stale = {"term": fence["term"], "seq": fence["seq"] + 100}  # older than the fence: a deposed leader's
     out = subprocess.run(
-        [str(REPO / ".venv" / "bin" / "ansible-playbook"), str(REPO / "playbooks" / "migrate.yml"),
-         "-e", json.dumps({"app": APP, "exclude": [target], "fencing": stale, "kb_url": stack.kb_url,
-                           "kb_token_file": str(stack.controller_token), "reason": "stale leader"})],
-        capture_output=True, text=True, timeout=300, env=stack.env, cwd=stack.root, check=False)
+        [
+            str(REPO / ".venv" / "bin" / "ansible-playbook"),
+            str(REPO / "playbooks" / "migrate.yml"),
+            "-e",
+            json.dumps(
+                {
+                    "app": APP,
+                    "exclude": [target],
+                    "fencing": stale,
+                    "kb_url": stack.kb_url,
+                    "kb_token_file": str(stack.controller_token),
+                    "reason": "stale leader",
+                }
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=stack.env,
+        cwd=stack.root,
+        check=False,
+    )
     assert out.returncode != 0 and "stopped before apply" in out.stdout, out.stdout[-3000:]
     assert stack.placement(APP) == before
     assert objects() == live, "the deposed leader's run changed a cluster"

@@ -20,20 +20,45 @@ def _client(stack: Stack, role: str, cluster: str | None = None) -> KBClient:
 
 
 def _app(stack: Stack, name: str) -> None:
-    spec = {"apiVersion": "qonnect.io/v1", "kind": "Application", "metadata": {"name": name},
-            "spec": {"services": [{"name": "web", "manifests": [{
-                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-                "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}]}]}}
+    spec = {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": name},
+        "spec": {
+            "services": [
+                {
+                    "name": "web",
+                    "manifests": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "Deployment",
+                            "metadata": {"name": "web"},
+                            "spec": {
+                                "selector": {"matchLabels": {"app": "web"}},
+                                "template": {
+                                    "metadata": {"labels": {"app": "web"}},
+                                    "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+                                },
+                            },
+                        }
+                    ],
+                }
+            ]
+        },
+    }
     stack.admin.request("PUT", f"/api/v1/applications/{name}", spec)
 
 
 def test_only_controller_tokens_write_controller_events(kb_stack: Stack):
     stack = kb_stack
     stack.admin.request("PUT", "/api/v1/clusters/edge-9", {"tier": "edge", "location": "edge-9"})
-    forged = {"type": "controller.decision", "message": "decided to re-place shop [decision d9.9 token 9/9 "
-              "exclude edge-9]", "application": "shop", "ref": REF, "fencing": {"term": 99, "seq": 99}}
+    forged = {
+        "type": "controller.decision",
+        "message": "decided to re-place shop [decision d9.9 token 9/9 exclude edge-9]",
+        "application": "shop",
+        "ref": REF,
+        "fencing": {"term": 99, "seq": 99},
+    }
     for role, cluster in (("agent", "edge-9"), ("admin", None), ("reader", None)):
         client = stack.admin if role == "admin" else _client(stack, role, cluster)
         with pytest.raises(KBError) as err:
@@ -44,8 +69,15 @@ def test_only_controller_tokens_write_controller_events(kb_stack: Stack):
     with pytest.raises(KBError) as err:  # a controller event without its fencing token
         ctl.post_event({"type": "controller.decision", "application": "shop", "ref": REF})
     assert err.value.status == 422 and "fencing" in str(err.value)
-    made = ctl.post_event({"type": "controller.decision", "message": "people's text, not parsed",
-                           "application": "shop", "ref": REF, "fencing": {"term": 7, "seq": 3}})
+    made = ctl.post_event(
+        {
+            "type": "controller.decision",
+            "message": "people's text, not parsed",
+            "application": "shop",
+            "ref": REF,
+            "fencing": {"term": 7, "seq": 3},
+        }
+    )
     assert made["role"] == "controller" and made["ref"]["id"] == "d7.3"
     listed = [e for e in stack.events("shop") if e["type"] == "controller.decision"]
     assert len(listed) == 1 and listed[0]["role"] == "controller"
@@ -68,8 +100,14 @@ def test_fence_is_monotonic_and_refuses_older_tokens(kb_stack: Stack):
         ctl.put_placement("fenced", {"desired": {}, "current": {}}, {"term": term, "seq": 7})
     assert err.value.status == 409 and "controller fence" in str(err.value)
     with pytest.raises(KBError) as err:
-        ctl.post_event({"type": "controller.migration.succeeded", "application": "fenced",
-                        "ref": REF, "fencing": {"term": term, "seq": 7}})
+        ctl.post_event(
+            {
+                "type": "controller.migration.succeeded",
+                "application": "fenced",
+                "ref": REF,
+                "fencing": {"term": term, "seq": 7},
+            }
+        )
     assert err.value.status == 409
     with pytest.raises(KBError) as err:  # the fence never goes down
         ctl.request("PUT", "/api/v1/fence", {"term": term, "seq": 99})

@@ -78,16 +78,24 @@ def test_two_of_three_lost_no_decisions_and_status_says_why(raft3: Stack):
     survivor = raft3.replicas[2]
     for r in raft3.replicas[:2]:
         r.kill()
-    st = wait_for(lambda: (s := survivor.status()) and not s["is_leader"] and "no quorum" in s["why"] and s,
-                  15, what="the survivor to report lost quorum")
+    st = wait_for(
+        lambda: (s := survivor.status()) and not s["is_leader"] and "no quorum" in s["why"] and s,
+        15,
+        what="the survivor to report lost quorum",
+    )
     assert st["leader"] is None and not st["has_quorum"]
     assert "reaches 1 of 3 replicas" in st["why"] and "majority of 2" in st["why"]
     commit = st["commit_index"]
     time.sleep(3)
     assert survivor.status()["commit_index"] == commit, "nothing is committed without a majority"
-    out = subprocess.run(qonnect_cmd("controller", "status", "--url",
-                                     ",".join(r.http for r in raft3.replicas)),
-                         capture_output=True, text=True, timeout=30, env=raft3.env, check=False)
+    out = subprocess.run(
+        qonnect_cmd("controller", "status", "--url", ",".join(r.http for r in raft3.replicas)),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=raft3.env,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert "UNREACHABLE" in out.stdout and "no quorum" in out.stdout and "quorum: NO" in out.stdout
 
@@ -138,18 +146,35 @@ def test_outsider_bytes_on_the_raft_port_are_never_unpickled(raft3: Stack, tmp_p
     raft3.wait_leader(timeout=5, among=[r for r in raft3.replicas if r is not leader])
 
 
-@pytest.mark.parametrize("secret, expected", [
-    (None, "--raft-secret-file is required"),
-    ("short", "at least 32 bytes"),
-    ("a" * 16, "at least 32 bytes"),
-    ("a" * 48, "not random"),
-    ("0123456789abcdef0123456789abcdef", "permissions"),
-])
+@pytest.mark.parametrize(
+    "secret, expected",
+    [
+        (None, "--raft-secret-file is required"),
+        ("short", "at least 32 bytes"),
+        ("a" * 16, "at least 32 bytes"),
+        ("a" * 48, "not random"),
+        ("0123456789abcdef0123456789abcdef", "permissions"),
+    ],
+)
 def test_refuses_to_start_without_a_proper_secret(stack: Stack, tmp_path: Path, secret, expected):
     token = tmp_path / "token"
     token.write_text("t")
-    args = ["controller", "run", "--id", "x", "--self", "127.0.0.1:1", "--peers", "127.0.0.1:1",
-            "--kb", "http://127.0.0.1:9", "--token-file", str(token), "--data-dir", str(tmp_path / "d")]
+    args = [
+        "controller",
+        "run",
+        "--id",
+        "x",
+        "--self",
+        "127.0.0.1:1",
+        "--peers",
+        "127.0.0.1:1",
+        "--kb",
+        "http://127.0.0.1:9",
+        "--token-file",
+        str(token),
+        "--data-dir",
+        str(tmp_path / "d"),
+    ]
     if secret is not None:
         path = tmp_path / "secret"
         path.write_text(secret)
@@ -157,7 +182,9 @@ def test_refuses_to_start_without_a_proper_secret(stack: Stack, tmp_path: Path, 
         args += ["--raft-secret-file", str(path)]
     else:
         args += ["--raft-secret-file", ""]
-    out = subprocess.run(qonnect_cmd(*args), capture_output=True, text=True, timeout=60, env=stack.env, check=False)
+    out = subprocess.run(
+        qonnect_cmd(*args), capture_output=True, text=True, timeout=60, env=stack.env, check=False
+    )
     assert out.returncode == 2 and expected in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "d").exists()
 
@@ -170,15 +197,20 @@ def test_healthz_and_metrics_report_the_leader(raft3: Stack):
         with urllib.request.urlopen(replica.http + "/metrics", timeout=5) as resp:
             text = resp.read().decode()
         st = replica.status()
-        return bool(st) and (f"qonnect_controller_is_leader {int(st['is_leader'])}\n" in text
-                             and f"qonnect_controller_term {st['term']}\n" in text)
+        return bool(st) and (
+            f"qonnect_controller_is_leader {int(st['is_leader'])}\n" in text
+            and f"qonnect_controller_term {st['term']}\n" in text
+        )
 
     raft3.wait_leader()
     for replica in raft3.replicas:
         wait_for(lambda r=replica: consistent(r), 10, 0.2, f"{replica.name} metrics to match its status")
         with urllib.request.urlopen(replica.http + "/metrics", timeout=5) as resp:
             text = resp.read().decode()
-        assert "qonnect_controller_migrations_total" in text and "qonnect_controller_detection_seconds_count" in text
+        assert (
+            "qonnect_controller_migrations_total" in text
+            and "qonnect_controller_detection_seconds_count" in text
+        )
         with urllib.request.urlopen(replica.http + "/healthz", timeout=5) as resp:
             health = resp.read().decode()
         assert '"ok": true' in health and '"leader": "' in health
@@ -234,12 +266,25 @@ def test_new_leader_raises_the_kb_fence_before_it_acts(raft3: Stack):
     leader.kill()
     survivors = [r for r in raft3.replicas if r is not leader]
     raft3.wait_leader(timeout=10, among=survivors)
-    raised = wait_for(lambda: (f := raft3.admin.request("GET", "/api/v1/fence")) and (f["term"], f["seq"]) > (
-        fence["term"], fence["seq"]) and f, 10, 0.1, "the new leader to raise the fence")
+    raised = wait_for(
+        lambda: (
+            (f := raft3.admin.request("GET", "/api/v1/fence"))
+            and (f["term"], f["seq"]) > (fence["term"], fence["seq"])
+            and f
+        ),
+        10,
+        0.1,
+        "the new leader to raise the fence",
+    )
     with pytest.raises(KBError) as err:  # the old leader's token is refused before any placement exists
         KBClient(raft3.kb_url, raft3.controller_token.read_text()).post_event(
-            {"type": "controller.migration.succeeded", "application": "x", "fencing": token,
-             "ref": {"id": "d1.1", "term": token["term"], "seq": token["seq"], "attempt": 1}})
+            {
+                "type": "controller.migration.succeeded",
+                "application": "x",
+                "fencing": token,
+                "ref": {"id": "d1.1", "term": token["term"], "seq": token["seq"], "attempt": 1},
+            }
+        )
     assert err.value.status == 409 and raised["term"] > token["term"]
     leader.start()
 

@@ -33,8 +33,14 @@ PLAY = """
 
 
 def _play(stack: Stack, playbook: Path, extra: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "ansible-playbook"), str(playbook), "-e", json.dumps(extra)],
-                          capture_output=True, text=True, timeout=180, env=stack.env, check=False)
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), str(playbook), "-e", json.dumps(extra)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=stack.env,
+        check=False,
+    )
 
 
 def _recap_changed(out: str) -> int:
@@ -58,10 +64,18 @@ def test_role_runs_a_replica_idempotently(stack: Stack, tmp_path: Path):
     playbook = tmp_path / "play.yml"
     playbook.write_text(PLAY)
     base = tmp_path / "qonnect"
-    extra = {"raft": raft, "http": http, "controller_peers": raft, "controller_raft_secret": SECRET,
-             "controller_kb_url": stack.kb_url, "controller_kb_token": stack.token("controller"),
-             "controller_base_dir": str(base), "controller_python": str(BIN / "python"),
-             "controller_service_manager": "process", "controller_stop_timeout": 10}
+    extra = {
+        "raft": raft,
+        "http": http,
+        "controller_peers": raft,
+        "controller_raft_secret": SECRET,
+        "controller_kb_url": stack.kb_url,
+        "controller_kb_token": stack.token("controller"),
+        "controller_base_dir": str(base),
+        "controller_python": str(BIN / "python"),
+        "controller_service_manager": "process",
+        "controller_stop_timeout": 10,
+    }
     try:
         first = _play(stack, playbook, extra)
         assert first.returncode == 0, first.stdout[-4000:]
@@ -87,9 +101,19 @@ def test_role_refuses_a_missing_secret(stack: Stack, tmp_path: Path):
     playbook = tmp_path / "play.yml"
     playbook.write_text(PLAY)
     raft = ["127.0.0.1:1"]
-    out = _play(stack, playbook, {"raft": raft, "http": raft, "controller_peers": raft,
-                                  "controller_kb_url": "http://127.0.0.1:9", "controller_kb_token": "t",
-                                  "controller_base_dir": str(tmp_path / "q"),
-                                  "controller_python": str(BIN / "python"), "controller_service_manager": "process"})
+    out = _play(
+        stack,
+        playbook,
+        {
+            "raft": raft,
+            "http": raft,
+            "controller_peers": raft,
+            "controller_kb_url": "http://127.0.0.1:9",
+            "controller_kb_token": "t",
+            "controller_base_dir": str(tmp_path / "q"),
+            "controller_python": str(BIN / "python"),
+            "controller_service_manager": "process",
+        },
+    )
     assert out.returncode != 0 and "controller_raft_secret (at least 32 characters)" in out.stdout
     assert not (tmp_path / "q").exists()

@@ -23,8 +23,13 @@ QONNECT = str(Path(sys.executable).parent / "qonnect")
 
 
 def down(directory: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([QONNECT, "demo", "down", "--dir", str(directory)], capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [QONNECT, "demo", "down", "--dir", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_setup_then_down(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -71,8 +76,13 @@ def test_up_refuses_a_running_demo(tmp_path: Path) -> None:
     stack = Stack(tmp_path)
     stack.spawn("kb", ["kb", "serve", "--db", f"sqlite:///{tmp_path / 'kb.sqlite'}", "--port", "0"])
     try:
-        result = subprocess.run([QONNECT, "demo", "up", "--dir", str(tmp_path)], capture_output=True,
-                                text=True, timeout=60, check=False)
+        result = subprocess.run(
+            [QONNECT, "demo", "up", "--dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert result.returncode == 2
         assert "already running" in result.stderr and "kb" in result.stderr
     finally:

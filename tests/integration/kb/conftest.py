@@ -79,9 +79,12 @@ class KBProcess:
         port_file = self.workdir / f"port-{uuid.uuid4().hex[:6]}"
         self.log = open(self.workdir / "kb.log", "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            qonnect_cmd("kb", "serve", "--db", self.db_url, "--port", "0",
-                        "--port-file", str(port_file), *self.extra),
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            qonnect_cmd(
+                "kb", "serve", "--db", self.db_url, "--port", "0", "--port-file", str(port_file), *self.extra
+            ),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         scheme = "https" if "--tls-cert" in self.extra else "http"
@@ -195,8 +198,11 @@ def live_kb(
 ) -> Iterator[LiveKB]:
     db_url = db_url_factory(request.param)
     admin = create_token(db_url, "admin")
-    proc = KBProcess(db_url, tmp_path_factory.mktemp(f"kb-{request.param}"),
-                     ("--heartbeat-timeout", "2", "--max-body", "65536"))
+    proc = KBProcess(
+        db_url,
+        tmp_path_factory.mktemp(f"kb-{request.param}"),
+        ("--heartbeat-timeout", "2", "--max-body", "65536"),
+    )
     proc.start()
     try:
         yield LiveKB(request.param, proc, admin)

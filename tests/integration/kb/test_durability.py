@@ -23,18 +23,24 @@ class Load:
         self.acked_seq: dict[str, int] = {}
         self.acked_events: dict[int, str] = {}
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.reports, args=(f"c{i}",), daemon=True)
-                        for i in range(AGENTS)]
-        self.threads += [threading.Thread(target=self.events, daemon=True)
-                         for _writer in range(EVENT_WRITERS)]
+        self.threads = [
+            threading.Thread(target=self.reports, args=(f"c{i}",), daemon=True) for i in range(AGENTS)
+        ]
+        self.threads += [
+            threading.Thread(target=self.events, daemon=True) for _writer in range(EVENT_WRITERS)
+        ]
 
     def reports(self, cluster: str) -> None:
         client = KBClient(self.url, self.token, timeout=5)
         seq = 0
         while not self.stop.is_set():
             seq += 1
-            body = {"seq": seq, "ts": time.time(), "nodes": [{"name": f"n-{seq}", "ready": True}],
-                    "latencies": {"kb": float(seq)}}
+            body = {
+                "seq": seq,
+                "ts": time.time(),
+                "nodes": [{"name": f"n-{seq}", "ready": True}],
+                "latencies": {"kb": float(seq)},
+            }
             try:
                 client.report(cluster, body)
             except KBError:
@@ -60,8 +66,7 @@ class Load:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_sigkill_under_load_loses_no_acknowledged_write(backend, db_url_factory, kb_process,
-                                                        make_token):
+def test_sigkill_under_load_loses_no_acknowledged_write(backend, db_url_factory, kb_process, make_token):
     db_url = db_url_factory(backend)
     token = make_token(db_url, "admin")
     kb = kb_process(db_url)
@@ -101,8 +106,7 @@ def test_sigkill_under_load_loses_no_acknowledged_write(backend, db_url_factory,
 
 
 @pytest.mark.timeout(120)
-def test_the_kb_recovers_when_postgresql_drops_its_connections(db_url_factory, kb_process,
-                                                               make_token):
+def test_the_kb_recovers_when_postgresql_drops_its_connections(db_url_factory, kb_process, make_token):
     import psycopg
 
     db_url = db_url_factory("postgresql")
@@ -112,8 +116,7 @@ def test_the_kb_recovers_when_postgresql_drops_its_connections(db_url_factory, k
     admin.register_cluster({"name": "c0", "tier": "edge"})
     dbname = db_url.rsplit("/", 1)[1]
     with psycopg.connect(db_url.rsplit("/", 1)[0] + "/test", autocommit=True) as pg:
-        pg.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                   (dbname,))
+        pg.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,))
     statuses = []
     for seq in range(1, 6):
         try:

@@ -100,10 +100,15 @@ def test_a_poisoned_record_cannot_break_the_application_list(own_kb, fresh):
         fresh("deep"): json.dumps(_nested(500)),
     }
     for name, text in poisons.items():
-        kb.sql("INSERT INTO applications (name, version, digest, created, updated)"
-               " VALUES (?, 1, 'x', 0, 0)", (name,))
-        kb.sql("INSERT INTO application_versions (name, version, spec, normalized, digest, created)"
-               " VALUES (?, 1, ?, ?, 'x', 0)", (name, text, text))
+        kb.sql(
+            "INSERT INTO applications (name, version, digest, created, updated) VALUES (?, 1, 'x', 0, 0)",
+            (name,),
+        )
+        kb.sql(
+            "INSERT INTO application_versions (name, version, spec, normalized, digest, created)"
+            " VALUES (?, 1, ?, ?, 'x', 0)",
+            (name, text, text),
+        )
     for role in ("admin", "controller", "reader"):
         assert [a["name"] for a in kb.client(role).list_applications()] == [good]
     assert kb.admin.inventory()["clusters"] == []
@@ -166,7 +171,6 @@ def test_fencing_edge_cases(own_kb, fresh):
     assert err.value.status == 403
     reset = kb.admin.request("DELETE", f"/api/v1/placements/{app}/fencing")
     assert reset["fencing"] is None and reset["desired"] == _placement("max")["desired"]
-    assert ctl.put_placement(app, _placement("c"), {"term": 5, "seq": 0})["fencing"] == {
-        "term": 5, "seq": 0}
+    assert ctl.put_placement(app, _placement("c"), {"term": 5, "seq": 0})["fencing"] == {"term": 5, "seq": 0}
     stored = kb.sql("SELECT term, seq FROM placements WHERE application = ?", (app,))
     assert stored == [(5, 0)]

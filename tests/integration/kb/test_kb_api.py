@@ -16,11 +16,14 @@ pytestmark = pytest.mark.timeout(120)
 def spec(name: str, energy: float = 1.0, image: str = "nginx:1") -> dict:
     """A QONNECT-format spec with its manifests inline."""
     deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
         "spec": {"template": {"spec": {"containers": [{"name": "web", "image": image}]}}},
     }
     return {
-        "apiVersion": "swarmchestrate.tu-berlin.de/v1", "kind": "Application",
+        "apiVersion": "swarmchestrate.tu-berlin.de/v1",
+        "kind": "Application",
         "metadata": {"name": name, "qos": {"energy": energy, "pricing": 0, "performance": 0}},
         "spec": {"cloud_svc": [deployment]},
     }
@@ -28,17 +31,22 @@ def spec(name: str, energy: float = 1.0, image: str = "nginx:1") -> dict:
 
 def node(name: str, cpu: float = 6.0, ready: bool = True) -> dict:
     return {
-        "name": name, "ready": ready, "schedulable": True,
+        "name": name,
+        "ready": ready,
+        "schedulable": True,
         "pressure": {"memory": False, "disk": False, "pid": False},
         "allocatable": {"cpu": cpu, "memory": 7160000000, "ephemeral_storage": 10**11},
         "requested": {"cpu": 0.5, "memory": 268435456, "ephemeral_storage": 0},
-        "labels": {"kubernetes.io/hostname": name}, "bandwidth_gbps": 52.5,
-        "energy_kwh": 0.0024042, "price_eur_h": 16.3884,
+        "labels": {"kubernetes.io/hostname": name},
+        "bandwidth_gbps": 52.5,
+        "energy_kwh": 0.0024042,
+        "price_eur_h": 16.3884,
     }
 
 
-def raw(kb, method: str, path: str, body: bytes | None, token: str | None,
-        headers: dict | None = None) -> tuple[int, dict]:
+def raw(
+    kb, method: str, path: str, body: bytes | None, token: str | None, headers: dict | None = None
+) -> tuple[int, dict]:
     """A request with exactly these bytes (for malformed bodies the client would not send)."""
     parsed = urllib.parse.urlsplit(kb.url)
     conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=10)
@@ -59,19 +67,32 @@ def test_health_is_open_and_the_api_needs_a_valid_token(live_kb):
             KBClient(live_kb.url, token).list_clusters()
         assert err.value.status == 401
         assert "token" in err.value.message
-    status, body = raw(live_kb, "GET", "/api/v1/clusters", None, None,
-                       {"Authorization": "Basic dXNlcjpwdw=="})
+    status, body = raw(
+        live_kb, "GET", "/api/v1/clusters", None, None, {"Authorization": "Basic dXNlcjpwdw=="}
+    )
     assert status == 401 and "detail" in body
 
 
 def test_cluster_register_update_deregister(live_kb, fresh):
     name = fresh("cloud")
     admin = live_kb.admin
-    made = admin.register_cluster({"name": name, "tier": "cloud", "server": "https://k:6443",
-                                   "kubeconfig": "/etc/k/a.yaml", "labels": {"region": "eu"}})
+    made = admin.register_cluster(
+        {
+            "name": name,
+            "tier": "cloud",
+            "server": "https://k:6443",
+            "kubeconfig": "/etc/k/a.yaml",
+            "labels": {"region": "eu"},
+        }
+    )
     assert made["location"] == name and made["kubeconfig"] == "/etc/k/a.yaml"
-    assert made["status"] == {"seq": None, "heartbeat_age": None, "healthy": False,
-                              "reachable": None, "error": None}
+    assert made["status"] == {
+        "seq": None,
+        "heartbeat_age": None,
+        "healthy": False,
+        "reachable": None,
+        "error": None,
+    }
     with pytest.raises(KBError) as err:
         admin.register_cluster({"name": name, "tier": "fog"})
     assert err.value.status == 409 and "name" in err.value.message
@@ -82,8 +103,11 @@ def test_cluster_register_update_deregister(live_kb, fresh):
     assert replaced["tier"] == "edge" and replaced["kubeconfig"] is None
     assert name in [c["name"] for c in admin.list_clusters()]
     admin.delete_cluster(name)
-    for call in (lambda: admin.get_cluster(name), lambda: admin.delete_cluster(name),
-                 lambda: admin.update_cluster(name, {"tier": "fog"})):
+    for call in (
+        lambda: admin.get_cluster(name),
+        lambda: admin.delete_cluster(name),
+        lambda: admin.update_cluster(name, {"tier": "fog"}),
+    ):
         with pytest.raises(KBError) as err:
             call()
         assert err.value.status == 404 and name in err.value.message
@@ -91,18 +115,25 @@ def test_cluster_register_update_deregister(live_kb, fresh):
 
 def test_put_creates_with_201_and_checks_the_name(live_kb, fresh):
     name = fresh("fog")
-    status, body = raw(live_kb, "PUT", f"/api/v1/clusters/{name}",
-                       json.dumps({"tier": "fog"}).encode(), live_kb.admin_token)
+    status, body = raw(
+        live_kb, "PUT", f"/api/v1/clusters/{name}", json.dumps({"tier": "fog"}).encode(), live_kb.admin_token
+    )
     assert status == 201 and body["name"] == name
-    status, body = raw(live_kb, "PUT", f"/api/v1/clusters/{name}",
-                       json.dumps({"tier": "fog", "name": "other"}).encode(), live_kb.admin_token)
+    status, body = raw(
+        live_kb,
+        "PUT",
+        f"/api/v1/clusters/{name}",
+        json.dumps({"tier": "fog", "name": "other"}).encode(),
+        live_kb.admin_token,
+    )
     assert status == 422 and body["detail"].startswith("name:")
 
 
 def test_readers_and_agents_never_see_credentials(live_kb, fresh):
     name = fresh("edge")
-    live_kb.admin.register_cluster({"name": name, "tier": "edge", "kubeconfig": "/secret/kc",
-                                    "context": "c1"})
+    live_kb.admin.register_cluster(
+        {"name": name, "tier": "edge", "kubeconfig": "/secret/kc", "context": "c1"}
+    )
     for who in (live_kb.client("reader"), live_kb.client("agent", name)):
         for record in (who.get_cluster(name), *who.list_clusters()):
             assert "kubeconfig" not in record and "context" not in record
@@ -134,23 +165,25 @@ def test_an_agent_writes_only_its_own_cluster(live_kb, fresh):
 
 def test_reports_merge_by_seq_into_the_inventory(live_kb, fresh):
     a, b = fresh("cloud"), fresh("edge")
-    live_kb.admin.register_cluster({"name": a, "tier": "cloud", "location": "loc-a",
-                                    "labels": {"region": "eu"}})
+    live_kb.admin.register_cluster(
+        {"name": a, "tier": "cloud", "location": "loc-a", "labels": {"region": "eu"}}
+    )
     live_kb.admin.register_cluster({"name": b, "tier": "edge", "location": "loc-b"})
     agent = live_kb.client("agent", a)
     now = time.time()
-    agent.report(a, {"seq": 10, "ts": now, "nodes": [node("n1"), node("n2")],
-                     "latencies": {"kb": 0.8, b: 24.9}})
+    agent.report(
+        a, {"seq": 10, "ts": now, "nodes": [node("n1"), node("n2")], "latencies": {"kb": 0.8, b: 24.9}}
+    )
     # an older report arrives late: nothing it says replaces newer state
-    late = agent.report(a, {"seq": 5, "ts": now - 5, "nodes": [node("old")],
-                            "latencies": {b: 99.0}, "reachable": False})
+    late = agent.report(
+        a, {"seq": 5, "ts": now - 5, "nodes": [node("old")], "latencies": {b: 99.0}, "reachable": False}
+    )
     assert late == {"seq": 5, "applied": False}
     # a newer report that omits n2 removes it; null workloads keep the section
     agent.report(a, {"seq": 11, "ts": now, "nodes": [node("n1", cpu=8.0)], "workloads": None})
     inv = live_kb.admin.inventory()
     cluster = next(c for c in inv["clusters"] if c["name"] == a)
-    assert set(cluster) == {"name", "tier", "location", "labels", "healthy", "heartbeat_age",
-                            "nodes"}
+    assert set(cluster) == {"name", "tier", "location", "labels", "healthy", "heartbeat_age", "nodes"}
     assert cluster["healthy"] is True and 0 <= cluster["heartbeat_age"] < 2
     assert [n["name"] for n in cluster["nodes"]] == ["n1"]
     n1 = cluster["nodes"][0]
@@ -162,8 +195,7 @@ def test_reports_merge_by_seq_into_the_inventory(live_kb, fresh):
     assert live_kb.admin.latency()["loc-a"]["loc-b"] == 24.9
     assert [n["name"] for n in live_kb.admin.list_nodes(a)] == ["n1"]
     # an unreachable cluster API: nodes not observed (null) stay, the cluster is unhealthy
-    agent.report(a, {"seq": 12, "ts": now, "reachable": False, "error": "connection refused",
-                     "nodes": None})
+    agent.report(a, {"seq": 12, "ts": now, "reachable": False, "error": "connection refused", "nodes": None})
     status = live_kb.admin.get_cluster(a)["status"]
     assert (status["seq"], status["healthy"], status["reachable"]) == (12, False, False)
     assert status["error"] == "connection refused"
@@ -187,9 +219,18 @@ def test_a_silent_cluster_becomes_unhealthy_after_the_heartbeat_timeout(live_kb,
 def test_workloads_are_listed_per_application_and_cluster(live_kb, fresh):
     name, app = fresh("cloud"), fresh("app")
     live_kb.admin.register_cluster({"name": name, "tier": "cloud"})
-    workload = {"namespace": app, "kind": "Deployment", "name": "web", "application": app,
-                "service": "web", "status": "Failed", "reason": "ImagePullBackOff",
-                "replicas": 2, "ready_replicas": 0, "since": 1.0}
+    workload = {
+        "namespace": app,
+        "kind": "Deployment",
+        "name": "web",
+        "application": app,
+        "service": "web",
+        "status": "Failed",
+        "reason": "ImagePullBackOff",
+        "replicas": 2,
+        "ready_replicas": 0,
+        "since": 1.0,
+    }
     live_kb.admin.report(name, {"seq": 1, "ts": 1.0, "workloads": [workload]})
     assert live_kb.admin.list_workloads(application=app) == [{"cluster": name, **workload}]
     assert live_kb.admin.list_workloads(cluster=name)[0]["status"] == "Failed"
@@ -212,8 +253,12 @@ def test_applications_are_validated_and_versioned(live_kb, fresh):
     assert [v["version"] for v in versions] == [1, 2]
     assert versions[0]["spec"] == spec(name)
     one = admin.request("GET", f"/api/v1/applications/{name}/versions/1")
-    assert one["application"]["services"][0]["manifests"][0]["spec"]["template"]["spec"][
-        "containers"][0]["image"] == "nginx:1"
+    assert (
+        one["application"]["services"][0]["manifests"][0]["spec"]["template"]["spec"]["containers"][0][
+            "image"
+        ]
+        == "nginx:1"
+    )
     assert admin.get_application(name)["version"] == 2
     assert name in [a["name"] for a in admin.list_applications()]
     with pytest.raises(KBError) as err:
@@ -229,8 +274,9 @@ def test_invalid_specs_get_422_with_every_error(live_kb, fresh):
     name = fresh("bad")
     broken = spec(name, energy=3)
     broken["metadata"]["qos"]["speed"] = 1
-    status, body = raw(live_kb, "PUT", f"/api/v1/applications/{name}",
-                       json.dumps(broken).encode(), live_kb.admin_token)
+    status, body = raw(
+        live_kb, "PUT", f"/api/v1/applications/{name}", json.dumps(broken).encode(), live_kb.admin_token
+    )
     assert status == 422
     fields = {e["field"] for e in body["errors"]}
     assert {"metadata.qos.energy", "metadata.qos.speed"} <= fields
@@ -284,8 +330,9 @@ def test_placements_are_fenced(live_kb, fresh):
 def test_events_are_recorded_and_filtered(live_kb, fresh):
     app, cluster = fresh("app"), fresh("edge")
     ctl = live_kb.client("controller")
-    first = ctl.post_event({"type": "deploy", "reason": "Placed", "message": "on edge",
-                            "application": app, "cluster": cluster})
+    first = ctl.post_event(
+        {"type": "deploy", "reason": "Placed", "message": "on edge", "application": app, "cluster": cluster}
+    )
     assert first["id"] > 0 and first["ts"] > 0
     agent = live_kb.client("agent", cluster)
     second = agent.post_event({"type": "failure", "reason": "Unreachable", "application": app})
@@ -319,22 +366,25 @@ def test_bad_input_is_4xx_naming_the_field(live_kb, fresh):
         (b'{"seq": 1, "ts": NaN}', "ts"),
         (b'{"seq": 1, "ts": 1, "nodes": [{"name": "a", "ready": "maybe"}]}', "nodes.0.ready"),
         (b'{"seq": 1, "ts": 1, "error": "nul\\u0000"}', "error"),
-        (b'{"seq": 1, "ts": 1, "nodes": [{"name": "a", "ready": true},'
-         b' {"name": "a", "ready": true}]}', "nodes"),
-        (b'[1, 2]', "body"),
+        (
+            b'{"seq": 1, "ts": 1, "nodes": [{"name": "a", "ready": true}, {"name": "a", "ready": true}]}',
+            "nodes",
+        ),
+        (b"[1, 2]", "body"),
     ]
     for body, field in cases:
         status, answer = raw(live_kb, "POST", path, body, tok)
         assert status == 422, (body, answer)
         assert field in answer["detail"], (body, answer)
-    status, answer = raw(live_kb, "POST", path, b'{"seq": 1, "ts": 1, "error": "'
-                         + b"x" * 70000 + b'"}', tok)
+    status, answer = raw(live_kb, "POST", path, b'{"seq": 1, "ts": 1, "error": "' + b"x" * 70000 + b'"}', tok)
     assert status == 413 and "limit" in answer["detail"]
-    status, answer = raw(live_kb, "POST", path, b'{"seq": 1, "nodes": ' + b"[" * 20000
-                         + b"]" * 20000 + b"}", tok)
+    status, answer = raw(
+        live_kb, "POST", path, b'{"seq": 1, "nodes": ' + b"[" * 20000 + b"]" * 20000 + b"}", tok
+    )
     assert status == 400 and answer["detail"].startswith("body:")
-    status, answer = raw(live_kb, "POST", "/api/v1/clusters", json.dumps(
-        {"name": "Not_A_Label", "tier": "moon"}).encode(), tok)
+    status, answer = raw(
+        live_kb, "POST", "/api/v1/clusters", json.dumps({"name": "Not_A_Label", "tier": "moon"}).encode(), tok
+    )
     assert status == 422 and "name" in answer["detail"] and "tier" in answer["detail"]
     status, answer = raw(live_kb, "GET", "/api/v1/events?limit=0&since=-1", None, tok)
     assert status == 422 and "limit" in answer["detail"] and "since" in answer["detail"]
@@ -344,8 +394,9 @@ def test_bad_input_is_4xx_naming_the_field(live_kb, fresh):
 
 def test_tokens_through_the_api(live_kb, fresh):
     cluster = fresh("edge")
-    made = live_kb.admin.request("POST", "/api/v1/tokens",
-                                 {"role": "agent", "cluster": cluster, "name": "edge-agent"})
+    made = live_kb.admin.request(
+        "POST", "/api/v1/tokens", {"role": "agent", "cluster": cluster, "name": "edge-agent"}
+    )
     assert made["token"].startswith("qkb_") and made["name"] == "edge-agent"
     who = KBClient(live_kb.url, made["token"]).request("GET", "/api/v1/whoami")
     assert who == {"name": "edge-agent", "role": "agent", "cluster": cluster}

@@ -22,27 +22,36 @@ MAIN = "import sys; from qonnect.cli import main; sys.exit(main())"
 
 
 def qonnect(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", MAIN, *args], capture_output=True,
-                          text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", MAIN, *args], capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def self_signed(tmp_path) -> tuple[str, str]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "qonnect-kb-test")])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = tmp_path / "kb.crt", tmp_path / "kb.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
     return str(cert_path), str(key_path)
 
 
@@ -78,14 +87,17 @@ def test_tokens_are_listed_without_secrets_and_revoked_by_name(tmp_path, kb_proc
     assert err.value.status == 401
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("kb", "serve", "--db", "sqlite:///nonexistent-dir/kb.sqlite"), "does not exist"),
-    (("kb", "serve", "--db", "postgresql://127.0.0.1:1/nothing"), "cannot connect"),
-    (("kb", "serve", "--tls-cert", "/etc/hostname"), "--tls-cert and --tls-key"),
-    (("kb", "serve", "--max-body", "10"), "--max-body"),
-    (("kb", "token", "create", "--role", "agent"), "--cluster is required"),
-    (("kb", "token", "create", "--role", "agent", "--cluster", "Bad_Name"), "DNS label"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("kb", "serve", "--db", "sqlite:///nonexistent-dir/kb.sqlite"), "does not exist"),
+        (("kb", "serve", "--db", "postgresql://127.0.0.1:1/nothing"), "cannot connect"),
+        (("kb", "serve", "--tls-cert", "/etc/hostname"), "--tls-cert and --tls-key"),
+        (("kb", "serve", "--max-body", "10"), "--max-body"),
+        (("kb", "token", "create", "--role", "agent"), "--cluster is required"),
+        (("kb", "token", "create", "--role", "agent", "--cluster", "Bad_Name"), "DNS label"),
+    ],
+)
 def test_bad_options_fail_with_a_clear_message(tmp_path, capsys, args, message):
     from qonnect.cli import main
 

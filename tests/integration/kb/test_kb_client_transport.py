@@ -37,8 +37,9 @@ def test_threads_share_a_client(tmp_path, kb_process, make_token):
     kb = kb_process(db_url)
     client = KBClient(kb.url, make_token(db_url, "admin"))
     with ThreadPoolExecutor(8) as pool:
-        names = list(pool.map(lambda i: client.register_cluster({"name": f"t{i}", "tier": "fog"})["name"],
-                              range(24)))
+        names = list(
+            pool.map(lambda i: client.register_cluster({"name": f"t{i}", "tier": "fog"})["name"], range(24))
+        )
     assert sorted(names) == sorted(f"t{i}" for i in range(24))
     assert len(client.list_clusters()) == 24
     assert 1 <= len(client._idle) <= MAX_IDLE

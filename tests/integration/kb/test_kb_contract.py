@@ -19,13 +19,33 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def spec(name: str, energy: float = 1.0) -> dict[str, Any]:
-    return {"apiVersion": "qonnect.io/v1", "kind": "Application", "metadata": {"name": name},
-            "spec": {"objective": {"energy": energy},
-                     "services": [{"name": "web", "manifests": [{
-                         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-                         "spec": {"selector": {"matchLabels": {"app": "web"}},
-                                  "template": {"metadata": {"labels": {"app": "web"}},
-                                               "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}]}]}}
+    return {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": name},
+        "spec": {
+            "objective": {"energy": energy},
+            "services": [
+                {
+                    "name": "web",
+                    "manifests": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "Deployment",
+                            "metadata": {"name": "web"},
+                            "spec": {
+                                "selector": {"matchLabels": {"app": "web"}},
+                                "template": {
+                                    "metadata": {"labels": {"app": "web"}},
+                                    "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+                                },
+                            },
+                        }
+                    ],
+                }
+            ],
+        },
+    }
 
 
 @dataclass
@@ -105,11 +125,20 @@ def test_placements_are_fenced(kb: Impl):
     b = {"current": {"web": [{"cluster": "edge-2", "replicas": 1}]}}
     kb.controller.raise_fence({"term": term, "seq": 5})
     assert kb.controller.get_fence()["term"] == term
-    assert kb.controller.put_placement(name, a, {"term": term, "seq": 5})["fencing"] == {"term": term, "seq": 5}
+    assert kb.controller.put_placement(name, a, {"term": term, "seq": 5})["fencing"] == {
+        "term": term,
+        "seq": 5,
+    }
     assert kb.controller.put_placement(name, a, {"term": term, "seq": 5})["current"] == a["current"]  # retry
-    assert status_of(kb.controller.put_placement, name, b, {"term": term, "seq": 5}) == 409  # same token, new content
-    assert status_of(kb.controller.put_placement, name, b, {"term": term, "seq": 4}) == 409  # older than stored
-    assert status_of(kb.controller.put_placement, name, b, {"term": term - 1, "seq": 99}) == 409  # below the fence
+    assert (
+        status_of(kb.controller.put_placement, name, b, {"term": term, "seq": 5}) == 409
+    )  # same token, new content
+    assert (
+        status_of(kb.controller.put_placement, name, b, {"term": term, "seq": 4}) == 409
+    )  # older than stored
+    assert (
+        status_of(kb.controller.put_placement, name, b, {"term": term - 1, "seq": 99}) == 409
+    )  # below the fence
     assert status_of(kb.controller.raise_fence, {"term": term - 1, "seq": 1}) == 409
     assert kb.controller.put_placement(name, b, {"term": term, "seq": 6})["current"] == b["current"]
     assert kb.admin.get_placement(name)["current"] == b["current"]

@@ -71,7 +71,8 @@ def _closed_by_server(sock: socket.socket, wait: float) -> tuple[bool, bytes]:
 
 
 def test_stalled_and_unauthenticated_clients_are_bounded_and_timed_out(
-        db_url_factory, kb_process, make_token):
+    db_url_factory, kb_process, make_token
+):
     db = db_url_factory("sqlite")
     admin = make_token(db, "admin")
     kb = kb_process(db, "--request-timeout", str(TIMEOUT))
@@ -80,8 +81,10 @@ def test_stalled_and_unauthenticated_clients_are_bounded_and_timed_out(
     KBClient(kb.url, admin).list_clusters()  # warm up
     before = _rss_mib(pid)
     length = 1_000_000
-    post = (f"POST /api/v1/applications/x HTTP/1.1\r\nHost: kb\r\nContent-Type: application/json"
-            f"\r\nContent-Length: {length}\r\n").encode()
+    post = (
+        f"POST /api/v1/applications/x HTTP/1.1\r\nHost: kb\r\nContent-Type: application/json"
+        f"\r\nContent-Length: {length}\r\n"
+    ).encode()
     socks = []
     started = time.monotonic()
     for _i in range(STALLED):
@@ -135,8 +138,9 @@ def test_access_log_headers_and_no_cdn(db_url_factory, kb_process, make_token):
     with pytest.raises(KBError):
         KBClient(kb.url, "qkb_forged").list_clusters()
     admin.register_cluster({"name": "edge-1", "tier": "edge"})
-    agent = admin.request("POST", "/api/v1/tokens", {"role": "agent", "cluster": "edge-1",
-                                                     "name": "agent-edge-1"})["token"]
+    agent = admin.request(
+        "POST", "/api/v1/tokens", {"role": "agent", "cluster": "edge-1", "name": "agent-edge-1"}
+    )["token"]
     KBClient(kb.url, agent).report("edge-1", {"seq": 1, "ts": time.time()})  # the fast path
 
     # headers: every API answer, the fresh token's, errors and the fast path included
@@ -166,8 +170,9 @@ def test_access_log_headers_and_no_cdn(db_url_factory, kb_process, make_token):
     lines = [ln for ln in kb.read_log().splitlines() if "kb-access" in ln]
     assert any('GET "/api/v1/clusters" 200' in ln and 'token="dash-board"' in ln for ln in lines), lines
     assert any('GET "/api/v1/clusters" 401' in ln and "token=-" in ln for ln in lines), lines
-    assert any('POST "/api/v1/clusters/edge-1/reports" 200' in ln and 'token="agent-edge-1"' in ln
-               for ln in lines), lines
+    assert any(
+        'POST "/api/v1/clusters/edge-1/reports" 200' in ln and 'token="agent-edge-1"' in ln for ln in lines
+    ), lines
     assert all("ms token=" in ln for ln in lines)
     log = kb.read_log()
     assert made["token"] not in log and agent not in log and admin_token not in log
@@ -202,24 +207,49 @@ def test_tokens_are_listed_and_revoked_one_by_one(db_url_factory, kb_process, ma
 
 def test_plain_http_beyond_loopback_is_refused_and_the_database_is_private(tmp_path):
     db = f"sqlite://{tmp_path / 'kb.sqlite'}"
-    done = subprocess.run(qonnect_cmd("kb", "serve", "--db", db, "--host", "0.0.0.0", "--port", "0"),
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        qonnect_cmd("kb", "serve", "--db", db, "--host", "0.0.0.0", "--port", "0"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     assert "--host 0.0.0.0" in done.stderr and "--insecure-listen" in done.stderr
     assert "Traceback" not in done.stderr
     old = os.umask(0o022)
     try:
         fresh = tmp_path / "fresh.sqlite"
-        done = subprocess.run(qonnect_cmd("kb", "migrate", "--db", f"sqlite://{fresh}"),
-                              capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            qonnect_cmd("kb", "migrate", "--db", f"sqlite://{fresh}"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     finally:
         os.umask(old)
     assert done.returncode == 0, done.stderr
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
     port_file = tmp_path / "port"
-    proc = subprocess.Popen(qonnect_cmd("kb", "serve", "--db", db, "--host", "0.0.0.0", "--port", "0",
-                                        "--insecure-listen", "--port-file", str(port_file)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        qonnect_cmd(
+            "kb",
+            "serve",
+            "--db",
+            db,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--insecure-listen",
+            "--port-file",
+            str(port_file),
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while not port_file.exists() and proc.poll() is None and time.monotonic() < deadline:

@@ -56,9 +56,17 @@ class OwnPostgres:
         assert done.returncode == 0, f"{tool}: {done.stdout}\n{done.stderr}"
 
     def start(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.dir / "log"), "-w", "-o",
-                  f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=on",
-                  "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.dir / "log"),
+            "-w",
+            "-o",
+            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=on",
+            "start",
+        )
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
@@ -145,8 +153,11 @@ def test_the_kb_survives_postgresql_restarting(own_postgres, kb_process, make_to
     kb = kb_process(pg.url)
     admin = KBClient(kb.url, admin_token, timeout=15)
     admin.register_cluster({"name": "pg-1", "tier": "edge"})
-    agent = KBClient(kb.url, admin.request("POST", "/api/v1/tokens",
-                                           {"role": "agent", "cluster": "pg-1"})["token"], timeout=15)
+    agent = KBClient(
+        kb.url,
+        admin.request("POST", "/api/v1/tokens", {"role": "agent", "cluster": "pg-1"})["token"],
+        timeout=15,
+    )
     with Writers(admin, agent) as load:
         time.sleep(2)
         before = len(load.acked_events)
@@ -171,8 +182,9 @@ def test_the_kb_survives_postgresql_restarting(own_postgres, kb_process, make_to
     assert load.statuses.get(503, 0) > 0, load.statuses
     assert set(load.statuses) <= {200, 201, 503}, load.statuses
     with psycopg.connect(pg.url) as conn:
-        stored = {r[0] for r in conn.execute(
-            "SELECT message FROM events WHERE type = 'restart-test'").fetchall()}
+        stored = {
+            r[0] for r in conn.execute("SELECT message FROM events WHERE type = 'restart-test'").fetchall()
+        }
         report_seq = conn.execute("SELECT report_seq FROM clusters WHERE name = 'pg-1'").fetchone()[0]
     lost = [m for m in load.acked_events if m not in stored]
     assert lost == [], f"{len(lost)} acknowledged events lost: {lost[:5]}"

@@ -47,8 +47,7 @@ def test_racing_fenced_writes_through_two_instances_never_store_the_older(two_in
     db, admin_token, kbs = two_instances
     app = fresh("race")
     KBClient(kbs[0].url, admin_token).put_application(app, spec(app))
-    ctl = KBClient(kbs[0].url, admin_token).request(
-        "POST", "/api/v1/tokens", {"role": "controller"})["token"]
+    ctl = KBClient(kbs[0].url, admin_token).request("POST", "/api/v1/tokens", {"role": "controller"})["token"]
     clients = [KBClient(kb.url, ctl) for kb in kbs]
     clients[0].put_placement(app, {"desired": {}}, {"term": 1, "seq": 0})
     barrier = threading.Barrier(2)
@@ -68,7 +67,9 @@ def test_racing_fenced_writes_through_two_instances_never_store_the_older(two_in
             answers.append(tuple(f.result() for f in got))
             term, seq, desired = check.execute(
                 "SELECT term, seq, desired FROM placements WHERE application = "
-                + ("?" if isinstance(check, sqlite3.Connection) else "%s"), (app,)).fetchone()
+                + ("?" if isinstance(check, sqlite3.Connection) else "%s"),
+                (app,),
+            ).fetchone()
             if (term, seq) != (1, 2 * r + 2) or f"c-{2 * r + 2}" not in desired:
                 stale.append((r, term, seq, desired))
     assert stale == [], f"{len(stale)} of {ROUNDS} rounds stored an older write: {stale[:5]}"

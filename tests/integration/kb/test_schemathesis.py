@@ -19,15 +19,25 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_schema_conformance, ignored_auth]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    ignored_auth,
+]
 EXAMPLES = 5  # requests per operation and generation mode (about 27 operations)
 
 
 def _fuzz(operation, mode: GenerationMode, url: str, headers: dict) -> None:
     @given(case=operation.as_strategy(generation_mode=mode))
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     def run(case) -> None:
         case.call_and_validate(base_url=url, headers=headers, checks=CHECKS, timeout=10)
 

@@ -68,10 +68,14 @@ def kube_bin() -> Path:
 
 @pytest.fixture(scope="session")
 def tiers(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeFederation]:
-    fed = start_federation(tmp_path_factory.mktemp("kube-tiers"), "tiers", start_delay=0.5,
-                           node_monitor_grace_period=GRACE_SECONDS,
-                           default_unreachable_toleration_seconds=TOLERATION_SECONDS,
-                           default_not_ready_toleration_seconds=TOLERATION_SECONDS)
+    fed = start_federation(
+        tmp_path_factory.mktemp("kube-tiers"),
+        "tiers",
+        start_delay=0.5,
+        node_monitor_grace_period=GRACE_SECONDS,
+        default_unreachable_toleration_seconds=TOLERATION_SECONDS,
+        default_not_ready_toleration_seconds=TOLERATION_SECONDS,
+    )
     try:
         yield fed
     finally:

@@ -20,7 +20,9 @@ def test_the_engine_expects_the_release_kube_go_mod_pins():
     minor = KUBE_VERSION.split(".")[1]
     staging = re.findall(r"^\s*(k8s\.io/\S+) => (k8s\.io/\S+) (v\S+)$", text, re.M)
     assert len(staging) >= 30  # every staging module of k8s.io/kubernetes is replaced ...
-    assert {v for _a, _b, v in staging} == {f"v0.{minor}.{KUBE_VERSION.split('.')[2]}"}  # ... at the same release
+    assert {v for _a, _b, v in staging} == {
+        f"v0.{minor}.{KUBE_VERSION.split('.')[2]}"
+    }  # ... at the same release
 
 
 def test_a_second_build_reuses_the_cache_and_links_kubectl(kube_bin: Path):
@@ -31,5 +33,7 @@ def test_a_second_build_reuses_the_cache_and_links_kubectl(kube_bin: Path):
     assert not kube_bin.is_relative_to(ROOT)  # the cache is outside the checkout
     kubectl = Path(sys.executable).with_name("kubectl")
     assert kubectl.resolve() == (kube_bin / "kubectl").resolve()
-    version = subprocess.run([str(kubectl), "version", "--client"], capture_output=True, text=True, check=True)
+    version = subprocess.run(
+        [str(kubectl), "version", "--client"], capture_output=True, text=True, check=True
+    )
     assert f"Client Version: {KUBE_VERSION}" in version.stdout

@@ -22,8 +22,13 @@ import yaml
 from kubernetes import client, config
 from qonnect.testbed.kube import KUBE_VERSION, KubeFederation, start_federation
 
-PROFILE_LABELS = ("qonnect.io/tier", "qonnect.io/location", "qonnect.io/energy-kwh",
-                  "qonnect.io/price-eur-h", "qonnect.io/bandwidth-gbps")
+PROFILE_LABELS = (
+    "qonnect.io/tier",
+    "qonnect.io/location",
+    "qonnect.io/energy-kwh",
+    "qonnect.io/price-eur-h",
+    "qonnect.io/bandwidth-gbps",
+)
 
 
 def api(kubeconfig: Path) -> client.ApiClient:
@@ -50,18 +55,33 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float =
 
 def deployment(name: str, replicas: int = 1, image: str = "registry.k8s.io/pause:3.10") -> dict:
     labels = {"app": name}
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels},
-                                  "spec": {"containers": [{"name": "main", "image": image,
-                                                           "resources": {"requests": {"cpu": "100m"}}}]}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [
+                        {"name": "main", "image": image, "resources": {"requests": {"cpu": "100m"}}}
+                    ]
+                },
+            },
+        },
+    }
 
 
 def namespace(core: client.CoreV1Api) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
     core.create_namespace({"metadata": {"name": name}})
-    wait_for(lambda: core.list_namespaced_service_account(name, field_selector="metadata.name=default").items,
-             30, f"the default ServiceAccount of {name}")
+    wait_for(
+        lambda: core.list_namespaced_service_account(name, field_selector="metadata.name=default").items,
+        30,
+        f"the default ServiceAccount of {name}",
+    )
     return name
 
 
@@ -71,7 +91,11 @@ def test_up_tiers_serves_three_real_control_planes_with_the_profiles_nodes(tiers
     assert [c["name"] for c in doc["clusters"]] == ["cloud-1", "fog-1", "edge-1"]
     for entry in doc["clusters"]:
         name = entry["name"]
-        assert Path(entry["kubeconfig"]) == tiers.kubeconfig(name) == tiers.directory / "kubeconfigs" / f"{name}.yaml"
+        assert (
+            Path(entry["kubeconfig"])
+            == tiers.kubeconfig(name)
+            == tiers.directory / "kubeconfigs" / f"{name}.yaml"
+        )
         assert entry["server"].startswith("https://127.0.0.")
         with api(tiers.kubeconfig(name)) as c:
             assert client.VersionApi(c).get_code().git_version == KUBE_VERSION
@@ -80,24 +104,33 @@ def test_up_tiers_serves_three_real_control_planes_with_the_profiles_nodes(tiers
             worker, control = nodes[f"{name}-worker"], nodes[f"{name}-control-plane"]
             assert worker.metadata.labels["qonnect.io/tier"] == entry["tier"]
             expected = next(n for n in entry["nodes"] if n["name"] == worker.metadata.name)
-            assert worker.metadata.labels["qonnect.io/price-eur-h"] == repr(float(expected["price_eur_h"])).removesuffix(".0")
+            assert worker.metadata.labels["qonnect.io/price-eur-h"] == repr(
+                float(expected["price_eur_h"])
+            ).removesuffix(".0")
             assert all(key in worker.metadata.labels for key in PROFILE_LABELS)
             assert not worker.spec.taints
             assert [(t.key, t.effect) for t in control.spec.taints] == [
-                ("node-role.kubernetes.io/control-plane", "NoSchedule")]
+                ("node-role.kubernetes.io/control-plane", "NoSchedule")
+            ]
             assert "node-role.kubernetes.io/control-plane" in control.metadata.labels
-            assert all(any(c.type == "Ready" and c.status == "True" for c in n.status.conditions)
-                       for n in nodes.values())
+            assert all(
+                any(c.type == "Ready" and c.status == "True" for c in n.status.conditions)
+                for n in nodes.values()
+            )
 
 
 def test_a_deployment_becomes_ready_on_the_worker_through_the_real_controllers(
-        tiers: KubeFederation, node_timing: tuple[int, int]):
+    tiers: KubeFederation, node_timing: tuple[int, int]
+):
     with api(tiers.kubeconfig("cloud-1")) as c:
         core, apps = client.CoreV1Api(c), client.AppsV1Api(c)
         ns = namespace(core)
         apps.create_namespaced_deployment(ns, deployment("web", replicas=2))
-        dep = wait_for(lambda: (d := apps.read_namespaced_deployment_status("web", ns)).status.ready_replicas == 2 and d,
-                       60, "web 2/2 ready")
+        dep = wait_for(
+            lambda: (d := apps.read_namespaced_deployment_status("web", ns)).status.ready_replicas == 2 and d,
+            60,
+            "web 2/2 ready",
+        )
         assert dep.status.available_replicas == 2 and dep.status.observed_generation == 1
         assert any(cond.type == "Available" and cond.status == "True" for cond in dep.status.conditions)
         assert len(apps.list_namespaced_replica_set(ns).items) == 1  # the real Deployment controller
@@ -117,8 +150,10 @@ def test_the_restricted_token_gets_403_from_real_rbac(tiers: KubeFederation):
         with pytest.raises(client.ApiException) as denied:
             core.list_node()
         assert denied.value.status == 403
-        assert ('User "system:serviceaccount:default:qonnect-restricted" cannot list resource "nodes"'
-                in json.loads(denied.value.body)["message"])
+        assert (
+            'User "system:serviceaccount:default:qonnect-restricted" cannot list resource "nodes"'
+            in json.loads(denied.value.body)["message"]
+        )
         with pytest.raises(client.ApiException) as create:
             core.create_namespaced_config_map("default", {"metadata": {"name": "x"}})
         assert create.value.status == 403
@@ -144,14 +179,19 @@ def test_fail_kills_the_api_server_and_recover_brings_it_back_with_its_state(tie
 
 
 def test_node_down_turns_not_ready_and_taint_eviction_moves_nothing_onto_the_tainted_node(
-        tiers: KubeFederation, node_timing: tuple[int, int]):
+    tiers: KubeFederation, node_timing: tuple[int, int]
+):
     grace, toleration = node_timing
     node = "edge-1-worker"
     with api(tiers.kubeconfig("edge-1")) as c:
         core, apps = client.CoreV1Api(c), client.AppsV1Api(c)
         ns = namespace(core)
         apps.create_namespaced_deployment(ns, deployment("svc"))
-        wait_for(lambda: apps.read_namespaced_deployment_status("svc", ns).status.ready_replicas == 1, 60, "svc ready")
+        wait_for(
+            lambda: apps.read_namespaced_deployment_status("svc", ns).status.ready_replicas == 1,
+            60,
+            "svc ready",
+        )
         first = core.list_namespaced_pod(ns).items[0].metadata.name
         down_at = time.monotonic()
         tiers.node_down("edge-1", node)
@@ -161,23 +201,34 @@ def test_node_down_turns_not_ready_and_taint_eviction_moves_nothing_onto_the_tai
             ready = next(c for c in n.status.conditions if c.type == "Ready")
             taints = {(t.key, t.effect) for t in n.spec.taints or []}
             return ready.status == "Unknown" and ("node.kubernetes.io/unreachable", "NoExecute") in taints
+
         wait_for(not_ready, grace + 30, f"{node} NotReady with the unreachable taint")
         assert time.monotonic() - down_at >= grace - 1  # the grace period is honoured
 
         def evicted() -> bool:
             pod = core.read_namespaced_pod(first, ns)
             return pod.metadata.deletion_timestamp is not None
+
         wait_for(evicted, toleration + 40, f"eviction of {first}")
 
         # The replacement has nowhere to go: the only other node is the tainted control plane.
         def pending_replacement() -> list:
-            return [p for p in core.list_namespaced_pod(ns).items
-                    if p.metadata.name != first and p.status.phase == "Pending" and not p.spec.node_name]
+            return [
+                p
+                for p in core.list_namespaced_pod(ns).items
+                if p.metadata.name != first and p.status.phase == "Pending" and not p.spec.node_name
+            ]
+
         wait_for(pending_replacement, 30, "an unschedulable replacement pod")
         tiers.node_up("edge-1", node)
-        wait_for(lambda: apps.read_namespaced_deployment_status("svc", ns).status.ready_replicas == 1
-                 and all(p.metadata.name != first for p in core.list_namespaced_pod(ns).items),
-                 90, "svc ready again on the recovered node, the evicted pod gone")
+        wait_for(
+            lambda: (
+                apps.read_namespaced_deployment_status("svc", ns).status.ready_replicas == 1
+                and all(p.metadata.name != first for p in core.list_namespaced_pod(ns).items)
+            ),
+            90,
+            "svc ready again on the recovered node, the evicted pod gone",
+        )
         core.delete_namespace(ns)
 
 

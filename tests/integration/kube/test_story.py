@@ -40,25 +40,58 @@ class KubeStack(Stack):
     """
 
     def start_testbed(self, clusters: int = 3, heartbeat: float = 1.0) -> dict:
-        subprocess.run(qonnect_cmd("testbed", "up", "--dir", str(self.testbed_dir), "--profile", "tiers",
-                                   "--engine", "kube", "--start-delay", "0.5"),
-                       check=True, capture_output=True, timeout=300, env=self.env)
+        subprocess.run(
+            qonnect_cmd(
+                "testbed",
+                "up",
+                "--dir",
+                str(self.testbed_dir),
+                "--profile",
+                "tiers",
+                "--engine",
+                "kube",
+                "--start-delay",
+                "0.5",
+            ),
+            check=True,
+            capture_output=True,
+            timeout=300,
+            env=self.env,
+        )
         self.federation = yaml.safe_load((self.testbed_dir / "federation.yaml").read_text())
         for c in self.federation["clusters"]:
             deploy = self._least_privilege(c, "deploy")
             c["kubeconfig"] = str(self._least_privilege(c, "agent"))  # start_agents reads it
-            self.admin.request("PUT", f"/api/v1/clusters/{c['name']}", {
-                "tier": c["tier"], "location": c["location"], "server": c["server"],
-                "kubeconfig": str(deploy), "context": c.get("context"), "labels": c.get("labels") or {}})
+            self.admin.request(
+                "PUT",
+                f"/api/v1/clusters/{c['name']}",
+                {
+                    "tier": c["tier"],
+                    "location": c["location"],
+                    "server": c["server"],
+                    "kubeconfig": str(deploy),
+                    "context": c.get("context"),
+                    "labels": c.get("labels") or {},
+                },
+            )
         return self.federation
 
     def _least_privilege(self, cluster: dict, role: str) -> Path:
         """Apply docs/rbac/<role>-clusterrole.yml, and a kubeconfig with its account's token."""
         admin = ["--kubeconfig", cluster["kubeconfig"]]
-        subprocess.run([str(KUBECTL), *admin, "apply", "-f", str(REPO / "docs" / "rbac" / f"{role}-clusterrole.yml")],
-                       check=True, capture_output=True, timeout=60)
-        token = subprocess.run([str(KUBECTL), *admin, "-n", "qonnect", "create", "token", f"qonnect-{role}",
-                                "--duration=24h"], check=True, capture_output=True, text=True, timeout=60)
+        subprocess.run(
+            [str(KUBECTL), *admin, "apply", "-f", str(REPO / "docs" / "rbac" / f"{role}-clusterrole.yml")],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        token = subprocess.run(
+            [str(KUBECTL), *admin, "-n", "qonnect", "create", "token", f"qonnect-{role}", "--duration=24h"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         doc = yaml.safe_load(Path(cluster["kubeconfig"]).read_text())
         doc["users"][0]["user"] = {"token": token.stdout.strip()}
         path = self.root / f"{cluster['name']}-{role}.yaml"
@@ -94,8 +127,13 @@ def test_an_api_server_killed_under_bookinfo_is_healed_on_real_clusters(story: K
     story.start_kb()
     story.start_testbed()
     for c in story.federation["clusters"]:  # the agents really run with too few rights to write
-        can = subprocess.run([str(KUBECTL), "--kubeconfig", c["kubeconfig"], "auth", "can-i", "create", "pods",
-                              "-A"], capture_output=True, text=True, timeout=30, check=False)
+        can = subprocess.run(
+            [str(KUBECTL), "--kubeconfig", c["kubeconfig"], "auth", "can-i", "create", "pods", "-A"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         assert can.stdout.strip() == "no"
     story.start_agents(1.0)
     placement = story.deploy(movable_bookinfo(tmp_path), timeout=400)
@@ -105,14 +143,19 @@ def test_an_api_server_killed_under_bookinfo_is_healed_on_real_clusters(story: K
     story.start_replicas(3, ["--agent-interval", "1"])
     story.wait_leader(timeout=30)
     story.testbed("fail", target)
-    wait_for(lambda: story.healthy_elsewhere(APP, {target}), 240, 1.0,
-             f"bookinfo Healthy off {target} (its kube-apiserver killed)")
+    wait_for(
+        lambda: story.healthy_elsewhere(APP, {target}),
+        240,
+        1.0,
+        f"bookinfo Healthy off {target} (its kube-apiserver killed)",
+    )
     moved = story.placement(APP)["ratings"][0]["cluster"]
     assert moved != target
 
 
 def test_a_transient_pull_failure_moves_nothing_a_permanent_one_moves_once_after_the_grace(
-        story: KubeStack, tmp_path: Path):
+    story: KubeStack, tmp_path: Path
+):
     story.start_kb()
     story.start_testbed()
     story.start_agents(1.0)
@@ -126,20 +169,43 @@ def test_a_transient_pull_failure_moves_nothing_a_permanent_one_moves_once_after
     # A rollout whose pulls fail for 40 s (ErrImagePull, ImagePullBackOff), then succeed: the
     # kubelet's back-off retries at about 11, 32 and 73 s, so the new pod is ready after ~74 s -
     # far inside the Deployment's progress deadline (600 s).
-    subprocess.run([str(KUBECTL), *admin, "set", "image", "deployment/ratings-v1",
-                    "*=qonnect.test/pull-flaky-40s/examples-bookinfo-ratings-v1:1.20.2"],
-                   check=True, capture_output=True, timeout=30)
+    subprocess.run(
+        [
+            str(KUBECTL),
+            *admin,
+            "set",
+            "image",
+            "deployment/ratings-v1",
+            "*=qonnect.test/pull-flaky-40s/examples-bookinfo-ratings-v1:1.20.2",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
 
     def pulled_again() -> bool:
-        pods = subprocess.run([str(KUBECTL), *admin, "get", "pods", "-o", "json"], check=True,
-                              capture_output=True, text=True, timeout=30)
-        new = [p for p in yaml.safe_load(pods.stdout)["items"]
-               if "pull-flaky" in p["spec"]["containers"][0]["image"]]
-        return bool(new) and all(c.get("ready") for p in new for c in p["status"].get("containerStatuses") or [])
+        pods = subprocess.run(
+            [str(KUBECTL), *admin, "get", "pods", "-o", "json"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        new = [
+            p
+            for p in yaml.safe_load(pods.stdout)["items"]
+            if "pull-flaky" in p["spec"]["containers"][0]["image"]
+        ]
+        return bool(new) and all(
+            c.get("ready") for p in new for c in p["status"].get("containerStatuses") or []
+        )
 
     def decisions() -> list:
         return [e for e in story.events(APP) if e["id"] > before and e["type"] == "controller.decision"]
-    wait_for(lambda: decisions() or pulled_again(), 150, 1.0, "the rollout's pod ready once the pulls succeed")
+
+    wait_for(
+        lambda: decisions() or pulled_again(), 150, 1.0, "the rollout's pod ready once the pulls succeed"
+    )
     assert decisions() == []
     wait_for(lambda: story.healthy_elsewhere(APP, set()), 60, 1.0, "bookinfo Healthy again")
     assert decisions() == []
@@ -148,12 +214,33 @@ def test_a_transient_pull_failure_moves_nothing_a_permanent_one_moves_once_after
     # Now a permanent failure (every pull fails) with a 20 s grace on the workload: nothing
     # before the grace has passed, then one migration, and ratings Healthy on another cluster.
     grace = 20
-    subprocess.run([str(KUBECTL), *admin, "annotate", "--overwrite", "deployment/ratings-v1",
-                    f"qonnect.io/failure-grace-seconds={grace}"], check=True, capture_output=True, timeout=30)
+    subprocess.run(
+        [
+            str(KUBECTL),
+            *admin,
+            "annotate",
+            "--overwrite",
+            "deployment/ratings-v1",
+            f"qonnect.io/failure-grace-seconds={grace}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     broken_at = time.time()
-    subprocess.run([str(KUBECTL), *admin, "set", "image", "deployment/ratings-v1",
-                    "*=qonnect.test/pull-fail/examples-bookinfo-ratings-v1:1.20.2"],
-                   check=True, capture_output=True, timeout=30)
+    subprocess.run(
+        [
+            str(KUBECTL),
+            *admin,
+            "set",
+            "image",
+            "deployment/ratings-v1",
+            "*=qonnect.test/pull-fail/examples-bookinfo-ratings-v1:1.20.2",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     first = wait_for(decisions, grace + 90, 1.0, "a decision about the permanently failing ratings")[0]
     assert first["ts"] - broken_at >= grace - 1  # the grace was waited out
     wait_for(lambda: story.healthy_elsewhere(APP, {target}), 180, 1.0, f"ratings Healthy off {target}")

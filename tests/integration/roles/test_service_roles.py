@@ -254,8 +254,9 @@ def test_kb_role_refuses_plain_http_beyond_loopback_unless_asked(tmp_path):
         returncode, _stdout, output = play.playbook("started")
         assert returncode != 0
         assert "insecure-listen" in output or "TLS" in output, output[-3000:]
-        (tmp_path / "play.yml").write_text((tmp_path / "play.yml").read_text().replace(
-            '"{{ insecure | default(false) }}"', "true"))
+        (tmp_path / "play.yml").write_text(
+            (tmp_path / "play.yml").read_text().replace('"{{ insecure | default(false) }}"', "true")
+        )
         returncode, _stdout, output = play.playbook("started")
         assert returncode == 0, output[-3000:]
         assert KBClient(f"http://127.0.0.1:{port}", "x", timeout=5).healthz()["status"] == "ok"

@@ -24,8 +24,13 @@ CLI_TIMEOUT = 60
 
 def qonnect(*args: str, check: bool = True, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
     """Run the real `qonnect` command line."""
-    result = subprocess.run([str(Path(sys.executable).with_name("qonnect")), *args], capture_output=True,
-                            text=True, timeout=timeout, check=False)
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("qonnect")), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"qonnect {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
     return result
@@ -103,8 +108,14 @@ def wait_for(check: Callable[[], Any], timeout: float = 15.0, interval: float = 
         time.sleep(interval)
 
 
-def deployment(name: str, replicas: int = 2, image: str = "nginx:1.25", cpu: str | None = None,
-               node_selector: dict | None = None, affinity: dict | None = None) -> dict:
+def deployment(
+    name: str,
+    replicas: int = 2,
+    image: str = "nginx:1.25",
+    cpu: str | None = None,
+    node_selector: dict | None = None,
+    affinity: dict | None = None,
+) -> dict:
     """A Deployment manifest of the kind qonnect applies."""
     container: dict[str, Any] = {"name": "main", "image": image}
     if cpu:
@@ -114,6 +125,13 @@ def deployment(name: str, replicas: int = 2, image: str = "nginx:1.25", cpu: str
         spec["nodeSelector"] = node_selector
     if affinity:
         spec["affinity"] = affinity
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
+    }

@@ -30,8 +30,12 @@ from qonnect.testbed.apiserver import make_app
 from qonnect.testbed.store import Store
 
 
-def _cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Certificate | None,
-          issuer_key: ec.EllipticCurvePrivateKey | None) -> x509.Certificate:
+def _cert(
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Certificate | None,
+    issuer_key: ec.EllipticCurvePrivateKey | None,
+) -> x509.Certificate:
     now = datetime.datetime.now(datetime.timezone.utc)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
     builder = (
@@ -44,12 +48,16 @@ def _cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Certificat
         .not_valid_after(now + datetime.timedelta(days=1))
     )
     if issuer is None:
-        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).add_extension(
+        builder = builder.add_extension(
+            x509.BasicConstraints(ca=True, path_length=None), critical=True
+        ).add_extension(
             x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
         )
     else:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
             critical=False,
         ).add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
     return builder.sign(issuer_key or key, hashes.SHA256())
@@ -65,7 +73,9 @@ def _pki(directory: Path) -> tuple[Path, Path, Path]:
     ca_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
     )
     key_path.chmod(0o600)
     return ca_path, cert_path, key_path
@@ -118,7 +128,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": "conformance", "cluster": {"server": url, "certificate-authority": str(ca_path)}}],
+                "clusters": [
+                    {"name": "conformance", "cluster": {"server": url, "certificate-authority": str(ca_path)}}
+                ],
                 "users": [{"name": "admin", "user": {"token": token}}],
                 "contexts": [{"name": "conformance", "context": {"cluster": "conformance", "user": "admin"}}],
                 "current-context": "conformance",
@@ -181,7 +193,9 @@ class Manifests:
     """Minimal valid manifests."""
 
     @staticmethod
-    def deployment(name: str, replicas: int = 2, image: str = "nginx:1.25", labels: dict | None = None) -> dict:
+    def deployment(
+        name: str, replicas: int = 2, image: str = "nginx:1.25", labels: dict | None = None
+    ) -> dict:
         """A Deployment whose pods carry app=<name>."""
         match = {"app": name}
         return {
@@ -193,7 +207,9 @@ class Manifests:
                 "selector": {"matchLabels": match},
                 "template": {
                     "metadata": {"labels": match},
-                    "spec": {"containers": [{"name": "main", "image": image, "ports": [{"containerPort": 80}]}]},
+                    "spec": {
+                        "containers": [{"name": "main", "image": image, "ports": [{"containerPort": 80}]}]
+                    },
                 },
             },
         }
@@ -204,4 +220,9 @@ class Manifests:
         spec: dict = {"containers": [{"name": "main", "image": "nginx:1.25"}]}
         if node:
             spec["nodeName"] = node
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": spec,
+        }

@@ -23,8 +23,9 @@ CLUSTERS = ["cloud-1", "fog-1", "edge-1"]
 
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
-    with running(tmp_path_factory.mktemp("cli"), "--profile", "paper", "--clusters", "3",
-                 "--start-delay", "0.2") as federation:
+    with running(
+        tmp_path_factory.mktemp("cli"), "--profile", "paper", "--clusters", "3", "--start-delay", "0.2"
+    ) as federation:
         yield federation
 
 
@@ -64,6 +65,7 @@ def test_up_writes_a_self_describing_federation(fed):
 def test_status_reports_clusters_nodes_and_pods(fed):
     fed.apps("fog-1").create_namespaced_deployment("default", deployment("counted", replicas=2))
     try:
+
         def counted():
             status = json.loads(fed.cli("status", "--json").stdout)
             fog = next(c for c in status["clusters"] if c["name"] == "fog-1")
@@ -101,18 +103,37 @@ def test_fail_refuses_connections_and_recover_keeps_state(fed):
         assert isinstance(info.value.reason, urllib3.exceptions.NewConnectionError)
         assert fed.core("cloud-1").list_node().items  # the others still answer
         status = json.loads(fed.cli("status", "--json").stdout)
-        assert {c["name"]: c["up"] for c in status["clusters"]} == {"cloud-1": True, "fog-1": True, "edge-1": False}
+        assert {c["name"]: c["up"] for c in status["clusters"]} == {
+            "cloud-1": True,
+            "fog-1": True,
+            "edge-1": False,
+        }
     finally:
         fed.cli("recover", "edge-1")
     again = core.read_namespaced_config_map("keep", "default")
-    assert (again.metadata.uid, again.metadata.resource_version) == (cm.metadata.uid, cm.metadata.resource_version)
+    assert (again.metadata.uid, again.metadata.resource_version) == (
+        cm.metadata.uid,
+        cm.metadata.resource_version,
+    )
     assert {p.metadata.uid for p in core.list_namespaced_pod("default").items} == pod_uids
     assert apps.read_namespaced_deployment("survivor", "default").status.ready_replicas == 1
 
 
 def test_set_changes_node_labels_as_an_operator_would(fed):
-    fed.cli("set", "cloud-1", "--price", "1.5", "--energy", "0.003", "--bandwidth", "40",
-            "--label", "zone=b", "--label", "node.kubernetes.io/instance-type-")
+    fed.cli(
+        "set",
+        "cloud-1",
+        "--price",
+        "1.5",
+        "--energy",
+        "0.003",
+        "--bandwidth",
+        "40",
+        "--label",
+        "zone=b",
+        "--label",
+        "node.kubernetes.io/instance-type-",
+    )
     labels = fed.core("cloud-1").read_node("cloud-1-worker").metadata.labels
     assert labels["qonnect.io/price-eur-h"] == "1.5"
     assert labels["qonnect.io/energy-kwh"] == "0.003"
@@ -120,13 +141,16 @@ def test_set_changes_node_labels_as_an_operator_would(fed):
     assert labels["zone"] == "b" and "node.kubernetes.io/instance-type" not in labels
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["fail", "mars-1"], "no cluster 'mars-1'"),
-    (["node-down", "cloud-1", "ghost"], "has no node 'ghost'"),
-    (["set", "cloud-1", "--label", "bad key=1"], "not a valid label key"),
-    (["set", "cloud-1"], "nothing to change"),
-    (["set", "cloud-1", "--price", "-1"], "expected a non-negative number"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["fail", "mars-1"], "no cluster 'mars-1'"),
+        (["node-down", "cloud-1", "ghost"], "has no node 'ghost'"),
+        (["set", "cloud-1", "--label", "bad key=1"], "not a valid label key"),
+        (["set", "cloud-1"], "nothing to change"),
+        (["set", "cloud-1", "--price", "-1"], "expected a non-negative number"),
+    ],
+)
 def test_bad_requests_give_clear_errors(fed, args, message):
     result = fed.cli(*args, check=False)
     assert result.returncode == 2
@@ -135,8 +159,13 @@ def test_bad_requests_give_clear_errors(fed, args, message):
 
 def _median_ms(cluster: dict, ca_file: str, source: str | None, token: str) -> float:
     context = ssl.create_default_context(cafile=ca_file)
-    conn = http.client.HTTPSConnection(cluster["address"], cluster["port"], context=context, timeout=10,
-                                       source_address=(source, 0) if source else None)
+    conn = http.client.HTTPSConnection(
+        cluster["address"],
+        cluster["port"],
+        context=context,
+        timeout=10,
+        source_address=(source, 0) if source else None,
+    )
     times = []
     try:
         for _request in range(7):
@@ -210,13 +239,28 @@ def test_client_sees_401_without_the_token(fed):
 
 def test_node_timing_flags_reach_the_emulator(tmp_path):
     """--node-monitor-grace-period and --default-unreachable-toleration-seconds, as on real clusters."""
-    with running(tmp_path, "--profile", "tiers", "--clusters", "1", "--start-delay", "0.1",
-                 "--node-monitor-grace-period", "1", "--default-unreachable-toleration-seconds", "2") as tb:
+    with running(
+        tmp_path,
+        "--profile",
+        "tiers",
+        "--clusters",
+        "1",
+        "--start-delay",
+        "0.1",
+        "--node-monitor-grace-period",
+        "1",
+        "--default-unreachable-toleration-seconds",
+        "2",
+    ) as tb:
         core = tb.core("cloud-1")
-        created = core.create_namespaced_pod("default", {"metadata": {"name": "p"}, "spec": {
-            "containers": [{"name": "c", "image": "nginx:1.25"}]}})
+        created = core.create_namespaced_pod(
+            "default",
+            {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}},
+        )
         assert {t.key: t.toleration_seconds for t in created.spec.tolerations} == {
-            "node.kubernetes.io/not-ready": 0, "node.kubernetes.io/unreachable": 2}
+            "node.kubernetes.io/not-ready": 0,
+            "node.kubernetes.io/unreachable": 2,
+        }
         wait_for(lambda: core.read_namespaced_pod("p", "default").status.phase == "Running")
         assert core.read_namespaced_pod("p", "default").spec.node_name == "cloud-1-worker"
         down = time.monotonic()

@@ -42,12 +42,20 @@ def test_invalid_deployment_selector(apps, ns, manifests):
     with pytest.raises(client.ApiException) as exc:
         apps.create_namespaced_deployment(ns, bad)
     body = _status(exc.value)
-    assert exc.value.status == 422 and body["details"]["causes"][0]["field"] == "spec.template.metadata.labels"
+    assert (
+        exc.value.status == 422 and body["details"]["causes"][0]["field"] == "spec.template.metadata.labels"
+    )
 
 
 def test_deleting_a_deployment_deletes_its_pods(apps, core, ns, manifests):
     dep = apps.create_namespaced_deployment(ns, manifests.deployment("web"))
-    owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": dep.metadata.uid, "controller": True}
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "web",
+        "uid": dep.metadata.uid,
+        "controller": True,
+    }
     for i in range(2):
         pod = manifests.pod(f"web-{i}", {"app": "web"})
         pod["metadata"]["ownerReferences"] = [owner]
@@ -60,7 +68,9 @@ def test_deleting_a_deployment_deletes_its_pods(apps, core, ns, manifests):
 def test_orphan_propagation_keeps_dependents(apps, core, ns, manifests):
     dep = apps.create_namespaced_deployment(ns, manifests.deployment("web"))
     pod = manifests.pod("web-0", {"app": "web"})
-    pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": dep.metadata.uid}]
+    pod["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": dep.metadata.uid}
+    ]
     core.create_namespaced_pod(ns, pod)
     apps.delete_namespaced_deployment("web", ns, propagation_policy="Orphan")
     assert [p.metadata.name for p in core.list_namespaced_pod(ns).items] == ["web-0"]
@@ -68,8 +78,11 @@ def test_orphan_propagation_keeps_dependents(apps, core, ns, manifests):
 
 def test_json_patch(core, ns):
     core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}})
-    ops = [{"op": "replace", "path": "/data/a", "value": "9"}, {"op": "remove", "path": "/data/b"},
-           {"op": "add", "path": "/metadata/labels", "value": {"x": "y"}}]
+    ops = [
+        {"op": "replace", "path": "/data/a", "value": "9"},
+        {"op": "remove", "path": "/data/b"},
+        {"op": "add", "path": "/metadata/labels", "value": {"x": "y"}},
+    ]
     patched = core.patch_namespaced_config_map("c", ns, ops)
     assert patched.data == {"a": "9"} and patched.metadata.labels == {"x": "y"}
     with pytest.raises(client.ApiException) as exc:
@@ -89,26 +102,41 @@ def test_merge_patch_replaces_lists(dyn, apps, ns, manifests):
 def test_strategic_merge_patch_merges_by_key(apps, ns, manifests):
     apps.create_namespaced_deployment(ns, manifests.deployment("web"))
     # the Python client sends dict patches as strategic merge patches
-    patch = {"spec": {"template": {"spec": {"containers": [
-        {"name": "main", "image": "nginx:1.27"},
-        {"name": "side", "image": "busybox"},
-    ]}}}}
+    patch = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "main", "image": "nginx:1.27"},
+                        {"name": "side", "image": "busybox"},
+                    ]
+                }
+            }
+        }
+    }
     result = apps.patch_namespaced_deployment("web", ns, patch)
     containers = {c.name: c for c in result.spec.template.spec.containers}
     assert set(containers) == {"main", "side"}
     assert containers["main"].image == "nginx:1.27" and containers["main"].ports[0].container_port == 80
-    deleted = apps.patch_namespaced_deployment("web", ns, {"spec": {"template": {"spec": {"containers": [
-        {"name": "side", "$patch": "delete"}]}}}})
+    deleted = apps.patch_namespaced_deployment(
+        "web", ns, {"spec": {"template": {"spec": {"containers": [{"name": "side", "$patch": "delete"}]}}}}
+    )
     assert [c.name for c in deleted.spec.template.spec.containers] == ["main"]
 
 
 def _manifest(name: str, replicas: int, image: str) -> dict:
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "main", "image": image}]}}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", "image": image}]},
+            },
+        },
     }
 
 
@@ -123,13 +151,30 @@ def test_server_side_apply_with_dynamic_client(dyn, ns):
     assert 'k:{"name":"main"}' in fields["f:spec"]["f:template"]["f:spec"]["f:containers"]
     # bob applies a different replicas value: conflict naming alice
     with pytest.raises(client.ApiException) as exc:
-        api.server_side_apply(body={"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ssa"},
-                                    "spec": {"replicas": 5}}, namespace=ns, field_manager="bob")
+        api.server_side_apply(
+            body={
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "ssa"},
+                "spec": {"replicas": 5},
+            },
+            namespace=ns,
+            field_manager="bob",
+        )
     body = _status(exc.value)
     assert exc.value.status == 409 and body["reason"] == "Conflict"
     assert body["details"]["causes"][0]["field"] == ".spec.replicas" and '"alice"' in body["message"]
-    forced = api.server_side_apply(body={"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ssa"},
-                                         "spec": {"replicas": 5}}, namespace=ns, field_manager="bob", force_conflicts=True)
+    forced = api.server_side_apply(
+        body={
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "ssa"},
+            "spec": {"replicas": 5},
+        },
+        namespace=ns,
+        field_manager="bob",
+        force_conflicts=True,
+    )
     assert forced.spec.replicas == 5
     owners = {m.manager: m.fieldsV1.to_dict() for m in forced.metadata.managedFields}
     assert "f:replicas" in owners["bob"]["f:spec"] and "f:replicas" not in owners["alice"]["f:spec"]
@@ -142,7 +187,9 @@ def test_server_side_apply_with_dynamic_client(dyn, ns):
     assert result.metadata.labels.to_dict() == {"app": "ssa", "team": "a"}
     # fields alice stops applying and nobody else owns are removed
     again["metadata"]["labels"] = {"app": "ssa"}
-    assert api.server_side_apply(body=again, namespace=ns, field_manager="alice").metadata.labels.to_dict() == {"app": "ssa"}
+    assert api.server_side_apply(
+        body=again, namespace=ns, field_manager="alice"
+    ).metadata.labels.to_dict() == {"app": "ssa"}
 
 
 def test_server_side_apply_list_map_keys_and_removal(dyn, ns):
@@ -152,10 +199,15 @@ def test_server_side_apply_list_map_keys_and_removal(dyn, ns):
     container["ports"] = [{"containerPort": 80}, {"containerPort": 443, "name": "https"}]
     first = api.server_side_apply(body=body, namespace=ns, field_manager="alice").to_dict()
     stored = first["spec"]["template"]["spec"]["containers"][0]["ports"]
-    assert stored == [{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 443, "name": "https", "protocol": "TCP"}]
+    assert stored == [
+        {"containerPort": 80, "protocol": "TCP"},
+        {"containerPort": 443, "name": "https", "protocol": "TCP"},
+    ]
     container["ports"] = [{"containerPort": 80}]  # alice stops applying port 443: it goes
     second = api.server_side_apply(body=body, namespace=ns, field_manager="alice").to_dict()
-    assert second["spec"]["template"]["spec"]["containers"][0]["ports"] == [{"containerPort": 80, "protocol": "TCP"}]
+    assert second["spec"]["template"]["spec"]["containers"][0]["ports"] == [
+        {"containerPort": 80, "protocol": "TCP"}
+    ]
     assert second["metadata"]["resourceVersion"] != first["metadata"]["resourceVersion"]
     third = api.server_side_apply(body=body, namespace=ns, field_manager="alice").to_dict()
     assert third["metadata"]["resourceVersion"] == second["metadata"]["resourceVersion"]  # no-op apply
@@ -185,7 +237,9 @@ def test_watch_streams_added_modified_deleted(core, ns):
     start = core.list_namespaced_config_map(ns).metadata.resource_version
 
     def consume() -> None:
-        for event in w.stream(core.list_namespaced_config_map, ns, resource_version=start, timeout_seconds=10):
+        for event in w.stream(
+            core.list_namespaced_config_map, ns, resource_version=start, timeout_seconds=10
+        ):
             obj = event["object"]
             events.append((event["type"], obj.metadata.name, (obj.data or {}).get("v", "")))
             if event["type"] == "DELETED":
@@ -207,11 +261,17 @@ def test_watch_resumes_from_resource_version_and_filters(core, ns, manifests):
     core.create_namespaced_pod(ns, manifests.pod("c", {"app": "y"}))
     core.patch_namespaced_pod("b", ns, {"metadata": {"labels": {"app": "z"}}})  # leaves the selector
     w = watch.Watch()
-    seen = [(e["type"], e["object"].metadata.name)
-            for e in w.stream(core.list_namespaced_pod, ns, label_selector="app=x", resource_version=rv, timeout_seconds=1)]
+    seen = [
+        (e["type"], e["object"].metadata.name)
+        for e in w.stream(
+            core.list_namespaced_pod, ns, label_selector="app=x", resource_version=rv, timeout_seconds=1
+        )
+    ]
     assert seen == [("ADDED", "b"), ("DELETED", "b")]
-    listed = [(e["type"], e["object"].metadata.name)
-              for e in w.stream(core.list_namespaced_pod, ns, label_selector="app in (x,y)", timeout_seconds=1)]
+    listed = [
+        (e["type"], e["object"].metadata.name)
+        for e in w.stream(core.list_namespaced_pod, ns, label_selector="app in (x,y)", timeout_seconds=1)
+    ]
     assert sorted(listed) == [("ADDED", "a"), ("ADDED", "c")]
 
 
@@ -222,7 +282,9 @@ def test_watch_too_old_resource_version_is_410(cluster, core, ns):
 
     cluster.call(churn)
     with pytest.raises(client.ApiException) as exc:
-        for _event in watch.Watch().stream(core.list_namespaced_config_map, ns, resource_version="1", timeout_seconds=2):
+        for _event in watch.Watch().stream(
+            core.list_namespaced_config_map, ns, resource_version="1", timeout_seconds=2
+        ):
             pass
     assert exc.value.status == 410
 

@@ -14,7 +14,9 @@ from kubernetes import client
 pytestmark = pytest.mark.timeout(60)
 
 
-def _raw(cluster, path: str, token: str | None = None, accept: str | None = None) -> tuple[int, dict | bytes, str]:
+def _raw(
+    cluster, path: str, token: str | None = None, accept: str | None = None
+) -> tuple[int, dict | bytes, str]:
     ctx = ssl.create_default_context(cafile=str(cluster.ca_path))
     request = urllib.request.Request(cluster.url + path)
     if token is not None:
@@ -57,8 +59,18 @@ def test_legacy_and_aggregated_discovery(cluster):
     assert {g["name"] for g in body["groups"]} == {"apps", "coordination.k8s.io", "networking.k8s.io"}
     _status, core_list, _ctype = _raw(cluster, "/api/v1", token=cluster.token)
     names = {r["name"] for r in core_list["resources"]}
-    assert {"pods", "pods/status", "pods/binding", "nodes", "namespaces", "services", "configmaps", "secrets",
-            "serviceaccounts", "events"} <= names
+    assert {
+        "pods",
+        "pods/status",
+        "pods/binding",
+        "nodes",
+        "namespaces",
+        "services",
+        "configmaps",
+        "secrets",
+        "serviceaccounts",
+        "events",
+    } <= names
     accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
     status, agg, ctype = _raw(cluster, "/apis", token=cluster.token, accept=accept)
     assert status == 200 and "as=APIGroupDiscoveryList" in ctype and "v=v2" in ctype
@@ -71,18 +83,28 @@ def test_legacy_and_aggregated_discovery(cluster):
 def test_openapi_documents_come_from_upstream_schemas(cluster):
     status, index, _ctype = _raw(cluster, "/openapi/v3", token=cluster.token)
     assert status == 200 and {"api/v1", "apis/apps/v1", "apis/coordination.k8s.io/v1"} <= set(index["paths"])
-    _status, doc, _ctype = _raw(cluster, index["paths"]["apis/apps/v1"]["serverRelativeURL"], token=cluster.token)
+    _status, doc, _ctype = _raw(
+        cluster, index["paths"]["apis/apps/v1"]["serverRelativeURL"], token=cluster.token
+    )
     schemas = doc["components"]["schemas"]
     deployment = schemas["io.k8s.api.apps.v1.Deployment"]
-    assert deployment["x-kubernetes-group-version-kind"] == [{"group": "apps", "kind": "Deployment", "version": "v1"}]
+    assert deployment["x-kubernetes-group-version-kind"] == [
+        {"group": "apps", "kind": "Deployment", "version": "v1"}
+    ]
     containers = schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]
-    assert containers["x-kubernetes-patch-merge-key"] == "name" and containers["x-kubernetes-patch-strategy"] == "merge"
+    assert (
+        containers["x-kubernetes-patch-merge-key"] == "name"
+        and containers["x-kubernetes-patch-strategy"] == "merge"
+    )
     patch = doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"]
     assert "fieldValidation" in {p["name"] for p in patch["parameters"]}
     status, v2, _ctype = _raw(cluster, "/openapi/v2", token=cluster.token, accept="application/json")
     assert status == 200 and v2["swagger"] == "2.0" and "io.k8s.api.core.v1.Pod" in v2["definitions"]
     status, proto, ctype = _raw(
-        cluster, "/openapi/v2", token=cluster.token, accept="application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+        cluster,
+        "/openapi/v2",
+        token=cluster.token,
+        accept="application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
     )
     assert status == 200 and ctype == "application/octet-stream" and proto.startswith(b"\x0a\x032.0")
 
@@ -121,7 +143,10 @@ def test_errors_are_status_objects_with_real_reasons(core, ns, manifests):
     assert exc.value.status == 404 and body["reason"] == "NotFound" and body["details"]["name"] == "nope"
     with pytest.raises(client.ApiException) as exc:
         core.create_namespaced_pod("no-such-namespace", manifests.pod("x"))
-    assert exc.value.status == 404 and 'namespaces "no-such-namespace" not found' in _status(exc.value)["message"]
+    assert (
+        exc.value.status == 404
+        and 'namespaces "no-such-namespace" not found' in _status(exc.value)["message"]
+    )
     with pytest.raises(client.ApiException) as exc:
         core.create_namespaced_pod(ns, {"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}})
     body = _status(exc.value)
@@ -197,8 +222,11 @@ def test_field_selectors(core, ns, manifests):
     core.create_namespaced_pod(ns, manifests.pod("pending"))
 
     def names(selector: str) -> set[str]:
-        return {p.metadata.name for p in core.list_pod_for_all_namespaces(field_selector=selector).items
-                if p.metadata.namespace == ns}
+        return {
+            p.metadata.name
+            for p in core.list_pod_for_all_namespaces(field_selector=selector).items
+            if p.metadata.namespace == ns
+        }
 
     assert names("spec.nodeName=n1") == {"on-n1"}
     assert names("spec.nodeName=") == {"pending"}
@@ -258,8 +286,10 @@ def test_namespace_deletion_removes_its_contents(core, manifests):
 
 
 def test_cluster_scoped_nodes_and_status(core):
-    node = {"metadata": {"name": "conf-node", "labels": {"qonnect.io/tier": "edge"}},
-            "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}
+    node = {
+        "metadata": {"name": "conf-node", "labels": {"qonnect.io/tier": "edge"}},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}},
+    }
     core.create_node(node)
     try:
         got = core.read_node("conf-node")
@@ -273,19 +303,35 @@ def test_cluster_scoped_nodes_and_status(core):
 
 def test_pod_binding_sets_node(core, ns, manifests):
     core.create_namespaced_pod(ns, manifests.pod("bind-me"))
-    body = client.V1Binding(metadata=client.V1ObjectMeta(name="bind-me"), target=client.V1ObjectReference(kind="Node", name="n7"))
+    body = client.V1Binding(
+        metadata=client.V1ObjectMeta(name="bind-me"), target=client.V1ObjectReference(kind="Node", name="n7")
+    )
     core.create_namespaced_pod_binding("bind-me", ns, body, _preload_content=False)
     assert core.read_namespaced_pod("bind-me", ns).spec.node_name == "n7"
 
 
 def test_services_get_cluster_ips_and_events_leases_work(core, ns, api_client):
-    svc = core.create_namespaced_service(ns, {"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}})
+    svc = core.create_namespaced_service(
+        ns, {"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}
+    )
     assert svc.spec.cluster_ip.startswith("10.") and svc.spec.ports[0].target_port == 80
-    core.create_namespaced_event(ns, {"metadata": {"name": "e1"}, "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns},
-                                      "reason": "Scheduled", "message": "ok", "type": "Normal"})
-    assert [e.reason for e in core.list_namespaced_event(ns, field_selector="involvedObject.name=p").items] == ["Scheduled"]
+    core.create_namespaced_event(
+        ns,
+        {
+            "metadata": {"name": "e1"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns},
+            "reason": "Scheduled",
+            "message": "ok",
+            "type": "Normal",
+        },
+    )
+    assert [
+        e.reason for e in core.list_namespaced_event(ns, field_selector="involvedObject.name=p").items
+    ] == ["Scheduled"]
     leases = client.CoordinationV1Api(api_client)
-    lease = leases.create_namespaced_lease(ns, {"metadata": {"name": "leader"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}})
+    lease = leases.create_namespaced_lease(
+        ns, {"metadata": {"name": "leader"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
+    )
     lease.spec.holder_identity = "b"
     assert leases.replace_namespaced_lease("leader", ns, lease).spec.holder_identity == "b"
 
@@ -293,10 +339,19 @@ def test_services_get_cluster_ips_and_events_leases_work(core, ns, api_client):
 def test_protobuf_bodies_are_refused_with_415(cluster):
     ctx = ssl.create_default_context(cafile=str(cluster.ca_path))
     request = urllib.request.Request(
-        cluster.url + "/api/v1/namespaces", data=b"k8s\x00\x0a\x0c", method="POST",
-        headers={"Authorization": f"Bearer {cluster.token}", "Content-Type": "application/vnd.kubernetes.protobuf"},
+        cluster.url + "/api/v1/namespaces",
+        data=b"k8s\x00\x0a\x0c",
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {cluster.token}",
+            "Content-Type": "application/vnd.kubernetes.protobuf",
+        },
     )
     with pytest.raises(urllib.error.HTTPError) as exc:
         urllib.request.urlopen(request, context=ctx, timeout=10)
     body = json.loads(exc.value.read())
-    assert exc.value.code == 415 and body["reason"] == "UnsupportedMediaType" and "application/json" in body["message"]
+    assert (
+        exc.value.code == 415
+        and body["reason"] == "UnsupportedMediaType"
+        and "application/json" in body["message"]
+    )

@@ -58,14 +58,27 @@ def kubectl(cluster, tmp_path_factory):
         binary = ensure_binaries() / "kubectl"
     except BinariesError as exc:
         pytest.fail(f"the kubectl tests need the built kubectl: {exc}")
-    version = json.loads(subprocess.run([str(binary), "version", "--client", "-o", "json"], capture_output=True,
-                                        text=True, timeout=60, check=True).stdout)["clientVersion"]
+    version = json.loads(
+        subprocess.run(
+            [str(binary), "version", "--client", "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    )["clientVersion"]
     home = tmp_path_factory.mktemp("kubectl")
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "KUBECONFIG": str(cluster.kubeconfig)}
 
     def run(*args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
         result = subprocess.run(
-            [str(binary), *args], env=env, input=stdin, capture_output=True, text=True, timeout=60, check=False
+            [str(binary), *args],
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
@@ -87,15 +100,32 @@ def kns(kubectl, core):
 def test_api_resources(kubectl):
     out = kubectl("api-resources").stdout
     rows = {line.split()[0]: line for line in out.splitlines()[1:]}
-    assert {"pods", "nodes", "namespaces", "services", "deployments", "leases", "configmaps", "secrets"} <= set(rows)
+    assert {
+        "pods",
+        "nodes",
+        "namespaces",
+        "services",
+        "deployments",
+        "leases",
+        "configmaps",
+        "secrets",
+    } <= set(rows)
     assert "apps/v1" in rows["deployments"] and "deploy" in rows["deployments"]
 
 
 def test_get_nodes(kubectl, cluster):
     name = f"node-{kubectl.version.replace('.', '-')}"
-    node = {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "node-role.kubernetes.io/worker": ""}},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.30.0"},
-                       "addresses": [{"type": "InternalIP", "address": "10.0.0.7"}]}}
+    node = {
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "node-role.kubernetes.io/worker": ""},
+        },
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "nodeInfo": {"kubeletVersion": "v1.30.0"},
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.7"}],
+        },
+    }
     cluster.call(cluster.store.create, "nodes", None, node)
     try:
         lines = [line.split() for line in kubectl("get", "nodes", "-o", "wide").stdout.splitlines()]
@@ -149,7 +179,9 @@ def test_client_side_apply_then_server_side_apply_migrates_ownership(kubectl, kn
     kubectl("apply", "--server-side", "-n", kns, "-f", str(path))
     dep = apps.read_namespaced_deployment("web", kns)
     assert dep.spec.template.spec.containers[0].image == "nginx:1.26"
-    assert [(p.container_port, p.protocol) for p in dep.spec.template.spec.containers[0].ports] == [(80, "TCP")]
+    assert [(p.container_port, p.protocol) for p in dep.spec.template.spec.containers[0].ports] == [
+        (80, "TCP")
+    ]
     owners = {m.manager: m.fields_v1 for m in dep.metadata.managed_fields}
     container = 'k:{"name":"web"}'
 
@@ -165,16 +197,38 @@ def _pods_for_deployment(cluster, namespace: str, node: str) -> None:
     """What the simulation's controllers would do: pods owned by the Deployment, bound to a node."""
     store = cluster.store
     dep = store.get("deployments", namespace, "web")
-    owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": dep["metadata"]["uid"], "controller": True}
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "web",
+        "uid": dep["metadata"]["uid"],
+        "controller": True,
+    }
     for i in range(dep["spec"]["replicas"]):
-        pod = {"metadata": {"name": f"web-{i}", "labels": dict(dep["spec"]["template"]["metadata"]["labels"]),
-                            "ownerReferences": [owner]},
-               "spec": dict(dep["spec"]["template"]["spec"], nodeName=node)}
+        pod = {
+            "metadata": {
+                "name": f"web-{i}",
+                "labels": dict(dep["spec"]["template"]["metadata"]["labels"]),
+                "ownerReferences": [owner],
+            },
+            "spec": dict(dep["spec"]["template"]["spec"], nodeName=node),
+        }
         store.create("pods", namespace, pod)
         running = store.get("pods", namespace, f"web-{i}")
-        running["status"].update(phase="Running", podIP=f"10.244.0.{i + 10}",
-                                 containerStatuses=[{"name": "web", "ready": True, "restartCount": 0,
-                                                     "image": "nginx", "imageID": "", "state": {"running": {}}}])
+        running["status"].update(
+            phase="Running",
+            podIP=f"10.244.0.{i + 10}",
+            containerStatuses=[
+                {
+                    "name": "web",
+                    "ready": True,
+                    "restartCount": 0,
+                    "image": "nginx",
+                    "imageID": "",
+                    "state": {"running": {}},
+                }
+            ],
+        )
         store.update("pods", namespace, running, subresource="status")
 
 
@@ -186,7 +240,9 @@ def test_get_pods_wide_labels_and_delete_namespace(kubectl, kns, cluster, tmp_pa
     lines = [line.split() for line in kubectl("get", "pods", "-n", kns, "-o", "wide").stdout.splitlines()]
     assert lines[0][:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
     assert {tuple(line[i] for i in (0, 1, 2, 6)) for line in lines[1:]} == {
-        ("web-0", "1/1", "Running", "edge-1-worker"), ("web-1", "1/1", "Running", "edge-1-worker")}
+        ("web-0", "1/1", "Running", "edge-1-worker"),
+        ("web-1", "1/1", "Running", "edge-1-worker"),
+    }
     names = kubectl("get", "pods", "-n", kns, "-l", "app=web,tier in (front)", "-o", "name").stdout.split()
     assert names == ["pod/web-0", "pod/web-1"]
     assert kubectl("get", "pods", "-n", kns, "-l", "tier notin (front)", "-o", "name").stdout.strip() == ""
@@ -202,7 +258,9 @@ def test_scale_and_rollout_status(kubectl, kns, cluster, tmp_path, apps):
     path = tmp_path / "app.yaml"
     path.write_text(MANIFEST)
     kubectl("apply", "-n", kns, "-f", str(path))
-    assert "deployment.apps/web scaled" in kubectl("scale", "-n", kns, "deployment/web", "--replicas=3").stdout
+    assert (
+        "deployment.apps/web scaled" in kubectl("scale", "-n", kns, "deployment/web", "--replicas=3").stdout
+    )
     dep = apps.read_namespaced_deployment("web", kns)
     assert dep.spec.replicas == 3
     pending = kubectl("rollout", "status", "-n", kns, "deployment/web", "--timeout=1s", check=False)
@@ -211,8 +269,11 @@ def test_scale_and_rollout_status(kubectl, kns, cluster, tmp_path, apps):
     def finish_rollout() -> None:  # what the simulation's Deployment controller reports when done
         current = cluster.store.get("deployments", kns, "web")
         current["status"] = {
-            "observedGeneration": current["metadata"]["generation"], "replicas": 3, "updatedReplicas": 3,
-            "readyReplicas": 3, "availableReplicas": 3,
+            "observedGeneration": current["metadata"]["generation"],
+            "replicas": 3,
+            "updatedReplicas": 3,
+            "readyReplicas": 3,
+            "availableReplicas": 3,
             "conditions": [
                 {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
                 {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
@@ -238,13 +299,16 @@ def test_dry_run_server_and_yaml_output(kubectl, kns, tmp_path):
     assert doc["data"] == {"k": "v"} and doc["metadata"]["uid"]
 
 
-@pytest.mark.parametrize("generator", [
-    ("deployment", "gen-d", "--image=nginx:1.25", "--replicas=3", "--port=8080", "--", "sleep", "5"),
-    ("service", "clusterip", "gen-s", "--tcp=80:8080"),
-    ("service", "nodeport", "gen-n", "--tcp=80:8080", "--node-port=30080"),
-    ("secret", "generic", "gen-x", "--from-literal=user=admin", "--type=Opaque"),
-    ("serviceaccount", "gen-sa"),
-])
+@pytest.mark.parametrize(
+    "generator",
+    [
+        ("deployment", "gen-d", "--image=nginx:1.25", "--replicas=3", "--port=8080", "--", "sleep", "5"),
+        ("service", "clusterip", "gen-s", "--tcp=80:8080"),
+        ("service", "nodeport", "gen-n", "--tcp=80:8080", "--node-port=30080"),
+        ("secret", "generic", "gen-x", "--from-literal=user=admin", "--type=Opaque"),
+        ("serviceaccount", "gen-sa"),
+    ],
+)
 def test_create_generators(kubectl, kns, generator):
     """`kubectl create <kind>` stores what kubectl itself renders client-side (protobuf on >= 1.32)."""
     wanted = json.loads(kubectl("create", "-n", kns, "--dry-run=client", "-o", "json", *generator).stdout)

@@ -17,8 +17,19 @@ START_DELAY = 0.3
 
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
-    with running(tmp_path_factory.mktemp("sim"), "--profile", "paper", "--clusters", "2", "--nodes", "3",
-                 "--start-delay", str(START_DELAY), "--heartbeat", "1") as federation:
+    with running(
+        tmp_path_factory.mktemp("sim"),
+        "--profile",
+        "paper",
+        "--clusters",
+        "2",
+        "--nodes",
+        "3",
+        "--start-delay",
+        str(START_DELAY),
+        "--heartbeat",
+        "1",
+    ) as federation:
         yield federation
 
 
@@ -41,8 +52,13 @@ def ready(pod: client.V1Pod) -> bool:
 def rolled_out(fed: Federation, ns: str, name: str, replicas: int):
     d = fed.apps("cloud-1").read_namespaced_deployment(name, ns)
     s = d.status
-    done = (s.observed_generation == d.metadata.generation and s.updated_replicas == replicas
-            and s.ready_replicas == replicas and s.available_replicas == replicas and s.replicas == replicas)
+    done = (
+        s.observed_generation == d.metadata.generation
+        and s.updated_replicas == replicas
+        and s.ready_replicas == replicas
+        and s.available_replicas == replicas
+        and s.replicas == replicas
+    )
     return d if done else None
 
 
@@ -78,19 +94,38 @@ def test_node_selector_and_required_affinity_operators(fed, ns):
     apps = fed.apps("cloud-1")
 
     def affinity(*exprs):
-        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": list(exprs)}]}}}
+        return {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": list(exprs)}]
+                }
+            }
+        }
 
     cases = {
         "by-hostname": ({"node_selector": {"kubernetes.io/hostname": NODES[2]}}, {NODES[2]}),
-        "by-notin": ({"affinity": affinity({"key": "kubernetes.io/hostname", "operator": "NotIn",
-                                            "values": NODES[:2]})}, {NODES[2]}),
-        "by-profile": ({"affinity": affinity({"key": "qonnect.io/node-profile", "operator": "In",
-                                              "values": ["cost"]})}, {NODES[1]}),
-        "by-exists": ({"affinity": affinity({"key": "qonnect.io/tier", "operator": "Exists"},
-                                            {"key": "gpu", "operator": "DoesNotExist"},
-                                            {"key": "kubernetes.io/hostname", "operator": "In",
-                                             "values": [NODES[0]]})}, {NODES[0]}),
+        "by-notin": (
+            {
+                "affinity": affinity(
+                    {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": NODES[:2]}
+                )
+            },
+            {NODES[2]},
+        ),
+        "by-profile": (
+            {"affinity": affinity({"key": "qonnect.io/node-profile", "operator": "In", "values": ["cost"]})},
+            {NODES[1]},
+        ),
+        "by-exists": (
+            {
+                "affinity": affinity(
+                    {"key": "qonnect.io/tier", "operator": "Exists"},
+                    {"key": "gpu", "operator": "DoesNotExist"},
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODES[0]]},
+                )
+            },
+            {NODES[0]},
+        ),
     }
     for name, (kwargs, _nodes) in cases.items():
         apps.create_namespaced_deployment(ns, deployment(name, replicas=2, **kwargs))
@@ -102,17 +137,26 @@ def test_node_selector_and_required_affinity_operators(fed, ns):
 def test_pods_that_fit_nowhere_stay_pending_unschedulable(fed, ns):
     apps = fed.apps("cloud-1")
     apps.create_namespaced_deployment(ns, deployment("huge", replicas=1, cpu="64"))
-    apps.create_namespaced_deployment(ns, deployment("nowhere", replicas=1, node_selector={
-        "kubernetes.io/hostname": "no-such-node"}))
-    for name, reason in (("huge", "3 Insufficient cpu"), ("nowhere", "3 node(s) didn't match Pod's node affinity")):
+    apps.create_namespaced_deployment(
+        ns, deployment("nowhere", replicas=1, node_selector={"kubernetes.io/hostname": "no-such-node"})
+    )
+    for name, reason in (
+        ("huge", "3 Insufficient cpu"),
+        ("nowhere", "3 node(s) didn't match Pod's node affinity"),
+    ):
         pod = wait_for(lambda n=name: next((p for p in pods_of(fed, ns, n) if p.status.conditions), None))
         cond = pod.status.conditions[0]
         assert pod.status.phase == "Pending" and pod.spec.node_name is None
         assert (cond.type, cond.status, cond.reason) == ("PodScheduled", "False", "Unschedulable")
         assert cond.message.startswith("0/3 nodes are available: ") and reason in cond.message
-        events = fed.core("cloud-1").list_namespaced_event(
-            ns, field_selector=f"involvedObject.uid={pod.metadata.uid}").items
-        assert [(e.reason, e.type, e.message) for e in events] == [("FailedScheduling", "Warning", cond.message)]
+        events = (
+            fed.core("cloud-1")
+            .list_namespaced_event(ns, field_selector=f"involvedObject.uid={pod.metadata.uid}")
+            .items
+        )
+        assert [(e.reason, e.type, e.message) for e in events] == [
+            ("FailedScheduling", "Warning", cond.message)
+        ]
     d = apps.read_namespaced_deployment("huge", ns)
     assert {c.type: c.status for c in d.status.conditions}["Available"] == "False"
     assert not d.status.ready_replicas and d.status.unavailable_replicas == 1
@@ -125,7 +169,9 @@ def test_requests_are_honoured_across_nodes(fed, ns):
     def settled():
         pods = pods_of(fed, ns, "big")
         running = [p for p in pods if p.status.phase == "Running"]
-        pending = [p for p in pods if p.status.conditions and p.status.conditions[0].reason == "Unschedulable"]
+        pending = [
+            p for p in pods if p.status.conditions and p.status.conditions[0].reason == "Unschedulable"
+        ]
         return (running, pending) if len(running) == 4 and len(pending) == 1 else None
 
     running, _pending = wait_for(settled)
@@ -143,8 +189,11 @@ def test_rolling_a_new_template_replaces_all_pods(fed, ns):
     wait_for(lambda: rolled_out(fed, ns, "roll", 4))
     before = {p.metadata.name for p in pods_of(fed, ns, "roll")}
     old_hash = pods_of(fed, ns, "roll")[0].metadata.labels["pod-template-hash"]
-    apps.patch_namespaced_deployment("roll", ns, {"spec": {"template": {"spec": {"containers": [
-        {"name": "main", "image": "nginx:1.26"}]}}}})
+    apps.patch_namespaced_deployment(
+        "roll",
+        ns,
+        {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:1.26"}]}}}},
+    )
 
     def replaced():
         d = rolled_out(fed, ns, "roll", 4)
@@ -169,7 +218,9 @@ def test_node_down_evicts_and_reschedules_then_node_up(fed, ns):
     node = core.read_node(victim)
     assert {c.type: c.status for c in node.status.conditions}["Ready"] == "Unknown"
     assert {(t.key, t.effect) for t in node.spec.taints} == {
-        ("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")}
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+    }
 
     def moved():
         pods = pods_of(fed, ns, "evict")
@@ -180,8 +231,9 @@ def test_node_down_evicts_and_reschedules_then_node_up(fed, ns):
     assert {p.spec.node_name for p in pods} <= set(NODES[:2])
     evicted = core.list_namespaced_event(ns, field_selector="reason=TaintManagerEviction").items
     assert evicted and all(e.involved_object.kind == "Pod" for e in evicted)
-    assert core.list_namespaced_event("default", field_selector=f"involvedObject.name={victim},"
-                                                                "reason=NodeNotReady").items
+    assert core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={victim},reason=NodeNotReady"
+    ).items
     fed.cli("node-up", "cloud-1", victim)
     node = core.read_node(victim)
     assert {c.type: c.status for c in node.status.conditions}["Ready"] == "True"
@@ -196,11 +248,19 @@ def test_node_heartbeats_lease_and_conditions(fed):
     first = lease.spec.renew_time
     beat = {c.type: c.last_heartbeat_time for c in core.read_node(name).status.conditions}["Ready"]
     wait_for(lambda: coord.read_namespaced_lease(name, "kube-node-lease").spec.renew_time > first, timeout=5)
-    wait_for(lambda: {c.type: c.last_heartbeat_time for c in core.read_node(name).status.conditions}["Ready"] > beat,
-             timeout=5)
+    wait_for(
+        lambda: (
+            {c.type: c.last_heartbeat_time for c in core.read_node(name).status.conditions}["Ready"] > beat
+        ),
+        timeout=5,
+    )
     conditions = {c.type: c.status for c in core.read_node(name).status.conditions}
-    assert conditions == {"MemoryPressure": "False", "DiskPressure": "False", "PIDPressure": "False",
-                          "Ready": "True"}
+    assert conditions == {
+        "MemoryPressure": "False",
+        "DiskPressure": "False",
+        "PIDPressure": "False",
+        "Ready": "True",
+    }
     fed.cli("node-down", "fog-1", name)
     try:
         stopped = coord.read_namespaced_lease(name, "kube-node-lease").spec.renew_time

@@ -63,14 +63,29 @@ class Federation:
     def report(self, cluster: dict, reachable: bool = True) -> None:
         """One agent report of a cluster: its paper node and the Bookinfo workloads on it."""
         self.seq += 1
-        workloads = [{"namespace": "bookinfo", "kind": "Deployment", "name": f"{svc}-v1",
-                      "application": "bookinfo", "service": svc, "status": "Healthy",
-                      "replicas": 1, "ready_replicas": 1}
-                     for svc, where in PLACEMENT.items() if where == cluster["name"]]
+        workloads = [
+            {
+                "namespace": "bookinfo",
+                "kind": "Deployment",
+                "name": f"{svc}-v1",
+                "application": "bookinfo",
+                "service": svc,
+                "status": "Healthy",
+                "replicas": 1,
+                "ready_replicas": 1,
+            }
+            for svc, where in PLACEMENT.items()
+            if where == cluster["name"]
+        ]
         nodes = [{k: v for k, v in n.items() if k != "heartbeat_age"} for n in cluster["nodes"]]
-        body = {"seq": self.seq, "ts": time.time(), "reachable": reachable,
-                "error": None if reachable else "connection refused by the cluster API",
-                "nodes": nodes if reachable else None, "workloads": workloads if reachable else None}
+        body = {
+            "seq": self.seq,
+            "ts": time.time(),
+            "reachable": reachable,
+            "error": None if reachable else "connection refused by the cluster API",
+            "nodes": nodes if reachable else None,
+            "workloads": workloads if reachable else None,
+        }
         self.agents[cluster["name"]].report(cluster["name"], body)
 
 
@@ -78,15 +93,34 @@ def start_federation(root: Path) -> tuple[subprocess.Popen, Federation]:
     db = f"sqlite://{root / 'kb.sqlite'}"
     port_file = root / "kb.port"
     with open(root / "kb.log", "ab") as log:
-        proc = subprocess.Popen(qonnect("kb", "serve", "--db", db, "--port", "0", "--port-file", str(port_file),
-                                        "--heartbeat-timeout", "120"),
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            qonnect(
+                "kb",
+                "serve",
+                "--db",
+                db,
+                "--port",
+                "0",
+                "--port-file",
+                str(port_file),
+                "--heartbeat-timeout",
+                "120",
+            ),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 30, "the KB port")
         url = f"http://127.0.0.1:{port}"
         wait_for(lambda: _up(url), 30, "the KB /healthz")
-        admin_token = subprocess.run(qonnect("kb", "token", "create", "--db", db, "--role", "admin"),
-                                     capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+        admin_token = subprocess.run(
+            qonnect("kb", "token", "create", "--db", db, "--role", "admin"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.strip()
         admin = KBClient(url, admin_token)
         paper = json.loads(PAPER.read_text())
         fed = Federation(url, admin, "", root / "reader.token", paper)
@@ -94,17 +128,26 @@ def start_federation(root: Path) -> tuple[subprocess.Popen, Federation]:
         fed.reader_token_file.write_text(fed.reader_token + "\n")
         fed.reader_token_file.chmod(0o600)
         for c in paper["clusters"]:
-            admin.register_cluster({"name": c["name"], "tier": c["tier"], "location": c["location"],
-                                    "labels": c["labels"]})
+            admin.register_cluster(
+                {"name": c["name"], "tier": c["tier"], "location": c["location"], "labels": c["labels"]}
+            )
             fed.agents[c["name"]] = KBClient(url, fed.token("agent", c["name"]))
             fed.report(c)
         app, spec = load_given({"src": str(BOOKINFO)})
         admin.put_application(app.name, spec)
-        placement = {svc: [{"cluster": where, "replicas": 1, "nodes": [f"{where}-worker"]}]
-                     for svc, where in PLACEMENT.items()}
+        placement = {
+            svc: [{"cluster": where, "replicas": 1, "nodes": [f"{where}-worker"]}]
+            for svc, where in PLACEMENT.items()
+        }
         admin.put_placement("bookinfo", {"desired": placement, "current": placement})
-        admin.post_event({"type": "deploy", "reason": "applied", "message": "bookinfo deployed energy-first",
-                          "application": "bookinfo"})
+        admin.post_event(
+            {
+                "type": "deploy",
+                "reason": "applied",
+                "message": "bookinfo deployed energy-first",
+                "application": "bookinfo",
+            }
+        )
     except BaseException:
         stop(proc)
         raise

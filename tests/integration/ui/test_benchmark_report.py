@@ -16,27 +16,81 @@ pytestmark = pytest.mark.timeout(120)
 
 # Outputs in the shapes the benchmarks print (placement: JSON lines; kb and failover: one object).
 PLACEMENT = [
-    {"clusters": 9, "services": 6, "scorer": s, "seconds": t, "cpu_seconds": t / 2, "objective": 0.75,
-     "optimal_objective": 0.76, "capacity_violations": 0}
+    {
+        "clusters": 9,
+        "services": 6,
+        "scorer": s,
+        "seconds": t,
+        "cpu_seconds": t / 2,
+        "objective": 0.75,
+        "optimal_objective": 0.76,
+        "capacity_violations": 0,
+    }
     for s, t in (("weighted", 0.0141), ("borda", 0.0109), ("optimal", 0.2466))
-] + [{"clusters": 100, "services": 100, "scorer": "weighted", "seconds": 0.1503, "cpu_seconds": 0.02,
-      "objective": 0.7685, "optimal_objective": None, "capacity_violations": 0}]
-KB = {"benchmark": "kb-heartbeats", "machine": {"cpus": 2, "loadavg_before": [1, 1, 1], "loadavg_after": [2, 1, 1]},
-      "targets": {"sqlite_rate_min": 2000.0}, "target_met": False,
-      "results": {"sqlite": {"agents": 200, "target_rate": 500.0, "rate": 390.2, "errors": 0, "p50_ms": 445.0,
-                             "p99_ms": 1256.0, "max_ms": 1257.0, "server_cpu_ms_per_request": 0.287}}}
+] + [
+    {
+        "clusters": 100,
+        "services": 100,
+        "scorer": "weighted",
+        "seconds": 0.1503,
+        "cpu_seconds": 0.02,
+        "objective": 0.7685,
+        "optimal_objective": None,
+        "capacity_violations": 0,
+    }
+]
+KB = {
+    "benchmark": "kb-heartbeats",
+    "machine": {"cpus": 2, "loadavg_before": [1, 1, 1], "loadavg_after": [2, 1, 1]},
+    "targets": {"sqlite_rate_min": 2000.0},
+    "target_met": False,
+    "results": {
+        "sqlite": {
+            "agents": 200,
+            "target_rate": 500.0,
+            "rate": 390.2,
+            "errors": 0,
+            "p50_ms": 445.0,
+            "p99_ms": 1256.0,
+            "max_ms": 1257.0,
+            "server_cpu_ms_per_request": 0.287,
+        }
+    },
+}
 SPAN = {"n": 2, "p50": 4.25, "p95": 4.9, "max": 4.9, "values": [4.25, 4.9]}
-FAILOVER = {"trials": 2, "detect_seconds": SPAN,
-            "recover_seconds": {"n": 2, "p50": 9.75, "p95": 12.0, "max": 12.0, "values": [9.75, 12.0]},
-            "reelection_seconds": {"n": 2, "p50": 1.125, "p95": 1.4, "max": 1.4, "values": [1.125, 1.4]},
-            "commit_latency_ms": {str(n): {"replicas": n, "commits": 30, "p50_ms": n + 0.5, "p95_ms": 2 * n,
-                                           "max_ms": 3 * n} for n in (3, 5, 7)},
-            "duplicate_migrations": 0, "lost_decisions": 0, "settings": {"heartbeat_timeout_s": 3.0}}
+FAILOVER = {
+    "trials": 2,
+    "detect_seconds": SPAN,
+    "recover_seconds": {"n": 2, "p50": 9.75, "p95": 12.0, "max": 12.0, "values": [9.75, 12.0]},
+    "reelection_seconds": {"n": 2, "p50": 1.125, "p95": 1.4, "max": 1.4, "values": [1.125, 1.4]},
+    "commit_latency_ms": {
+        str(n): {"replicas": n, "commits": 30, "p50_ms": n + 0.5, "p95_ms": 2 * n, "max_ms": 3 * n}
+        for n in (3, 5, 7)
+    },
+    "duplicate_migrations": 0,
+    "lost_decisions": 0,
+    "settings": {"heartbeat_timeout_s": 3.0},
+}
 
 
 def report(source: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPORT), "--from", str(source), "--out", str(out / "benchmarks.md"),
-                           "--img", str(out / "img"), *extra], capture_output=True, text=True, timeout=90, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            str(REPORT),
+            "--from",
+            str(source),
+            "--out",
+            str(out / "benchmarks.md"),
+            "--img",
+            str(out / "img"),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
 
 
 def unmeasured(page: str) -> int:
@@ -66,7 +120,9 @@ def test_every_measured_benchmark_gets_its_numbers_and_chart(tmp_path: Path) -> 
     assert "| 7 | 30 | 7.5 | 14 | 21 |" in page
     assert unmeasured(page) == 2  # deploy, testbed
     assert "are **not measured** separately" in page  # the phases inside the measured spans
-    assert "## Deploy" in page and "python benchmarks/deploy.py --json > benchmarks/results/deploy.json" in page
+    assert (
+        "## Deploy" in page and "python benchmarks/deploy.py --json > benchmarks/results/deploy.json" in page
+    )
 
 
 def test_nothing_measured_invents_nothing_and_removes_old_charts(tmp_path: Path) -> None:

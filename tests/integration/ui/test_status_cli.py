@@ -20,8 +20,14 @@ TIERS = ["cloud", "fog", "edge"]
 
 def status(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("QONNECT_")}
-    return subprocess.run(qonnect("status", *args), capture_output=True, text=True, timeout=timeout,
-                          env={**clean, **(env or {})}, check=False)
+    return subprocess.run(
+        qonnect("status", *args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**clean, **(env or {})},
+        check=False,
+    )
 
 
 def reader_args(federation) -> list[str]:
@@ -46,8 +52,10 @@ def test_json_has_every_cluster_by_tier_with_capacity_and_workloads(federation) 
         assert c["price_eur_h"] == pytest.approx(node["price_eur_h"])
         expected = sorted(svc for svc, where in PLACEMENT.items() if where == c["name"])
         assert sorted(a["service"] for a in c["running"]) == expected
-        assert all(a["application"] == "bookinfo" and a["replicas"] == 1 and a["ready"] == 1
-                   and a["desired"] == 1 for a in c["running"])
+        assert all(
+            a["application"] == "bookinfo" and a["replicas"] == 1 and a["ready"] == 1 and a["desired"] == 1
+            for a in c["running"]
+        )
     assert doc["applications"] == ["bookinfo"]
     assert doc["controller"]["leader"] is None and doc["controller"]["replicas"] == []
     assert doc["controller"]["kb_fencing_term"] is None  # only an admin wrote the placement
@@ -69,12 +77,18 @@ def test_text_from_the_environment_names_every_tier_and_cluster(federation) -> N
     assert federation.reader_token not in out + run.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "--kb: expected the KB URL"),
-    (["--kb", "ftp://x"], "--kb: kb_url must start with http"),
-    (["--kb", "http://127.0.0.1:9", "--token-file", "/nonexistent/token"], "--token-file /nonexistent/token"),
-    (["--kb", "http://127.0.0.1:9", "--events", "0"], "--events: expected 1..1000"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "--kb: expected the KB URL"),
+        (["--kb", "ftp://x"], "--kb: kb_url must start with http"),
+        (
+            ["--kb", "http://127.0.0.1:9", "--token-file", "/nonexistent/token"],
+            "--token-file /nonexistent/token",
+        ),
+        (["--kb", "http://127.0.0.1:9", "--events", "0"], "--events: expected 1..1000"),
+    ],
+)
 def test_bad_arguments_are_named(federation, args: list[str], message: str) -> None:
     run = status(*args, env={"QONNECT_KB_TOKEN": "qkb_secret-value"} if "--token-file" not in args else None)
     assert run.returncode == 2
@@ -96,8 +110,13 @@ def test_refused_token_and_unreachable_kb_are_clear_errors(federation, tmp_path:
 
 
 def test_watch_refreshes_until_interrupted(federation) -> None:
-    proc = subprocess.Popen(qonnect("status", *reader_args(federation), "--watch", "0.3"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        qonnect("status", *reader_args(federation), "--watch", "0.3"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         time.sleep(3)
     finally:
@@ -120,12 +139,35 @@ def controller(federation, tmp_path: Path) -> Iterator[str]:
         raft = f"127.0.0.1:{s.getsockname()[1]}"
     ready = tmp_path / "ready.json"
     with open(tmp_path / "controller.log", "ab") as log:
-        proc = subprocess.Popen(qonnect("controller", "run", "--id", "solo", "--self", raft, "--peers", raft,
-                                        "--kb", federation.url, "--token-file", str(token),
-                                        "--raft-secret-file", str(secret), "--data-dir", str(tmp_path / "data"),
-                                        "--heartbeat-timeout", "600", "--min-dwell", "600",
-                                        "--ready-file", str(ready)),
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            qonnect(
+                "controller",
+                "run",
+                "--id",
+                "solo",
+                "--self",
+                raft,
+                "--peers",
+                raft,
+                "--kb",
+                federation.url,
+                "--token-file",
+                str(token),
+                "--raft-secret-file",
+                str(secret),
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--heartbeat-timeout",
+                "600",
+                "--min-dwell",
+                "600",
+                "--ready-file",
+                str(ready),
+            ),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         wait_for(ready.exists, 30, "the controller to serve")
         yield f"http://127.0.0.1:{json.loads(ready.read_text())['http']}"

@@ -34,14 +34,26 @@ pytestmark = pytest.mark.timeout(120)
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
     for path in (CHROMIUM, CHROMEDRIVER):
         if not os.access(path, os.X_OK):
-            pytest.fail(f"{path} is missing: apt-get install -y chromium chromium-driver "
-                        "(scripts/setup-venv.sh does it when run as root)")
+            pytest.fail(
+                f"{path} is missing: apt-get install -y chromium chromium-driver "
+                "(scripts/setup-venv.sh does it when run as root)"
+            )
     profile = tmp_path_factory.mktemp("chromium-profile")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1400,1700", f"--user-data-dir={profile}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1700",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(flag)
     service = Service(executable_path=CHROMEDRIVER, log_output=str(profile.parent / "chromedriver.log"))
     os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager look for downloads
@@ -54,9 +66,13 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chro
 
 
 def clusters_by_tier(driver: webdriver.Chrome) -> dict[str, list[str]]:
-    return {tier: [e.get_attribute("data-cluster")
-                   for e in driver.find_elements(By.CSS_SELECTOR, f"#tier-{tier} .cluster")]
-            for tier in TIERS}
+    return {
+        tier: [
+            e.get_attribute("data-cluster")
+            for e in driver.find_elements(By.CSS_SELECTOR, f"#tier-{tier} .cluster")
+        ]
+        for tier in TIERS
+    }
 
 
 def card(driver: webdriver.Chrome, name: str):
@@ -92,8 +108,7 @@ def test_page_asks_for_a_token_and_refuses_a_wrong_one(federation, browser: webd
     assert not browser.find_element(By.ID, "content").is_displayed()
 
 
-def test_page_shows_the_fleet_then_a_migration(federation, browser: webdriver.Chrome,
-                                               tmp_path: Path) -> None:
+def test_page_shows_the_fleet_then_a_migration(federation, browser: webdriver.Chrome, tmp_path: Path) -> None:
     browser.get(f"{federation.url}/ui#token={federation.reader_token}")
     WebDriverWait(browser, 20).until(lambda d: sum(map(len, clusters_by_tier(d).values())) == 9)
     assert federation.reader_token not in browser.current_url  # taken out of the address bar
@@ -112,23 +127,36 @@ def test_page_shows_the_fleet_then_a_migration(federation, browser: webdriver.Ch
     # A failover, written the way the controller writes it: cloud-1 is lost, productpage moves.
     cloud1 = next(c for c in federation.paper["clusters"] if c["name"] == "cloud-1")
     federation.report(cloud1, reachable=False)
-    federation.admin.post_event({"type": "agent.restarted", "message": "agent on fog-2 restarted",
-                                 "cluster": "fog-2"})
+    federation.admin.post_event(
+        {"type": "agent.restarted", "message": "agent on fog-2 restarted", "cluster": "fog-2"}
+    )
     controller = KBClient(federation.url, federation.token("controller"))
-    decision = {"id": "d7", "app": "bookinfo", "kind": "cluster-down", "exclude": ["cloud-1"],
-                "token": {"term": 4, "seq": 12}}
+    decision = {
+        "id": "d7",
+        "app": "bookinfo",
+        "kind": "cluster-down",
+        "exclude": ["cloud-1"],
+        "token": {"term": 4, "seq": 12},
+    }
     kbio.post(controller, kbio.DECISION, decision, "cluster cloud-1 is down: move productpage")
     kbio.post(controller, kbio.STARTED, decision, "attempt 1: migrating", attempt=1)
-    moved = {svc: [{"cluster": "cloud-2" if where == "cloud-1" else where, "replicas": 1}]
-             for svc, where in {"productpage": "cloud-1", "details": "fog-1", "reviews": "fog-1",
-                                "ratings": "edge-1"}.items()}
-    controller.put_placement("bookinfo", {"desired": moved, "current": moved},
-                             fencing={"term": 4, "seq": 12})
-    kbio.post(controller, kbio.SUCCEEDED, decision, "attempt 1 succeeded: productpage now on cloud-2",
-              attempt=1)
+    moved = {
+        svc: [{"cluster": "cloud-2" if where == "cloud-1" else where, "replicas": 1}]
+        for svc, where in {
+            "productpage": "cloud-1",
+            "details": "fog-1",
+            "reviews": "fog-1",
+            "ratings": "edge-1",
+        }.items()
+    }
+    controller.put_placement("bookinfo", {"desired": moved, "current": moved}, fencing={"term": 4, "seq": 12})
+    kbio.post(
+        controller, kbio.SUCCEEDED, decision, "attempt 1 succeeded: productpage now on cloud-2", attempt=1
+    )
 
     WebDriverWait(browser, 20).until(
-        lambda d: d.find_elements(By.CSS_SELECTOR, '#timeline li[data-type="controller.migration.succeeded"]'))
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#timeline li[data-type="controller.migration.succeeded"]')
+    )
     timeline = browser.find_element(By.ID, "timeline").text
     assert "productpage now on cloud-2" in timeline
     assert "controller.decision" in timeline and "cluster cloud-1 is down" in timeline

@@ -28,26 +28,77 @@ COLLECTIONS = ROOT / ".venv" / "collections"
 AWX_KUBERNETES = {
     "injectors": {
         "file": {"template": "{{ ssl_ca_cert }}"},
-        "env": {"K8S_AUTH_HOST": "{{ host }}", "K8S_AUTH_API_KEY": "{{ bearer_token }}",
-                "K8S_AUTH_VERIFY_SSL": "{{ verify_ssl }}", "K8S_AUTH_SSL_CA_CERT": "{{ tower.filename }}"},
+        "env": {
+            "K8S_AUTH_HOST": "{{ host }}",
+            "K8S_AUTH_API_KEY": "{{ bearer_token }}",
+            "K8S_AUTH_VERIFY_SSL": "{{ verify_ssl }}",
+            "K8S_AUTH_SSL_CA_CERT": "{{ tower.filename }}",
+        },
     },
 }
 APP = {
-    "apiVersion": "qonnect.io/v1", "kind": "Application", "metadata": {"name": "awxdemo"},
-    "spec": {"objective": {"energy": 1.0}, "services": [
-        {"name": "web", "tier": "cloud", "manifests": [
-            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-                      "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [
-                          {"name": "web", "image": "docker.io/library/nginx:1.27",
-                           "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}}}]},
-        {"name": "cache", "tier": "edge", "manifests": [
-            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "cache"},
-             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "cache"}},
-                      "template": {"metadata": {"labels": {"app": "cache"}}, "spec": {"containers": [
-                          {"name": "cache", "image": "docker.io/library/redis:7.4",
-                           "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}}}]},
-    ]},
+    "apiVersion": "qonnect.io/v1",
+    "kind": "Application",
+    "metadata": {"name": "awxdemo"},
+    "spec": {
+        "objective": {"energy": 1.0},
+        "services": [
+            {
+                "name": "web",
+                "tier": "cloud",
+                "manifests": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "metadata": {"name": "web"},
+                        "spec": {
+                            "replicas": 1,
+                            "selector": {"matchLabels": {"app": "web"}},
+                            "template": {
+                                "metadata": {"labels": {"app": "web"}},
+                                "spec": {
+                                    "containers": [
+                                        {
+                                            "name": "web",
+                                            "image": "docker.io/library/nginx:1.27",
+                                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                                        }
+                                    ]
+                                },
+                            },
+                        },
+                    }
+                ],
+            },
+            {
+                "name": "cache",
+                "tier": "edge",
+                "manifests": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "metadata": {"name": "cache"},
+                        "spec": {
+                            "replicas": 1,
+                            "selector": {"matchLabels": {"app": "cache"}},
+                            "template": {
+                                "metadata": {"labels": {"app": "cache"}},
+                                "spec": {
+                                    "containers": [
+                                        {
+                                            "name": "cache",
+                                            "image": "docker.io/library/redis:7.4",
+                                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                                        }
+                                    ]
+                                },
+                            },
+                        },
+                    }
+                ],
+            },
+        ],
+    },
 }
 
 
@@ -69,23 +120,41 @@ def inject(credential_type: dict, inputs: dict, where: Path) -> dict[str, str]:
 
 def base_env(home: Path) -> dict[str, str]:
     """What an execution environment has besides the credentials: tools, a home, the collection."""
-    return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home), "LC_ALL": "C.UTF-8",
-            "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
-            "ANSIBLE_HOST_KEY_CHECKING": "false"}
+    return {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(home),
+        "LC_ALL": "C.UTF-8",
+        "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
+        "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
+        "ANSIBLE_HOST_KEY_CHECKING": "false",
+    }
 
 
-def kb_credential(stack, tmp_path: Path, token: str, ca: bool = True, validate: bool = True) -> dict[str, str]:
+def kb_credential(
+    stack, tmp_path: Path, token: str, ca: bool = True, validate: bool = True
+) -> dict[str, str]:
     credential_type = yaml.safe_load((DOCS / "credential-type-qonnect-kb.yml").read_text())
-    inputs = {"kb_url": stack.url, "kb_token": token, "kb_ca_cert": stack.ca.read_text() if ca else "",
-              "kb_validate_certs": validate}
+    inputs = {
+        "kb_url": stack.url,
+        "kb_token": token,
+        "kb_ca_cert": stack.ca.read_text() if ca else "",
+        "kb_validate_certs": validate,
+    }
     return inject(credential_type, inputs, tmp_path / "kb-cred")
 
 
 def play(tmp_path: Path, env: dict, text: str, *args: str) -> subprocess.CompletedProcess:
     book = tmp_path / "play.yml"
     book.write_text(textwrap.dedent(text))
-    return subprocess.run([tool("ansible-playbook"), str(book), *args], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [tool("ansible-playbook"), str(book), *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 CLUSTER_INFO = """
@@ -133,10 +202,19 @@ def plain(value):
 
 
 def test_kb_credential_type_drives_the_inventory_plugin(stack, tmp_path):
-    env = base_env(tmp_path) | kb_credential(stack, tmp_path, stack.reader) | {
-        "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}
-    run = subprocess.run([tool("ansible-inventory"), "-i", str(inventory_file(tmp_path)), "--list"], env=env,
-                         capture_output=True, text=True, timeout=120, check=False)
+    env = (
+        base_env(tmp_path)
+        | kb_credential(stack, tmp_path, stack.reader)
+        | {"ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}
+    )
+    run = subprocess.run(
+        [tool("ansible-inventory"), "-i", str(inventory_file(tmp_path)), "--list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     hostvars = json.loads(run.stdout)["_meta"]["hostvars"]
     assert sorted(hostvars) == sorted(stack.clusters)
@@ -150,8 +228,14 @@ def test_unreachable_kb_fails_the_inventory_only_when_asked(tmp_path):
     cmd = [tool("ansible-inventory"), "-i", str(inventory_file(tmp_path)), "--list"]
     lenient = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert lenient.returncode == 0 and "KB unreachable" in lenient.stderr
-    strict = subprocess.run(cmd, env=env | {"ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}, capture_output=True,
-                            text=True, timeout=120, check=False)
+    strict = subprocess.run(
+        cmd,
+        env=env | {"ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert strict.returncode != 0 and "KB unreachable" in strict.stderr
 
 
@@ -159,7 +243,10 @@ def test_play_on_a_tier_group_runs_modules_with_the_collections_python(stack, tm
     """Issue 14.4: hosts of group fog run qonnect modules with the Python that has their packages
     (the discovered /usr/bin/python3 has no kubernetes client)."""
     env = base_env(tmp_path) | kb_credential(stack, tmp_path, stack.admin)
-    run = play(tmp_path, env, """
+    run = play(
+        tmp_path,
+        env,
+        """
         - hosts: fog
           gather_facts: false
           tasks:
@@ -173,7 +260,10 @@ def test_play_on_a_tier_group_runs_modules_with_the_collections_python(stack, tm
               register: gathered
             - ansible.builtin.assert:
                 that: gathered.nodes | length > 0
-    """, "-i", str(inventory_file(tmp_path)))
+    """,
+        "-i",
+        str(inventory_file(tmp_path)),
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "fog-1" in run.stdout and "failed=0" in run.stdout
 
@@ -193,12 +283,16 @@ def hidden_kubeconfigs(stack, tmp_path):
     for name, c in stack.clusters.items():
         kb.update_cluster(name, {"kubeconfig": c["kubeconfig"]})
     env = base_env(tmp_path) | kb_credential(stack, tmp_path / "cleanup", stack.admin)
-    play(tmp_path, env, """
+    play(
+        tmp_path,
+        env,
+        """
         - hosts: localhost
           gather_facts: false
           tasks:
             - qonnect.core.deploy: {name: awxdemo, state: absent}
-    """)
+    """,
+    )
 
 
 def deployments(stack, cluster: str, namespace: str = "awxdemo") -> list[str]:
@@ -220,13 +314,23 @@ def test_kubeconfig_credential_type_deploys_with_the_shipped_playbook(stack, tmp
         for key in ("clusters", "users", "contexts"):
             merged[key] += doc[key]
     credential_type = yaml.safe_load((DOCS / "credential-type-qonnect-kubeconfig.yml").read_text())
-    env = (base_env(tmp_path) | kb_credential(stack, tmp_path, stack.admin)
-           | inject(credential_type, {"kubeconfig": yaml.safe_dump(merged)}, tmp_path / "k8s-cred"))
+    env = (
+        base_env(tmp_path)
+        | kb_credential(stack, tmp_path, stack.admin)
+        | inject(credential_type, {"kubeconfig": yaml.safe_dump(merged)}, tmp_path / "k8s-cred")
+    )
     app_file = tmp_path / "specs" / "awxdemo.yml"  # outside the checkout, absolute
     app_file.parent.mkdir()
     app_file.write_text(yaml.safe_dump(APP))
-    run = subprocess.run([tool("ansible-playbook"), "qonnect.core.deploy", "-e", f"app_file={app_file}"],
-                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    run = subprocess.run(
+        [tool("ansible-playbook"), "qonnect.core.deploy", "-e", f"app_file={app_file}"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert deployments(stack, cluster_of("cloud", stack)) == ["web"]
     assert deployments(stack, cluster_of("edge", stack)) == ["cache"]
@@ -238,16 +342,29 @@ def test_awx_kubernetes_bearer_token_credential_deploys(stack, tmp_path, hidden_
     cluster, a kubeconfig passed through the shipped playbook's `kubeconfigs` for the other."""
     cloud, edge = cluster_of("cloud", stack), cluster_of("edge", stack)
     doc = kubeconfig_of(stack, cloud)
-    inputs = {"host": doc["clusters"][0]["cluster"]["server"], "bearer_token": doc["users"][0]["user"]["token"],
-              "verify_ssl": True,
-              "ssl_ca_cert": base64.b64decode(doc["clusters"][0]["cluster"]["certificate-authority-data"]).decode()}
-    env = (base_env(tmp_path) | kb_credential(stack, tmp_path, stack.admin)
-           | inject(AWX_KUBERNETES, inputs, tmp_path / "k8s-cred"))
+    inputs = {
+        "host": doc["clusters"][0]["cluster"]["server"],
+        "bearer_token": doc["users"][0]["user"]["token"],
+        "verify_ssl": True,
+        "ssl_ca_cert": base64.b64decode(doc["clusters"][0]["cluster"]["certificate-authority-data"]).decode(),
+    }
+    env = (
+        base_env(tmp_path)
+        | kb_credential(stack, tmp_path, stack.admin)
+        | inject(AWX_KUBERNETES, inputs, tmp_path / "k8s-cred")
+    )
     app_file = tmp_path / "awxdemo.yml"
     app_file.write_text(yaml.safe_dump(APP))
     extra = json.dumps({"app_file": str(app_file), "kubeconfigs": {edge: stack.clusters[edge]["kubeconfig"]}})
-    run = subprocess.run([tool("ansible-playbook"), "qonnect.core.deploy", "-e", extra], env=env, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300, check=False)
+    run = subprocess.run(
+        [tool("ansible-playbook"), "qonnect.core.deploy", "-e", extra],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert deployments(stack, cloud) == ["web"] and deployments(stack, edge) == ["cache"]
     assert inputs["bearer_token"] not in run.stdout + run.stderr
@@ -258,7 +375,10 @@ def test_reader_token_gets_an_error_that_says_why(stack, tmp_path):
     cloud = cluster_of("cloud", stack)
     env = base_env(tmp_path) | kb_credential(stack, tmp_path, stack.reader)
     spec = json.dumps(APP["spec"]["services"][0:1])
-    run = play(tmp_path, env, f"""
+    run = play(
+        tmp_path,
+        env,
+        f"""
         - hosts: localhost
           gather_facts: false
           tasks:
@@ -267,7 +387,8 @@ def test_reader_token_gets_an_error_that_says_why(stack, tmp_path):
                         spec: {{services: {spec}}}}}
                 plan: {{services: {{web: [{{cluster: {cloud}, replicas: 1}}]}}}}
                 record: false
-    """)
+    """,
+    )
     assert run.returncode != 0
     assert f"cluster {cloud}: the KB token may not read kubeconfig paths" in run.stdout, run.stdout[-3000:]
     assert "no kubeconfig (register it" not in run.stdout

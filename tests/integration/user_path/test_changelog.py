@@ -9,15 +9,27 @@ from user_path_support import ROOT, tool
 
 
 def test_every_fragment_is_valid():
-    run = subprocess.run([tool("antsibull-changelog"), "lint"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120, check=False)
+    run = subprocess.run(
+        [tool("antsibull-changelog"), "lint"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert run.returncode == 0 and not run.stdout.strip(), run.stdout + run.stderr
 
 
 def test_changelog_rst_is_rendered_from_changelog_yaml(tmp_path):
     out = tmp_path / "CHANGELOG.rst"
-    run = subprocess.run([tool("antsibull-changelog"), "generate", "--output", str(out), "--output-format", "rst"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    run = subprocess.run(
+        [tool("antsibull-changelog"), "generate", "--output", str(out), "--output-format", "rst"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     shipped = (ROOT / "CHANGELOG.rst").read_text()
     assert shipped == out.read_text()

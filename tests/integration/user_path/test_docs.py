@@ -15,8 +15,11 @@ import yaml
 from user_path_support import ROOT
 
 MODULES = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py") if p.stem != "__init__")
-PLUGINS = [("modules", m) for m in MODULES] + [("inventory", "kb")] + [
-    ("doc_fragments", p.stem) for p in sorted((ROOT / "plugins" / "doc_fragments").glob("*.py"))]
+PLUGINS = (
+    [("modules", m) for m in MODULES]
+    + [("inventory", "kb")]
+    + [("doc_fragments", p.stem) for p in sorted((ROOT / "plugins" / "doc_fragments").glob("*.py"))]
+)
 MARKUP = re.compile(r"\b([CVOEIMPLURB]|RV)\(")
 
 
@@ -41,7 +44,7 @@ def markup_parts(text: str):
     """Each markup's content as Ansible's parser reads it: up to the first ')'."""
     for match in MARKUP.finditer(text):
         end = text.find(")", match.end())
-        yield match.group(0) + (text[match.end():end + 1] if end >= 0 else text[match.end():])
+        yield match.group(0) + (text[match.end() : end + 1] if end >= 0 else text[match.end() :])
 
 
 @pytest.mark.parametrize("kind,name", PLUGINS)
@@ -49,9 +52,13 @@ def test_markup_is_not_cut_short(kind, name):
     broken = []
     for text in strings(documentation(kind, name)):
         for part in markup_parts(text):
-            body = part[part.index("(") + 1:-1]
-            if body.count("{{") != body.count("}}") or body.count("'") % 2 or body.count('"') % 2 \
-                    or body.count("[") != body.count("]"):
+            body = part[part.index("(") + 1 : -1]
+            if (
+                body.count("{{") != body.count("}}")
+                or body.count("'") % 2
+                or body.count('"') % 2
+                or body.count("[") != body.count("]")
+            ):
                 broken.append(part)
     assert not broken, f"{kind}/{name}: markup cut short by a ')' inside it: {broken}"
 
@@ -70,11 +77,20 @@ def test_every_module_documents_its_requirements(name):
 def test_readme_requirements_section():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Requirements", 1)[1].split("\n## ", 1)[0]
-    for needle in ("ansible-core", "2.19", ">= 3.10", "meta/ee-requirements.txt", "pipx inject",
-                   "the Python that runs Ansible"):
+    for needle in (
+        "ansible-core",
+        "2.19",
+        ">= 3.10",
+        "meta/ee-requirements.txt",
+        "pipx inject",
+        "the Python that runs Ansible",
+    ):
         assert needle in section, needle
-    listed = {line.split(">")[0].strip().lower() for line in (ROOT / "meta" / "ee-requirements.txt").read_text()
-              .splitlines() if line and not line.startswith("#")}
+    listed = {
+        line.split(">")[0].strip().lower()
+        for line in (ROOT / "meta" / "ee-requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
     for package in listed:
         assert package in section.lower(), package
 

@@ -20,8 +20,17 @@ from user_path_support import ROOT, tool
 
 # what only the qonnect services need (cryptography, aiohttp and pydantic also come with
 # ansible-core and kubernetes, so they say nothing about leanness)
-SERVER_STACK = ("fastapi", "uvicorn", "psycopg", "psycopg-binary", "pysyncobj", "kubernetes-validate", "qonnect",
-                "jsonschema", "ansible-runner")
+SERVER_STACK = (
+    "fastapi",
+    "uvicorn",
+    "psycopg",
+    "psycopg-binary",
+    "pysyncobj",
+    "kubernetes-validate",
+    "qonnect",
+    "jsonschema",
+    "ansible-runner",
+)
 
 
 def requirement_names(text: str) -> set[str]:
@@ -29,7 +38,9 @@ def requirement_names(text: str) -> set[str]:
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
-            names.add(line.split(";")[0].split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower())
+            names.add(
+                line.split(";")[0].split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower()
+            )
     return names
 
 
@@ -41,9 +52,23 @@ def create(tmp_path: Path, built: Path) -> Path:
     shutil.copy(ROOT / "bindep.txt", src)
     shutil.copytree(ROOT / "meta", src / "meta")
     shutil.copy(built, src / "build" / "ee" / "qonnect-core.tar.gz")
-    run = subprocess.run([tool("ansible-builder"), "create", "-f", "execution-environment.yml", "-c", "context",
-                          "--output-filename", "Containerfile"], cwd=src, capture_output=True, text=True,
-                         timeout=120, check=False)
+    run = subprocess.run(
+        [
+            tool("ansible-builder"),
+            "create",
+            "-f",
+            "execution-environment.yml",
+            "-c",
+            "context",
+            "--output-filename",
+            "Containerfile",
+        ],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     return src / "context"
 
@@ -69,21 +94,42 @@ def test_ee_requirements_in_a_fresh_venv_run_the_modules(tmp_path, built):
     import ansible  # the same ansible-core the project tests, as the EE's ansible_core pins a range
 
     pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    run = subprocess.run([*pip, f"ansible-core=={ansible.__version__}", "-r",
-                          str(ctx / "_build" / "requirements.txt")], capture_output=True, text=True, timeout=900, check=False)
+    run = subprocess.run(
+        [*pip, f"ansible-core=={ansible.__version__}", "-r", str(ctx / "_build" / "requirements.txt")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
-    listed = subprocess.run([str(py), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True,
-                            check=True).stdout
+    listed = subprocess.run(
+        [str(py), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True
+    ).stdout
     installed = {p["name"].lower() for p in json.loads(listed)}
     assert not installed & set(SERVER_STACK), installed & set(SERVER_STACK)
 
     collections = tmp_path / "collections"
     bin_ = venv / "bin"
-    env = {"PATH": f"{bin_}:/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C.UTF-8",
-           "ANSIBLE_COLLECTIONS_PATH": str(collections)}
-    subprocess.run([str(bin_ / "ansible-galaxy"), "collection", "install", "-p", str(collections),
-                    str(ctx / "_build" / "collections" / "qonnect-core.tar.gz")], env=env, check=True,
-                   capture_output=True, timeout=300)
+    env = {
+        "PATH": f"{bin_}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "LC_ALL": "C.UTF-8",
+        "ANSIBLE_COLLECTIONS_PATH": str(collections),
+    }
+    subprocess.run(
+        [
+            str(bin_ / "ansible-galaxy"),
+            "collection",
+            "install",
+            "-p",
+            str(collections),
+            str(ctx / "_build" / "collections" / "qonnect-core.tar.gz"),
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     installed_root = collections / "ansible_collections" / "qonnect" / "core"
     book = tmp_path / "plan.yml"
     book.write_text(f"""
@@ -101,12 +147,25 @@ def test_ee_requirements_in_a_fresh_venv_run_the_modules(tmp_path, built):
         dest: {tmp_path}/plan.json
         mode: "0600"
 """)
-    run = subprocess.run([str(bin_ / "ansible-playbook"), str(book)], env=env, cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300, check=False)
+    run = subprocess.run(
+        [str(bin_ / "ansible-playbook"), str(book)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["scorer"] == "optimal" and plan["services"]
     assert all(entries and entries[0]["cluster"] for entries in plan["services"].values())
-    doc = subprocess.run([str(bin_ / "ansible-doc"), "-t", "inventory", "qonnect.core.kb"], env=env,
-                         capture_output=True, text=True, timeout=120, check=False)
+    doc = subprocess.run(
+        [str(bin_ / "ansible-doc"), "-t", "inventory", "qonnect.core.kb"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert doc.returncode == 0 and "python_interpreter" in doc.stdout

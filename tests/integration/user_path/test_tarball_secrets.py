@@ -53,39 +53,49 @@ def make_tarball(path: Path, members: dict[str, bytes]) -> Path:
 
 
 def scan(*tarballs: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*SCAN, *map(str, tarballs)], capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [*SCAN, *map(str, tarballs)], capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def test_scanner_names_every_secret_at_once_without_printing_it(tmp_path):
-    bad = make_tarball(tmp_path / "qonnect-core-0.1.0.tar.gz", {
-        "MANIFEST.json": b"{}",
-        "demo-state/tokens/admin.token": TOKEN.encode(),              # by name and content
-        "docs/notes.md": PEM.encode(),                                # key hidden in a doc
-        "examples/cluster.yaml": KUBECONFIG.encode(),                 # kubeconfig with a token
-        "roles/x/files/state.bin": sqlite_bytes(tmp_path),            # database, harmless name
-        "controller/qonnect.egg-info/PKG-INFO": b"Name: qonnect\n",   # local build state
-        "tests/fixture.txt": f"Authorization: Bearer {TOKEN}\n".encode(),
-    })
+    bad = make_tarball(
+        tmp_path / "qonnect-core-0.1.0.tar.gz",
+        {
+            "MANIFEST.json": b"{}",
+            "demo-state/tokens/admin.token": TOKEN.encode(),  # by name and content
+            "docs/notes.md": PEM.encode(),  # key hidden in a doc
+            "examples/cluster.yaml": KUBECONFIG.encode(),  # kubeconfig with a token
+            "roles/x/files/state.bin": sqlite_bytes(tmp_path),  # database, harmless name
+            "controller/qonnect.egg-info/PKG-INFO": b"Name: qonnect\n",  # local build state
+            "tests/fixture.txt": f"Authorization: Bearer {TOKEN}\n".encode(),
+        },
+    )
     run = scan(bad)
     assert run.returncode == 1, run.stderr
-    for expected in ("demo-state/tokens/admin.token: local state directory demo-state/",
-                     "demo-state/tokens/admin.token: secret-looking file name admin.token",
-                     "docs/notes.md: PEM private key",
-                     "examples/cluster.yaml: kubeconfig with credentials",
-                     "roles/x/files/state.bin: SQLite database",
-                     "controller/qonnect.egg-info/PKG-INFO: local state directory qonnect.egg-info/",
-                     "tests/fixture.txt: qonnect KB bearer token"):
+    for expected in (
+        "demo-state/tokens/admin.token: local state directory demo-state/",
+        "demo-state/tokens/admin.token: secret-looking file name admin.token",
+        "docs/notes.md: PEM private key",
+        "examples/cluster.yaml: kubeconfig with credentials",
+        "roles/x/files/state.bin: SQLite database",
+        "controller/qonnect.egg-info/PKG-INFO: local state directory qonnect.egg-info/",
+        "tests/fixture.txt: qonnect KB bearer token",
+    ):
         assert expected in run.stderr, (expected, run.stderr)
     assert TOKEN not in run.stderr and "s3cr3t" not in run.stderr and "MIIE" not in run.stderr
 
 
 def test_scanner_accepts_clean_content(tmp_path):
-    clean = make_tarball(tmp_path / "clean.tar.gz", {
-        "docs/security.md": b"Tokens look like qkb_... and are stored hashed; -----BEGIN CERTIFICATE-----\n",
-        "examples/app.yml": b"apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n",
-        "plugins/modules/deploy.py": b"token: str | None = None\n",
-        "roles/r/templates/kubeconfig.j2": b"clusters:\nusers:\n- user:\n    token: {{ cluster_token }}\ncontexts:\n",
-    })
+    clean = make_tarball(
+        tmp_path / "clean.tar.gz",
+        {
+            "docs/security.md": b"Tokens look like qkb_... and are stored hashed; -----BEGIN CERTIFICATE-----\n",
+            "examples/app.yml": b"apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n",
+            "plugins/modules/deploy.py": b"token: str | None = None\n",
+            "roles/r/templates/kubeconfig.j2": b"clusters:\nusers:\n- user:\n    token: {{ cluster_token }}\ncontexts:\n",
+        },
+    )
     run = scan(clean)
     assert run.returncode == 0, run.stderr
 
@@ -120,9 +130,14 @@ def test_check_build_fails_on_a_secret_that_build_ignore_cannot_know(tmp_path):
     (tree / "examples" / "my-cluster.yaml").write_text(KUBECONFIG)
     dist = tmp_path / "dist"
     build(tree, dist)
-    run = subprocess.run(["bash", str(ROOT / "scripts" / "check-build.sh"), str(dist)],
-                         capture_output=True, text=True, timeout=300,
-                         env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}, check=False)
+    run = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "check-build.sh"), str(dist)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+        check=False,
+    )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "docs/pasted.md: PEM private key" in run.stderr
     assert "examples/my-cluster.yaml: kubeconfig with credentials" in run.stderr
@@ -130,8 +145,13 @@ def test_check_build_fails_on_a_secret_that_build_ignore_cannot_know(tmp_path):
 
 
 def test_check_build_passes_on_the_checkout(built):
-    run = subprocess.run(["bash", str(ROOT / "scripts" / "check-build.sh"), str(built.parent)],
-                         capture_output=True, text=True, timeout=600,
-                         env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}, check=False)
+    run = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "check-build.sh"), str(built.parent)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+        check=False,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "holds no secrets" in run.stdout

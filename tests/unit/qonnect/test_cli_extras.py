@@ -14,11 +14,14 @@ def test_user_error_has_one_home():
     assert cli.UserError is UserError
 
 
-@pytest.mark.parametrize(("command", "module", "extra"), [
-    ("kb", "qonnect.kb.cli", "kb"),
-    ("testbed", "qonnect.testbed.cli", "testbed"),
-    ("controller", "qonnect.rla.cli", "controller"),
-])
+@pytest.mark.parametrize(
+    ("command", "module", "extra"),
+    [
+        ("kb", "qonnect.kb.cli", "kb"),
+        ("testbed", "qonnect.testbed.cli", "testbed"),
+        ("controller", "qonnect.rla.cli", "controller"),
+    ],
+)
 def test_a_missing_extra_is_named(monkeypatch, capsys, command, module, extra):
     real = importlib.import_module
 

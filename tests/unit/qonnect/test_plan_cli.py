@@ -22,8 +22,7 @@ def test_readable_plan_with_explanation(capsys):
 
 
 def test_json_plan_with_scorer_and_exclude(capsys):
-    args = ["plan", "--spec", SPEC, "--inventory", INV, "--json", "--scorer", "borda",
-            "--exclude", "cloud-1"]
+    args = ["plan", "--spec", SPEC, "--inventory", INV, "--json", "--scorer", "borda", "--exclude", "cloud-1"]
     assert main(args) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["scorer"] == "borda"
@@ -32,9 +31,11 @@ def test_json_plan_with_scorer_and_exclude(capsys):
 
 def test_invalid_spec_lists_every_error(tmp_path, capsys):
     bad = tmp_path / "bad.yml"
-    bad.write_text("apiVersion: qonnect.io/v1\nkind: Application\nmetadata: {name: x}\n"
-                   "spec:\n  objective: {energy: 2}\n  services:\n    - name: s\n"
-                   "      tier: cloude\n      manifests: [{file: none.yaml}]\n")
+    bad.write_text(
+        "apiVersion: qonnect.io/v1\nkind: Application\nmetadata: {name: x}\n"
+        "spec:\n  objective: {energy: 2}\n  services:\n    - name: s\n"
+        "      tier: cloude\n      manifests: [{file: none.yaml}]\n"
+    )
     assert main(["plan", "--spec", str(bad), "--inventory", INV]) == 2
     err = capsys.readouterr().err
     assert "spec.services[0].tier: 'cloude' is not one of cloud, fog, edge, any" in err
@@ -44,12 +45,29 @@ def test_invalid_spec_lists_every_error(tmp_path, capsys):
 
 def test_inventory_and_placement_errors(tmp_path, capsys):
     broken = tmp_path / "inv.json"
-    broken.write_text("{\"clusters\": [")
+    broken.write_text('{"clusters": [')
     assert main(["plan", "--spec", SPEC, "--inventory", str(broken)]) == 2
     assert f"{broken}:" in capsys.readouterr().err
-    assert main(["plan", "--spec", SPEC, "--inventory", INV, "--exclude", "edge-1",
-                 "--exclude", "edge-2", "--exclude", "edge-3"]) == 2
-    assert "service 'ratings' cannot be placed: no cluster meets the exclusion list" in \
-        capsys.readouterr().err
+    assert (
+        main(
+            [
+                "plan",
+                "--spec",
+                SPEC,
+                "--inventory",
+                INV,
+                "--exclude",
+                "edge-1",
+                "--exclude",
+                "edge-2",
+                "--exclude",
+                "edge-3",
+            ]
+        )
+        == 2
+    )
+    assert (
+        "service 'ratings' cannot be placed: no cluster meets the exclusion list" in capsys.readouterr().err
+    )
     assert main(["plan", "--spec", SPEC, "--kb", "http://127.0.0.1:9"]) == 2
     assert "--kb needs --token-file" in capsys.readouterr().err

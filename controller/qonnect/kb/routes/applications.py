@@ -29,28 +29,39 @@ KB = Annotated[KBState, Depends(state)]
 Version = Annotated[int, Path(ge=1, le=MAX_INT)]
 
 
-@router.get("/applications", response_model=ApplicationList, response_model_exclude_none=True,
-            responses=errors())
+@router.get(
+    "/applications", response_model=ApplicationList, response_model_exclude_none=True, responses=errors()
+)
 def list_applications(who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
         return {"applications": queries.list_applications(conn)}
 
 
-@router.get("/applications/{name}", response_model=ApplicationOut,
-            response_model_exclude_none=True, responses=errors(404))
+@router.get(
+    "/applications/{name}",
+    response_model=ApplicationOut,
+    response_model_exclude_none=True,
+    responses=errors(404),
+)
 def get_application(name: Name, who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
         return queries.get_application(conn, name)
 
 
-@router.put("/applications/{name}", response_model=ApplicationOut,
-            response_model_exclude_none=True, responses=errors(413))
+@router.put(
+    "/applications/{name}",
+    response_model=ApplicationOut,
+    response_model_exclude_none=True,
+    responses=errors(413),
+)
 async def put_application(
     name: Name,
     who: Who,
     kb: KB,
-    spec: Annotated[dict[str, Any], Body(description="a QoS spec (qonnect.io/v1 or QONNECT's "
-                                                     "format) with its manifests inline")],
+    spec: Annotated[
+        dict[str, Any],
+        Body(description="a QoS spec (qonnect.io/v1 or QONNECT's format) with its manifests inline"),
+    ],
 ) -> dict:
     """Store a spec after validating it; a changed spec becomes a new version, an identical one
     changes nothing. Invalid specs get 422 listing every problem."""
@@ -58,20 +69,19 @@ async def put_application(
     normalized = await run_in_threadpool(specs.validate, name, spec)
     result = await kb.writer.submit(
         lambda conn: ops.put_application(conn, name, spec, normalized, time.time()),
-        lock=("application", name))
+        lock=("application", name),
+    )
     with kb.db.reader() as conn:  # this write's version, even if another one followed
         record = queries.get_application(conn, name, result["version"])
     record["changed"] = result["changed"]
     return record
 
 
-@router.delete("/applications/{name}", status_code=204, response_class=Response,
-               responses=errors(404))
+@router.delete("/applications/{name}", status_code=204, response_class=Response, responses=errors(404))
 async def delete_application(name: Name, who: Who, kb: KB) -> Response:
     """Forget an application, its versions and its placement."""
     require(who, "admin", action="delete applications")
-    await kb.writer.submit(lambda conn: ops.delete_application(conn, name),
-                           lock=("application", name))
+    await kb.writer.submit(lambda conn: ops.delete_application(conn, name), lock=("application", name))
     return Response(status_code=204)
 
 
@@ -81,8 +91,7 @@ def list_versions(name: Name, who: Who, kb: KB) -> dict:
         return {"versions": queries.list_versions(conn, name)}
 
 
-@router.get("/applications/{name}/versions/{version}", response_model=VersionOut,
-            responses=errors(404))
+@router.get("/applications/{name}/versions/{version}", response_model=VersionOut, responses=errors(404))
 def get_version(name: Name, version: Version, who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
         return queries.list_versions(conn, name, version)[0]
@@ -94,34 +103,35 @@ def list_placements(who: Who, kb: KB) -> dict:
         return {"placements": queries.list_placements(conn)}
 
 
-@router.get("/placements/{app}", response_model=PlacementOut, responses=errors(404),
-            tags=["placements"])
+@router.get("/placements/{app}", response_model=PlacementOut, responses=errors(404), tags=["placements"])
 def get_placement(app: Name, who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
         return queries.get_placement(conn, app)
 
 
-@router.put("/placements/{app}", response_model=PlacementOut, responses=errors(404, 409, 413),
-            tags=["placements"])
+@router.put(
+    "/placements/{app}", response_model=PlacementOut, responses=errors(404, 409, 413), tags=["placements"]
+)
 async def put_placement(app: Name, body: PlacementIn, who: Who, kb: KB) -> dict:
     """Write the desired and/or current placement. Controllers must send their fencing token
     (Raft term, seq); a token older than the stored one is refused with 409."""
     require(who, "admin", "controller", action="write placements")
     if body.fencing is None and who.role != "admin":
         raise HTTPException(403, "fencing: is required for controller tokens ({term, seq})")
-    await kb.writer.submit(lambda conn: ops.put_placement(conn, app, body, time.time()),
-                           lock=("application", app))
+    await kb.writer.submit(
+        lambda conn: ops.put_placement(conn, app, body, time.time()), lock=("application", app)
+    )
     with kb.db.reader() as conn:
         return queries.get_placement(conn, app)
 
 
-@router.delete("/placements/{app}/fencing", response_model=PlacementOut, responses=errors(404),
-               tags=["placements"])
+@router.delete(
+    "/placements/{app}/fencing", response_model=PlacementOut, responses=errors(404), tags=["placements"]
+)
 async def reset_fencing(app: Name, who: Who, kb: KB) -> dict:
     """Forget the stored fencing token (admin only), e.g. after a bogus token so large that no
     controller would ever exceed it; the next fenced write sets it again."""
     require(who, "admin", action="reset fencing tokens")
-    await kb.writer.submit(lambda conn: ops.reset_fencing(conn, app, time.time()),
-                           lock=("application", app))
+    await kb.writer.submit(lambda conn: ops.reset_fencing(conn, app, time.time()), lock=("application", app))
     with kb.db.reader() as conn:
         return queries.get_placement(conn, app)

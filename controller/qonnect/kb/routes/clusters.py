@@ -31,8 +31,9 @@ KB = Annotated[KBState, Depends(state)]
 
 def _read_cluster(kb: KBState, name: str, who: Principal) -> dict:
     with kb.db.reader() as conn:
-        return queries.get_cluster(conn, name, time.time(), kb.settings.heartbeat_timeout,
-                                   who.sees_credentials)
+        return queries.get_cluster(
+            conn, name, time.time(), kb.settings.heartbeat_timeout, who.sees_credentials
+        )
 
 
 def _record(name: str, body: ClusterIn | ClusterPut) -> dict:
@@ -42,19 +43,22 @@ def _record(name: str, body: ClusterIn | ClusterPut) -> dict:
     return record
 
 
-@router.get("/clusters", response_model=ClusterList, response_model_exclude_unset=True,
-            responses=errors())
+@router.get("/clusters", response_model=ClusterList, response_model_exclude_unset=True, responses=errors())
 def list_clusters(who: Who, kb: KB) -> dict:
     """All registered clusters with their agent status; credential fields only for admin and
     controller tokens."""
     with kb.db.reader() as conn:
-        found = queries.list_clusters(conn, time.time(), kb.settings.heartbeat_timeout,
-                                      who.sees_credentials)
+        found = queries.list_clusters(conn, time.time(), kb.settings.heartbeat_timeout, who.sees_credentials)
     return {"clusters": found}
 
 
-@router.post("/clusters", status_code=201, response_model=ClusterOut,
-             response_model_exclude_unset=True, responses=errors(409, 413))
+@router.post(
+    "/clusters",
+    status_code=201,
+    response_model=ClusterOut,
+    response_model_exclude_unset=True,
+    responses=errors(409, 413),
+)
 async def register_cluster(body: ClusterIn, who: Who, kb: KB) -> dict:
     """Register a cluster (409 if the name is taken)."""
     require(who, "admin", action="register clusters")
@@ -63,14 +67,19 @@ async def register_cluster(body: ClusterIn, who: Who, kb: KB) -> dict:
     return _read_cluster(kb, body.name, who)
 
 
-@router.get("/clusters/{name}", response_model=ClusterOut, response_model_exclude_unset=True,
-            responses=errors(404))
+@router.get(
+    "/clusters/{name}", response_model=ClusterOut, response_model_exclude_unset=True, responses=errors(404)
+)
 def get_cluster(name: Name, who: Who, kb: KB) -> dict:
     return _read_cluster(kb, name, who)
 
 
-@router.put("/clusters/{name}", response_model=ClusterOut, response_model_exclude_unset=True,
-            responses={**errors(413), 201: {"model": ClusterOut, "description": "created"}})
+@router.put(
+    "/clusters/{name}",
+    response_model=ClusterOut,
+    response_model_exclude_unset=True,
+    responses={**errors(413), 201: {"model": ClusterOut, "description": "created"}},
+)
 async def put_cluster(name: Name, body: ClusterPut, who: Who, kb: KB, response: Response) -> dict:
     """Create or replace a cluster's registration; its agent-reported state is kept."""
     require(who, "admin", action="register clusters")
@@ -82,8 +91,12 @@ async def put_cluster(name: Name, body: ClusterPut, who: Who, kb: KB, response: 
     return _read_cluster(kb, name, who)
 
 
-@router.patch("/clusters/{name}", response_model=ClusterOut, response_model_exclude_unset=True,
-              responses=errors(404, 413))
+@router.patch(
+    "/clusters/{name}",
+    response_model=ClusterOut,
+    response_model_exclude_unset=True,
+    responses=errors(404, 413),
+)
 async def patch_cluster(name: Name, body: ClusterPatch, who: Who, kb: KB) -> dict:
     """Change only the given fields."""
     require(who, "admin", action="update clusters")
@@ -92,8 +105,7 @@ async def patch_cluster(name: Name, body: ClusterPatch, who: Who, kb: KB) -> dic
     return _read_cluster(kb, name, who)
 
 
-@router.delete("/clusters/{name}", status_code=204, response_class=Response,
-               responses=errors(404))
+@router.delete("/clusters/{name}", status_code=204, response_class=Response, responses=errors(404))
 async def delete_cluster(name: Name, who: Who, kb: KB) -> Response:
     """Deregister a cluster and forget its nodes, workloads and latencies."""
     require(who, "admin", action="deregister clusters")
@@ -120,7 +132,8 @@ async def post_report(name: Name, report: Report, who: Who, kb: KB) -> dict:
 
 @router.get("/workloads", response_model=WorkloadList, responses=errors())
 def list_workloads(
-    who: Who, kb: KB,
+    who: Who,
+    kb: KB,
     application: QueryText = None,
     cluster: QueryText = None,
 ) -> dict:

@@ -47,8 +47,7 @@ def list_events(
         return {"events": queries.list_events(conn, since, after_id, application, cluster, limit)}
 
 
-@router.post("/events", status_code=201, response_model=EventOut, responses=errors(413),
-             tags=["events"])
+@router.post("/events", status_code=201, response_model=EventOut, responses=errors(413), tags=["events"])
 async def post_event(event: EventIn, who: Who, kb: KB) -> dict:
     """Record an event (deploy, failure, migration, ...). Agents may only post about their own
     cluster (it is filled in when left out)."""
@@ -91,13 +90,13 @@ def inventory(who: Who, kb: KB) -> dict:
         return queries.inventory(conn, time.time(), kb.settings.heartbeat_timeout)
 
 
-@router.post("/tokens", status_code=201, response_model=TokenOut, responses=errors(413),
-             tags=["tokens"])
+@router.post("/tokens", status_code=201, response_model=TokenOut, responses=errors(413), tags=["tokens"])
 async def create_token(body: TokenIn, who: Who, kb: KB) -> dict:
     """Create a token; its clear text is in this answer only."""
     require(who, "admin", action="create tokens")
     return await kb.writer.submit(
-        lambda conn: auth.insert_token(conn, body.role, body.cluster, body.name, time.time()))
+        lambda conn: auth.insert_token(conn, body.role, body.cluster, body.name, time.time())
+    )
 
 
 @router.get("/tokens", response_model=TokenList, responses=errors(), tags=["tokens"])
@@ -108,11 +107,12 @@ def list_tokens(who: Who, kb: KB) -> dict:
         return {"tokens": auth.list_tokens(conn)}
 
 
-@router.delete("/tokens/{ident}", status_code=204, response_class=Response,
-               responses=errors(404), tags=["tokens"])
-async def revoke_token(ident: Annotated[str, Path(min_length=16, max_length=16,
-                                                  pattern="^[0-9a-f]{16}$")],
-                       who: Who, kb: KB) -> Response:
+@router.delete(
+    "/tokens/{ident}", status_code=204, response_class=Response, responses=errors(404), tags=["tokens"]
+)
+async def revoke_token(
+    ident: Annotated[str, Path(min_length=16, max_length=16, pattern="^[0-9a-f]{16}$")], who: Who, kb: KB
+) -> Response:
     """Revoke one token by id: at once on this instance, within a few seconds on others."""
     require(who, "admin", action="revoke tokens")
     count = await kb.writer.submit(lambda conn: auth.revoke_token_id(conn, ident))
@@ -128,9 +128,7 @@ def whoami(who: Who) -> dict:
     return {"name": who.name, "role": who.role, "cluster": who.cluster}
 
 
-@health_router.get("/healthz", response_model=Health, responses={503: errors()[503]},
-                   tags=["health"])
+@health_router.get("/healthz", response_model=Health, responses={503: errors()[503]}, tags=["health"])
 def healthz(kb: KB) -> dict:
     """Liveness and database reachability; needs no token."""
-    return {"status": "ok", "schema_version": migrations.current_version(kb.db),
-            "database": kb.db.dialect}
+    return {"status": "ok", "schema_version": migrations.current_version(kb.db), "database": kb.db.dialect}

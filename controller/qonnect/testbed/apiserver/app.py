@@ -26,15 +26,22 @@ MAX_BODY = 8 * 1024 * 1024
 _APPLY = "application/apply-patch+yaml"
 
 
-def make_app(store: Store, token: str, *, middlewares: Iterable = (), version: str = "v1.30.0",
-             restricted_token: str | None = None) -> web.Application:
+def make_app(
+    store: Store,
+    token: str,
+    *,
+    middlewares: Iterable = (),
+    version: str = "v1.30.0",
+    restricted_token: str | None = None,
+) -> web.Application:
     """An API server for store; every request but health and /version needs the bearer token."""
     if not re.fullmatch(r"v1\.\d+\.\d+", version):
         raise ValueError(f"version: expected a Kubernetes version like 'v1.30.0', got {version!r}")
     if not token:
         raise ValueError("token: expected a non-empty bearer token")
     app = web.Application(
-        middlewares=[*middlewares, error_middleware, auth_middleware(token, restricted_token)], client_max_size=MAX_BODY
+        middlewares=[*middlewares, error_middleware, auth_middleware(token, restricted_token)],
+        client_max_size=MAX_BODY,
     )
     app[STORE_KEY] = store
     app[VERSION_KEY] = version
@@ -46,7 +53,7 @@ def _json(obj: Any, status: int = 200, content_type: str = "application/json") -
     return web.Response(body=json.dumps(obj).encode(), status=status, headers={"Content-Type": content_type})
 
 
-async def _dispatch(request: web.Request) -> web.StreamResponse:
+async def _dispatch(request: web.Request) -> web.StreamResponse:  # noqa: C901 - over the budget before it was set; split when next changed
     path = "/" + request.match_info["tail"].strip("/")
     store, version = request.app[STORE_KEY], request.app[VERSION_KEY]
     if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
@@ -59,15 +66,23 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
         return _discovery_root(request, path == "/api")
     if path == "/openapi/v2":
         if any(t in request.headers.get("Accept", "") for t in MEDIA_TYPES):
-            return web.Response(body=openapi.v2_protobuf(version), headers={"Content-Type": "application/octet-stream"})
+            return web.Response(
+                body=openapi.v2_protobuf(version), headers={"Content-Type": "application/octet-stream"}
+            )
         _require_json(request, "/openapi/v2")
         return web.Response(body=openapi.v2_document(version), headers={"Content-Type": "application/json"})
     if path == "/openapi/v3":
         return _json(openapi.v3_index(version))
     if path.startswith("/openapi/v3/"):
         _require_json(request, path)
-        gv = path[len("/openapi/v3/"):]
-        gv = gv[len("api/"):] if gv.startswith("api/") else gv[len("apis/"):] if gv.startswith("apis/") else ""
+        gv = path[len("/openapi/v3/") :]
+        gv = (
+            gv[len("api/") :]
+            if gv.startswith("api/")
+            else gv[len("apis/") :]
+            if gv.startswith("apis/")
+            else ""
+        )
         doc = openapi.v3_document(version, gv) if gv else None
         if doc is None:
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
@@ -123,7 +138,9 @@ def _require_json(request: web.Request, path: str) -> None:
     if accept and not any(
         t.split(";")[0].strip() in ("application/json", "*/*", "application/*") for t in accept.split(",")
     ):
-        raise ApiError(406, "NotAcceptable", f"only application/json is served for {path}; asked for {accept}")
+        raise ApiError(
+            406, "NotAcceptable", f"only application/json is served for {path}; asked for {accept}"
+        )
 
 
 def _resolve(gv: str, rest: list[str], path: str) -> tuple[ResourceType, str | None, str | None, str | None]:
@@ -147,7 +164,9 @@ def _dry_run(request: web.Request, options: dict | None = None) -> bool:
     values = request.query.getall("dryRun", []) + list((options or {}).get("dryRun") or [])
     for value in values:
         if value != "All":
-            raise ApiError(400, "BadRequest", f'dryRun: Unsupported value: "{value}": supported values: "All"')
+            raise ApiError(
+                400, "BadRequest", f'dryRun: Unsupported value: "{value}": supported values: "All"'
+            )
     return bool(values)
 
 
@@ -168,7 +187,8 @@ async def _body(request: web.Request) -> Any:
         return decode_object(await request.read())
     if "protobuf" in request.content_type or "cbor" in request.content_type:
         raise ApiError(
-            415, "UnsupportedMediaType",
+            415,
+            "UnsupportedMediaType",
             f"the body of the request was in an unknown format - accepted media types include: "
             f"application/json, application/yaml (got {request.content_type!r})",
         )
@@ -187,9 +207,14 @@ def _list_kind(rt: ResourceType) -> str:
     return rt.kind + "List"
 
 
-async def _resource(
-    request: web.Request, store: Store, version: str, rt: ResourceType,
-    namespace: str | None, name: str | None, sub: str | None,
+async def _resource(  # noqa: C901 - over the budget before it was set; split when next changed
+    request: web.Request,
+    store: Store,
+    version: str,
+    rt: ResourceType,
+    namespace: str | None,
+    name: str | None,
+    sub: str | None,
 ) -> web.StreamResponse:
     method = request.method
     accept = request.headers.get("Accept", "")
@@ -197,7 +222,9 @@ async def _resource(
     if name is None:
         if method == "GET":
             if request.query.get("watch") in ("true", "1"):
-                return await serve_watch(request, store, rt, namespace, as_table=wants_table(accept), include=include)
+                return await serve_watch(
+                    request, store, rt, namespace, as_table=wants_table(accept), include=include
+                )
             return _list(request, store, rt, namespace, wants_table(accept), include)
         if method == "POST" and (namespace or not rt.namespaced):
             body = await _body(request)
@@ -233,22 +260,30 @@ async def _resource(
         return await _patch(request, store, version, rt, namespace, name, sub)
     if method == "DELETE" and sub is None:
         return await _delete(request, store, rt, namespace, name)
-    raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {rt.plural}{'/' + sub if sub else ''}")
+    raise ApiError(
+        405, "MethodNotAllowed", f"{method} is not supported on {rt.plural}{'/' + sub if sub else ''}"
+    )
 
 
 def _schema(version: str, rt: ResourceType) -> Node:
     return Node.for_kind(version, rt.group, rt.version, rt.kind)
 
 
-def _list(request: web.Request, store: Store, rt: ResourceType, namespace: str | None, as_table: bool, include: str) -> web.Response:
+def _list(
+    request: web.Request, store: Store, rt: ResourceType, namespace: str | None, as_table: bool, include: str
+) -> web.Response:
     query = request.query
     try:
         limit = int(query.get("limit") or 0)
     except ValueError:
         raise ApiError(400, "BadRequest", "limit: expected a non-negative integer") from None
     items, rv, more = store.list_refs(
-        rt.plural, namespace, query.get("labelSelector"), query.get("fieldSelector"),
-        limit=limit if limit > 0 else None, continue_token=query.get("continue"),
+        rt.plural,
+        namespace,
+        query.get("labelSelector"),
+        query.get("fieldSelector"),
+        limit=limit if limit > 0 else None,
+        continue_token=query.get("continue"),
     )
     if as_table:
         return _json(table(rt.plural, items, rv, include, *(more or (None, None))))
@@ -256,7 +291,9 @@ def _list(request: web.Request, store: Store, rt: ResourceType, namespace: str |
     if more:
         meta["continue"], meta["remainingItemCount"] = more
     head = json.dumps({"kind": _list_kind(rt), "apiVersion": rt.api_version, "metadata": meta})
-    body = b"".join((head[:-1].encode(), b',"items":[', b",".join(store.encoded(rt.plural, o) for o in items), b"]}"))
+    body = b"".join(
+        (head[:-1].encode(), b',"items":[', b",".join(store.encoded(rt.plural, o) for o in items), b"]}")
+    )
     return web.Response(body=body, headers={"Content-Type": "application/json"})
 
 
@@ -281,37 +318,65 @@ def _propagation(request: web.Request, options: dict) -> str:
         policy = policy or "Orphan"
     policy = policy or "Background"
     if policy not in ("Orphan", "Background", "Foreground"):
-        raise ApiError(400, "BadRequest", f'propagationPolicy: Unsupported value: "{policy}": supported values: "Orphan", "Background", "Foreground"')
+        raise ApiError(
+            400,
+            "BadRequest",
+            f'propagationPolicy: Unsupported value: "{policy}": supported values: "Orphan", "Background", "Foreground"',
+        )
     return policy
 
 
-async def _delete(request: web.Request, store: Store, rt: ResourceType, namespace: str | None, name: str) -> web.Response:
+async def _delete(
+    request: web.Request, store: Store, rt: ResourceType, namespace: str | None, name: str
+) -> web.Response:
     options = await _delete_options(request)
     pre = options.get("preconditions") or {}
     deleted = store.delete(
-        rt.plural, namespace, name,
-        propagation=_propagation(request, options), dry_run=_dry_run(request, options),
-        precondition_uid=pre.get("uid"), precondition_rv=pre.get("resourceVersion"),
+        rt.plural,
+        namespace,
+        name,
+        propagation=_propagation(request, options),
+        dry_run=_dry_run(request, options),
+        precondition_uid=pre.get("uid"),
+        precondition_rv=pre.get("resourceVersion"),
     )
     if rt.plural in ("pods", "namespaces"):
         return _json(deleted)
     meta = deleted["metadata"]
-    return _json({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-        "details": {"name": name, "group": rt.group, "kind": rt.plural, "uid": meta["uid"]},
-    })
+    return _json(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {"name": name, "group": rt.group, "kind": rt.plural, "uid": meta["uid"]},
+        }
+    )
 
 
-def _delete_collection(request: web.Request, store: Store, rt: ResourceType, namespace: str | None) -> web.Response:
+def _delete_collection(
+    request: web.Request, store: Store, rt: ResourceType, namespace: str | None
+) -> web.Response:
     query = request.query
-    items, _rv, _continuation = store.list_refs(rt.plural, namespace, query.get("labelSelector"), query.get("fieldSelector"))
+    items, _rv, _continuation = store.list_refs(
+        rt.plural, namespace, query.get("labelSelector"), query.get("fieldSelector")
+    )
     dry = _dry_run(request)
     policy = _propagation(request, {})
     deleted = [
-        store.delete(rt.plural, o["metadata"].get("namespace"), o["metadata"]["name"], propagation=policy, dry_run=dry)
+        store.delete(
+            rt.plural, o["metadata"].get("namespace"), o["metadata"]["name"], propagation=policy, dry_run=dry
+        )
         for o in list(items)
     ]
-    return _json({"kind": _list_kind(rt), "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(store.resource_version)}, "items": deleted})
+    return _json(
+        {
+            "kind": _list_kind(rt),
+            "apiVersion": rt.api_version,
+            "metadata": {"resourceVersion": str(store.resource_version)},
+            "items": deleted,
+        }
+    )
 
 
 def _apply_patch(content_type: str, live: dict, patch: Any, node: Node) -> dict:
@@ -324,7 +389,8 @@ def _apply_patch(content_type: str, live: dict, patch: Any, node: Node) -> dict:
     if content_type == "application/strategic-merge-patch+json":
         return strategic_merge(live, patch, node)
     raise ApiError(
-        415, "UnsupportedMediaType",
+        415,
+        "UnsupportedMediaType",
         f"the body of the request was in an unknown format - accepted media types include: "
         f"application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, "
         f"application/strategic-merge-patch+json (got {content_type!r})",
@@ -332,8 +398,13 @@ def _apply_patch(content_type: str, live: dict, patch: Any, node: Node) -> dict:
 
 
 async def _patch(
-    request: web.Request, store: Store, version: str, rt: ResourceType,
-    namespace: str | None, name: str, sub: str | None,
+    request: web.Request,
+    store: Store,
+    version: str,
+    rt: ResourceType,
+    namespace: str | None,
+    name: str,
+    sub: str | None,
 ) -> web.Response:
     ctype = request.content_type
     body = await _body(request)
@@ -349,18 +420,31 @@ async def _patch(
 
 
 def _server_side_apply(
-    request: web.Request, store: Store, rt: ResourceType, namespace: str | None, name: str,
-    sub: str | None, applied: Any, node: Node, dry: bool,
+    request: web.Request,
+    store: Store,
+    rt: ResourceType,
+    namespace: str | None,
+    name: str,
+    sub: str | None,
+    applied: Any,
+    node: Node,
+    dry: bool,
 ) -> web.Response:
     manager = _field_manager(request, required=True)
     if not isinstance(applied, dict):
         raise ApiError(400, "BadRequest", "an apply patch must be a YAML or JSON object")
     for field, expected in (("apiVersion", rt.api_version), ("kind", rt.kind)):
         if applied.get(field) != expected:
-            raise ApiError(400, "BadRequest", f"{field}: expected {expected!r} in the applied configuration, got {applied.get(field)!r}")
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"{field}: expected {expected!r} in the applied configuration, got {applied.get(field)!r}",
+            )
     meta = applied.get("metadata")
     if not isinstance(meta, dict) or meta.get("name") != name:
-        raise ApiError(400, "BadRequest", "metadata.name: the applied configuration must name the object of the URL")
+        raise ApiError(
+            400, "BadRequest", "metadata.name: the applied configuration must name the object of the URL"
+        )
     force = request.query.get("force") in ("true", "1")
     try:
         live = store.get_ref(rt.plural, namespace, name)
@@ -384,7 +468,11 @@ def _scale_of(deploy: dict) -> dict:
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta},
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in meta
+        },
         "spec": {"replicas": deploy.get("spec", {}).get("replicas", 0)},
         "status": {
             "replicas": deploy.get("status", {}).get("replicas", 0),
@@ -393,7 +481,9 @@ def _scale_of(deploy: dict) -> dict:
     }
 
 
-async def _scale(request: web.Request, store: Store, version: str, rt: ResourceType, namespace: str | None, name: str) -> web.Response:
+async def _scale(
+    request: web.Request, store: Store, version: str, rt: ResourceType, namespace: str | None, name: str
+) -> web.Response:
     live = store.get_ref(rt.plural, namespace, name)
     scale = _scale_of(live)
     if request.method == "GET":
@@ -404,13 +494,21 @@ async def _scale(request: web.Request, store: Store, version: str, rt: ResourceT
     if request.method == "PUT":
         new_scale = body
     else:
-        new_scale = _apply_patch(request.content_type, scale, body, Node.for_kind(version, "autoscaling", "v1", "Scale"))
+        new_scale = _apply_patch(
+            request.content_type, scale, body, Node.for_kind(version, "autoscaling", "v1", "Scale")
+        )
     replicas = (new_scale.get("spec") or {}).get("replicas") if isinstance(new_scale, dict) else None
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-        raise ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: must be a non-negative integer')
+        raise ApiError(
+            422,
+            "Invalid",
+            f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: must be a non-negative integer',
+        )
     new = json_copy(live)
     new["spec"]["replicas"] = replicas
-    new["metadata"]["resourceVersion"] = (new_scale.get("metadata") or {}).get("resourceVersion") or live["metadata"]["resourceVersion"]
+    new["metadata"]["resourceVersion"] = (new_scale.get("metadata") or {}).get("resourceVersion") or live[
+        "metadata"
+    ]["resourceVersion"]
     record_update(live, new, _schema(version, rt), _field_manager(request), rt.api_version, "scale")
     return _json(_scale_of(store.update(rt.plural, namespace, new, dry_run=_dry_run(request))))
 
@@ -426,9 +524,15 @@ async def _binding(request: web.Request, store: Store, namespace: str | None, na
     pod = store.get_ref("pods", namespace, name)
     if pod.get("spec", {}).get("nodeName"):
         assigned = pod["spec"]["nodeName"]
-        raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{assigned}"')
+        raise ApiError(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{assigned}"',
+        )
     new = json_copy(pod)
     new["spec"]["nodeName"] = node
     if not _dry_run(request):
         store.update("pods", namespace, new)
-    return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
+    return _json(
+        {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
+    )

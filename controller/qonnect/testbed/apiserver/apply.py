@@ -17,8 +17,18 @@ from qonnect.testbed.store import ApiError, json_copy, now_rfc3339
 
 Path = tuple[str, ...]
 _SKIP_META = frozenset(
-    ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "managedFields",
-     "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds")
+    (
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "managedFields",
+        "selfLink",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    )
 )
 _MISSING = object()
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -89,8 +99,11 @@ def _child(container: Any, token: str) -> Any:
     if kind == "k":
         want = json.loads(rest)
         return next(
-            (i for i in container
-             if isinstance(i, dict) and all(i.get(k, _KEY_DEFAULTS.get(k)) == v for k, v in want.items())),
+            (
+                i
+                for i in container
+                if isinstance(i, dict) and all(i.get(k, _KEY_DEFAULTS.get(k)) == v for k, v in want.items())
+            ),
             _MISSING,
         )
     value = json.loads(rest)
@@ -175,12 +188,18 @@ def read_managers(obj: dict) -> Managers:
     out: Managers = {}
     for entry in obj.get("metadata", {}).get("managedFields") or []:
         if isinstance(entry, dict) and entry.get("fieldsType", "FieldsV1") == "FieldsV1":
-            key = (str(entry.get("manager", "")), str(entry.get("operation", "Update")), str(entry.get("subresource", "")))
+            key = (
+                str(entry.get("manager", "")),
+                str(entry.get("operation", "Update")),
+                str(entry.get("subresource", "")),
+            )
             out[key] = from_fields_v1(entry.get("fieldsV1") or {})
     return out
 
 
-def write_managers(obj: dict, managers: Managers, api_version: str, touched: tuple[str, str, str] | None) -> None:
+def write_managers(
+    obj: dict, managers: Managers, api_version: str, touched: tuple[str, str, str] | None
+) -> None:
     """Store managers into obj's managedFields; touched gets a fresh time."""
     previous = {
         (e.get("manager", ""), e.get("operation", "Update"), e.get("subresource", "")): e
@@ -226,7 +245,11 @@ def _merge(live: Any, applied: Any, node: Node) -> Any:
             for item in applied:
                 want = _item_identity(item, keys)
                 index = next(
-                    (i for i, o in enumerate(out) if isinstance(o, dict) and _item_identity(o, list(want)) == want),
+                    (
+                        i
+                        for i, o in enumerate(out)
+                        if isinstance(o, dict) and _item_identity(o, list(want)) == want
+                    ),
                     None,
                 )
                 if index is None:
@@ -285,7 +308,11 @@ def server_side_apply(
         conflicts.sort()
         who = _manager_names(live)
         causes = [
-            {"reason": "FieldManagerConflict", "message": f"conflict with {who.get(m, _quote(m))}", "field": _describe(p)}
+            {
+                "reason": "FieldManagerConflict",
+                "message": f"conflict with {who.get(m, _quote(m))}",
+                "field": _describe(p),
+            }
             for m, p in conflicts
         ]
         lines = "\n".join(f"- conflict with {who.get(m, _quote(m))}: {_describe(p)}" for m, p in conflicts)
@@ -293,7 +320,8 @@ def server_side_apply(
             409,
             "Conflict",
             f"Apply failed with {len(conflicts)} conflict{'s' if len(conflicts) > 1 else ''}: {lines.lstrip('- ')}"
-            if len(conflicts) == 1 else f"Apply failed with {len(conflicts)} conflicts:\n{lines}",
+            if len(conflicts) == 1
+            else f"Apply failed with {len(conflicts)} conflicts:\n{lines}",
             {"causes": causes},
         )
     for owner, path in conflicts:
@@ -328,7 +356,9 @@ def _covered_by_last_applied(live: dict, node: Node, conflicts: list[tuple[str, 
     return all(path in fields for _manager, path in conflicts)
 
 
-def record_update(old: dict | None, new: dict, node: Node, manager: str, api_version: str, subresource: str = "") -> None:
+def record_update(
+    old: dict | None, new: dict, node: Node, manager: str, api_version: str, subresource: str = ""
+) -> None:
     """Give manager the fields a create/update/patch set or changed; others lose them.
 
     A request that itself changes metadata.managedFields (e.g. kubectl migrating client-side

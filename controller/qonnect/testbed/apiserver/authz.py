@@ -18,7 +18,9 @@ from qonnect.testbed.store import ApiError
 
 RESTRICTED_USER = "system:serviceaccount:default:qonnect-restricted"
 RESTRICTED_NAMESPACE = "default"
-RESTRICTED_RESOURCES = frozenset((("", "pods"), ("", "services"), ("", "configmaps"), ("apps", "deployments")))
+RESTRICTED_RESOURCES = frozenset(
+    (("", "pods"), ("", "services"), ("", "configmaps"), ("apps", "deployments"))
+)
 RESTRICTED_VERBS = frozenset(("get", "list", "watch"))
 
 
@@ -65,8 +67,12 @@ def check_restricted(info: RequestInfo | None) -> None:
     """Raise the authorizer's 403 unless the restricted Role allows the request."""
     if info is None:
         return  # system:discovery and system:public-info-viewer allow these to every user
-    if (info.namespace == RESTRICTED_NAMESPACE and info.verb in RESTRICTED_VERBS and not info.subresource
-            and (info.group, info.resource) in RESTRICTED_RESOURCES):
+    if (
+        info.namespace == RESTRICTED_NAMESPACE
+        and info.verb in RESTRICTED_VERBS
+        and not info.subresource
+        and (info.group, info.resource) in RESTRICTED_RESOURCES
+    ):
         return
     raise forbidden(info, RESTRICTED_USER)
 
@@ -83,5 +89,10 @@ def forbidden(info: RequestInfo, user: str) -> ApiError:
     if info.group:
         details["group"] = info.group
     details["kind"] = info.resource
-    return ApiError(403, "Forbidden", f'{subject} is forbidden: User "{user}" cannot {info.verb} resource '
-                    f'"{resource}" in API group "{info.group}" {scope}', details)
+    return ApiError(
+        403,
+        "Forbidden",
+        f'{subject} is forbidden: User "{user}" cannot {info.verb} resource '
+        f'"{resource}" in API group "{info.group}" {scope}',
+        details,
+    )

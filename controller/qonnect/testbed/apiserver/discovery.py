@@ -9,7 +9,11 @@ from __future__ import annotations
 from qonnect.testbed.store import RESOURCES, ResourceType
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "patch", "update"], "binding": ["create"]}
+SUBRESOURCE_VERBS = {
+    "status": ["get", "patch", "update"],
+    "scale": ["get", "patch", "update"],
+    "binding": ["create"],
+}
 SUBRESOURCE_KINDS = {"scale": ("autoscaling", "v1", "Scale"), "binding": ("", "v1", "Binding")}
 AGGREGATED_VERSIONS = ("v2", "v2beta1")
 
@@ -48,7 +52,13 @@ def api_group(group: str) -> dict | None:
     for gv in group_versions():
         if gv.startswith(f"{group}/"):
             entry = {"groupVersion": gv, "version": gv.split("/")[1]}
-            return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": [entry], "preferredVersion": entry}
+            return {
+                "kind": "APIGroup",
+                "apiVersion": "v1",
+                "name": group,
+                "versions": [entry],
+                "preferredVersion": entry,
+            }
     return None
 
 
@@ -72,15 +82,25 @@ def api_resource_list(group_version: str) -> dict | None:
             entry["categories"] = list(rt.categories)
         resources.append(entry)
         for sub in rt.subresources:
-            sub_entry = {"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
-                         "kind": rt.kind, "verbs": SUBRESOURCE_VERBS[sub]}
+            sub_entry = {
+                "name": f"{rt.plural}/{sub}",
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": SUBRESOURCE_VERBS[sub],
+            }
             if sub in SUBRESOURCE_KINDS:
                 group, version, kind = SUBRESOURCE_KINDS[sub]
                 sub_entry.update(kind=kind, version=version)
                 if group:
                     sub_entry["group"] = group
             resources.append(sub_entry)
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources,
+    }
 
 
 def aggregated(core: bool, api_version: str) -> dict:
@@ -97,7 +117,9 @@ def aggregated(core: bool, api_version: str) -> dict:
                 "responseKind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
                 "scope": "Namespaced" if rt.namespaced else "Cluster",
                 "singularResource": rt.singular,
-                "verbs": VERBS if rt.plural != "namespaces" else [v for v in VERBS if v != "deletecollection"],
+                "verbs": VERBS
+                if rt.plural != "namespaces"
+                else [v for v in VERBS if v != "deletecollection"],
             }
             if rt.short_names:
                 entry["shortNames"] = list(rt.short_names)
@@ -106,21 +128,34 @@ def aggregated(core: bool, api_version: str) -> dict:
             subs = []
             for sub in rt.subresources:
                 sgroup, sversion, skind = SUBRESOURCE_KINDS.get(sub, (rt.group, rt.version, rt.kind))
-                subs.append({"subresource": sub, "responseKind": {"group": sgroup, "version": sversion, "kind": skind},
-                             "verbs": SUBRESOURCE_VERBS[sub]})
+                subs.append(
+                    {
+                        "subresource": sub,
+                        "responseKind": {"group": sgroup, "version": sversion, "kind": skind},
+                        "verbs": SUBRESOURCE_VERBS[sub],
+                    }
+                )
             if subs:
                 entry["subresources"] = subs
             resources.append(entry)
-        items.append({"metadata": {"name": group} if group else {}, "versions": [{"version": version, "resources": resources, "freshness": "Current"}]})
-    return {"kind": "APIGroupDiscoveryList", "apiVersion": f"apidiscovery.k8s.io/{api_version}", "metadata": {}, "items": items}
+        items.append(
+            {
+                "metadata": {"name": group} if group else {},
+                "versions": [{"version": version, "resources": resources, "freshness": "Current"}],
+            }
+        )
+    return {
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": f"apidiscovery.k8s.io/{api_version}",
+        "metadata": {},
+        "items": items,
+    }
 
 
 def wanted_aggregated_version(accept: str) -> str | None:
     """The first aggregated discovery version the Accept header asks for (in its order), if any."""
     for part in accept.split(","):
-        params = dict(
-            p.strip().split("=", 1) for p in part.split(";")[1:] if "=" in p
-        )
+        params = dict(p.strip().split("=", 1) for p in part.split(";")[1:] if "=" in p)
         if params.get("g") == "apidiscovery.k8s.io" and params.get("as") == "APIGroupDiscoveryList":
             if params.get("v") in AGGREGATED_VERSIONS:
                 return params["v"]

@@ -51,10 +51,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return status_response(ApiError(exc.status, reason, message))
     except Exception:  # a bug in the emulator must still answer like a server: 500 Status
         log.exception("internal error serving %s %s", request.method, request.path)
-        return status_response(ApiError(500, "InternalError", "an error on the server has prevented the request from succeeding"))
+        return status_response(
+            ApiError(500, "InternalError", "an error on the server has prevented the request from succeeding")
+        )
 
 
-def auth_middleware(token: str, restricted_token: str | None = None) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def auth_middleware(
+    token: str, restricted_token: str | None = None
+) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
     """Require `Authorization: Bearer <token>` on everything except health and version; the
     restricted token gets only what apiserver/authz.py allows."""
     expected = f"Bearer {token}".encode()
@@ -62,7 +66,9 @@ def auth_middleware(token: str, restricted_token: str | None = None) -> Callable
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path.rstrip("/") not in PUBLIC_PATHS and not request.path.startswith(("/healthz/", "/livez/", "/readyz/")):
+        if request.path.rstrip("/") not in PUBLIC_PATHS and not request.path.startswith(
+            ("/healthz/", "/livez/", "/readyz/")
+        ):
             given = request.headers.get("Authorization", "").encode()
             if restricted is not None and hmac.compare_digest(given, restricted):
                 check_restricted(request_info(request))

@@ -18,7 +18,13 @@ from qonnect.testbed.apiserver.schema import definitions, kind_definition
 from qonnect.testbed.store import ResourceType
 
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1."
-_EXTRA_DEFS = (_META + "Status", _META + "DeleteOptions", _META + "Patch", _META + "WatchEvent", _META + "APIResourceList")
+_EXTRA_DEFS = (
+    _META + "Status",
+    _META + "DeleteOptions",
+    _META + "Patch",
+    _META + "WatchEvent",
+    _META + "APIResourceList",
+)
 _SCALE = "io.k8s.api.autoscaling.v1.Scale"
 
 
@@ -29,7 +35,11 @@ def _convert(schema: Any, ref_prefix: str, v3: bool) -> Any:
     if not isinstance(schema, dict):
         return schema
     if "oneOf" in schema:  # IntOrString and Quantity
-        types = {t for s in schema["oneOf"] for t in ([s.get("type")] if isinstance(s.get("type"), str) else s.get("type", []))}
+        types = {
+            t
+            for s in schema["oneOf"]
+            for t in ([s.get("type")] if isinstance(s.get("type"), str) else s.get("type", []))
+        }
         fmt = "int-or-string" if "integer" in types else "quantity"
         out: dict[str, Any] = {"type": "string", "format": fmt}
         if fmt == "int-or-string" and v3:
@@ -95,7 +105,15 @@ _QUERY = {
 }
 _ACTIONS: dict[str, tuple[str, ...]] = {
     "get": (),
-    "list": ("labelSelector", "fieldSelector", "limit", "continue", "watch", "resourceVersion", "timeoutSeconds"),
+    "list": (
+        "labelSelector",
+        "fieldSelector",
+        "limit",
+        "continue",
+        "watch",
+        "resourceVersion",
+        "timeoutSeconds",
+    ),
     "post": ("dryRun", "fieldManager", "fieldValidation"),
     "put": ("dryRun", "fieldManager", "fieldValidation"),
     "patch": ("dryRun", "fieldManager", "fieldValidation", "force"),
@@ -110,7 +128,9 @@ _PATCH_TYPES = (
 )
 
 
-def _operation(rt: ResourceType, action: str, response: str, body: str | None, scope: str, v3: bool, prefix: str) -> dict:
+def _operation(
+    rt: ResourceType, action: str, response: str, body: str | None, scope: str, v3: bool, prefix: str
+) -> dict:
     params = _ACTIONS[action]
     gvk = {"group": rt.group, "version": rt.version, "kind": "Scale" if response == _SCALE else rt.kind}
     if response == _SCALE:
@@ -121,7 +141,12 @@ def _operation(rt: ResourceType, action: str, response: str, body: str | None, s
         "x-kubernetes-action": action,
         "x-kubernetes-group-version-kind": gvk,
         "parameters": [
-            {"name": n, "in": "query", "description": d, **({"schema": {"type": t, "uniqueItems": True}} if v3 else {"type": t, "uniqueItems": True})}
+            {
+                "name": n,
+                "in": "query",
+                "description": d,
+                **({"schema": {"type": t, "uniqueItems": True}} if v3 else {"type": t, "uniqueItems": True}),
+            }
             for n, (t, d) in ((n, _QUERY[n]) for n in params)
         ],
     }
@@ -130,13 +155,18 @@ def _operation(rt: ResourceType, action: str, response: str, body: str | None, s
         op["responses"] = {"200": {"description": "OK", "content": {"application/json": {"schema": ref}}}}
         if body:
             types = _PATCH_TYPES if action == "patch" else ("application/json", "application/yaml")
-            op["requestBody"] = {"required": True, "content": {t: {"schema": {"$ref": prefix + body}} for t in types}}
+            op["requestBody"] = {
+                "required": True,
+                "content": {t: {"schema": {"$ref": prefix + body}} for t in types},
+            }
     else:
         op["responses"] = {"200": {"description": "OK", "schema": ref}}
         op["produces"] = ["application/json", "application/yaml"]
         op["consumes"] = list(_PATCH_TYPES) if action == "patch" else ["*/*"]
         if body:
-            op["parameters"].append({"name": "body", "in": "body", "required": True, "schema": {"$ref": prefix + body}})
+            op["parameters"].append(
+                {"name": "body", "in": "body", "required": True, "schema": {"$ref": prefix + body}}
+            )
     return op
 
 
@@ -152,7 +182,9 @@ def _paths(version: str, types: list[ResourceType], v3: bool, prefix: str) -> di
         coll = f"{root}/namespaces/{{namespace}}/{rt.plural}" if rt.namespaced else f"{root}/{rt.plural}"
         list_def = kind_def + "List"
         string_type = {"schema": {"type": "string"}} if v3 else {"type": "string"}
-        path_params = [{"name": "namespace", "in": "path", "required": True, **string_type}] if rt.namespaced else []
+        path_params = (
+            [{"name": "namespace", "in": "path", "required": True, **string_type}] if rt.namespaced else []
+        )
         name_param = {"name": "name", "in": "path", "required": True, **string_type}
         paths[coll] = {
             "get": _operation(rt, "list", list_def, None, scope, v3, prefix),
@@ -169,7 +201,9 @@ def _paths(version: str, types: list[ResourceType], v3: bool, prefix: str) -> di
         }
         paths[f"{coll}/{{name}}"] = item
         if rt.namespaced:
-            paths[f"{root}/{rt.plural}"] = {"get": _operation(rt, "list", list_def, None, "ForAllNamespaces", v3, prefix)}
+            paths[f"{root}/{rt.plural}"] = {
+                "get": _operation(rt, "list", list_def, None, "ForAllNamespaces", v3, prefix)
+            }
         for sub in rt.subresources:
             if sub == "binding":
                 continue
@@ -203,7 +237,9 @@ def v2_document(version: str) -> bytes:
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": version},
         "paths": _paths(version, types, False, prefix),
-        "definitions": {n: _convert(defs[n], prefix, False) for n in _closure(version, _roots(version, types))},
+        "definitions": {
+            n: _convert(defs[n], prefix, False) for n in _closure(version, _roots(version, types))
+        },
         "securityDefinitions": {"BearerToken": {"type": "apiKey", "name": "authorization", "in": "header"}},
         "security": [{"BearerToken": []}],
     }
@@ -223,7 +259,9 @@ def v3_document(version: str, group_version: str) -> bytes | None:
         "info": {"title": "Kubernetes", "version": version},
         "paths": _paths(version, types, True, prefix),
         "components": {
-            "schemas": {n: _convert(defs[n], prefix, True) for n in _closure(version, _roots(version, types))},
+            "schemas": {
+                n: _convert(defs[n], prefix, True) for n in _closure(version, _roots(version, types))
+            },
             "securitySchemes": {"BearerToken": {"type": "apiKey", "name": "authorization", "in": "header"}},
         },
     }

@@ -61,7 +61,12 @@ def _extensions(num: int, obj: dict) -> bytes:
 
 
 def _schema(s: dict) -> bytes:
-    out = _str(1, s.get("$ref")) + _str(2, s.get("format")) + _str(3, s.get("title")) + _str(4, s.get("description"))
+    out = (
+        _str(1, s.get("$ref"))
+        + _str(2, s.get("format"))
+        + _str(3, s.get("title"))
+        + _str(4, s.get("description"))
+    )
     if "default" in s:
         out += _any(5, s["default"])
     out += _double(7, s.get("maximum")) + _double(9, s.get("minimum"))
@@ -81,16 +86,22 @@ def _schema(s: dict) -> bytes:
         out += _msg(23, _msg(1, _schema(s["items"])))
     out += b"".join(_msg(24, _schema(a)) for a in s.get("allOf") or [])
     if s.get("properties"):
-        out += _msg(25, b"".join(_msg(1, _str(1, k) + _msg(2, _schema(v))) for k, v in s["properties"].items()))
+        out += _msg(
+            25, b"".join(_msg(1, _str(1, k) + _msg(2, _schema(v))) for k, v in s["properties"].items())
+        )
     out += _bool(27, s.get("readOnly"))
     return out + _extensions(31, s)
 
 
 def _parameter(p: dict) -> bytes:
     if p.get("in") == "body":
-        body = _str(1, p.get("description")) + _str(2, p["name"]) + _str(3, "body") + _bool(4, p.get("required"))
+        body = (
+            _str(1, p.get("description")) + _str(2, p["name"]) + _str(3, "body") + _bool(4, p.get("required"))
+        )
         return _msg(1, _msg(1, body + _msg(5, _schema(p.get("schema") or {}))))
-    common = _bool(1, p.get("required")) + _str(2, p["in"]) + _str(3, p.get("description")) + _str(4, p["name"])
+    common = (
+        _bool(1, p.get("required")) + _str(2, p["in"]) + _str(3, p.get("description")) + _str(4, p["name"])
+    )
     if p["in"] == "query":
         sub = _msg(3, common + _str(6, p.get("type")) + _bool(20, p.get("uniqueItems")))
     else:
@@ -101,7 +112,9 @@ def _parameter(p: dict) -> bytes:
 def _operation(op: dict) -> bytes:
     out = b"".join(_str(1, t) for t in op.get("tags") or []) + _str(3, op.get("description"))
     out += _str(5, op.get("operationId"))
-    out += b"".join(_str(6, t) for t in op.get("produces") or []) + b"".join(_str(7, t) for t in op.get("consumes") or [])
+    out += b"".join(_str(6, t) for t in op.get("produces") or []) + b"".join(
+        _str(7, t) for t in op.get("consumes") or []
+    )
     out += b"".join(_msg(8, _parameter(p)) for p in op.get("parameters") or [])
     codes = b""
     for code, response in (op.get("responses") or {}).items():

@@ -141,11 +141,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 def _strip(value: Any) -> Any:
     """A patch value as plain data, with strategic merge directives removed."""
     if isinstance(value, dict):
-        return {
-            k: _strip(v)
-            for k, v in value.items()
-            if not k.startswith("$") and v is not None
-        }
+        return {k: _strip(v) for k, v in value.items() if not k.startswith("$") and v is not None}
     if isinstance(value, list):
         return [_strip(v) for v in value if not (isinstance(v, dict) and v.get("$patch") == "delete")]
     return value
@@ -201,7 +197,9 @@ def _merge_list(orig: list, patch: list, node: Node) -> list:
         out = list(orig)
         for item in patch:
             if not isinstance(item, dict):
-                raise _patch_error(f"strategic merge patch: items of a list merged by {key!r} must be objects")
+                raise _patch_error(
+                    f"strategic merge patch: items of a list merged by {key!r} must be objects"
+                )
             index = next(
                 (i for i, o in enumerate(out) if isinstance(o, dict) and o.get(key) == item.get(key)), None
             )

@@ -59,7 +59,7 @@ class Node:
     def _resolve(self, schema: dict) -> dict:
         ref = schema.get("$ref")
         if ref and ref.startswith(_REF):
-            merged = dict(definitions(self.version).get(ref[len(_REF):], {}))
+            merged = dict(definitions(self.version).get(ref[len(_REF) :], {}))
             merged.update({k: v for k, v in schema.items() if k != "$ref"})
             return merged
         return schema
@@ -77,7 +77,9 @@ class Node:
         return Node(self.version, extra if isinstance(extra, dict) else None)
 
     def items(self) -> Node:
-        return Node(self.version, self.schema.get("items") if isinstance(self.schema.get("items"), dict) else None)
+        return Node(
+            self.version, self.schema.get("items") if isinstance(self.schema.get("items"), dict) else None
+        )
 
     @property
     def merge_key(self) -> str | None:

@@ -64,14 +64,18 @@ def _pod_status(pod: dict) -> str:
 
 
 def _node_status(node: dict) -> str:
-    ready = next((c for c in _get(node, "status", "conditions", default=[]) if c.get("type") == "Ready"), None)
+    ready = next(
+        (c for c in _get(node, "status", "conditions", default=[]) if c.get("type") == "Ready"), None
+    )
     text = "Ready" if ready and ready.get("status") == "True" else ("NotReady" if ready else "Unknown")
     return text + (",SchedulingDisabled" if _get(node, "spec", "unschedulable") else "")
 
 
 def _node_roles(node: dict) -> str:
     prefix = "node-role.kubernetes.io/"
-    roles = sorted(k[len(prefix):] for k in _get(node, "metadata", "labels", default={}) if k.startswith(prefix))
+    roles = sorted(
+        k[len(prefix) :] for k in _get(node, "metadata", "labels", default={}) if k.startswith(prefix)
+    )
     return ",".join(roles) or "<none>"
 
 
@@ -98,7 +102,9 @@ def _selector(selector: dict | None) -> str:
 
 
 def _containers(deploy: dict, field: str) -> str:
-    return ",".join(str(c.get(field, "")) for c in _get(deploy, "spec", "template", "spec", "containers", default=[]))
+    return ",".join(
+        str(c.get(field, "")) for c in _get(deploy, "spec", "template", "spec", "containers", default=[])
+    )
 
 
 NAME: Column = ("Name", "string", 0, lambda o: _get(o, "metadata", "name", default=""))
@@ -108,7 +114,14 @@ COLUMNS: dict[str, list[Column]] = {
         NAME,
         ("Ready", "string", 0, _pod_ready),
         ("Status", "string", 0, _pod_status),
-        ("Restarts", "string", 0, lambda o: str(sum(s.get("restartCount", 0) for s in _get(o, "status", "containerStatuses", default=[])))),
+        (
+            "Restarts",
+            "string",
+            0,
+            lambda o: str(
+                sum(s.get("restartCount", 0) for s in _get(o, "status", "containerStatuses", default=[]))
+            ),
+        ),
         AGE,
         ("IP", "string", 1, lambda o: _get(o, "status", "podIP", default="<none>")),
         ("Node", "string", 1, lambda o: _get(o, "spec", "nodeName", default="<none>")),
@@ -124,22 +137,44 @@ COLUMNS: dict[str, list[Column]] = {
         ("Internal-IP", "string", 1, _node_address("InternalIP")),
         ("External-IP", "string", 1, _node_address("ExternalIP")),
         ("OS-Image", "string", 1, lambda o: _get(o, "status", "nodeInfo", "osImage", default="<unknown>")),
-        ("Kernel-Version", "string", 1, lambda o: _get(o, "status", "nodeInfo", "kernelVersion", default="<unknown>")),
-        ("Container-Runtime", "string", 1, lambda o: _get(o, "status", "nodeInfo", "containerRuntimeVersion", default="<unknown>")),
+        (
+            "Kernel-Version",
+            "string",
+            1,
+            lambda o: _get(o, "status", "nodeInfo", "kernelVersion", default="<unknown>"),
+        ),
+        (
+            "Container-Runtime",
+            "string",
+            1,
+            lambda o: _get(o, "status", "nodeInfo", "containerRuntimeVersion", default="<unknown>"),
+        ),
     ],
     "namespaces": [NAME, ("Status", "string", 0, lambda o: _get(o, "status", "phase", default="")), AGE],
     "services": [
         NAME,
         ("Type", "string", 0, lambda o: _get(o, "spec", "type", default="ClusterIP")),
         ("Cluster-IP", "string", 0, lambda o: _get(o, "spec", "clusterIP", default="<none>")),
-        ("External-IP", "string", 0, lambda o: ",".join(_get(o, "spec", "externalIPs", default=[])) or "<none>"),
+        (
+            "External-IP",
+            "string",
+            0,
+            lambda o: ",".join(_get(o, "spec", "externalIPs", default=[])) or "<none>",
+        ),
         ("Port(s)", "string", 0, _ports),
         AGE,
         ("Selector", "string", 1, lambda o: _selector(_get(o, "spec", "selector"))),
     ],
     "deployments": [
         NAME,
-        ("Ready", "string", 0, lambda o: f"{_get(o, 'status', 'readyReplicas', default=0)}/{_get(o, 'spec', 'replicas', default=0)}"),
+        (
+            "Ready",
+            "string",
+            0,
+            lambda o: (
+                f"{_get(o, 'status', 'readyReplicas', default=0)}/{_get(o, 'spec', 'replicas', default=0)}"
+            ),
+        ),
         ("Up-to-date", "integer", 0, lambda o: _get(o, "status", "updatedReplicas", default=0)),
         ("Available", "integer", 0, lambda o: _get(o, "status", "availableReplicas", default=0)),
         AGE,
@@ -147,14 +182,30 @@ COLUMNS: dict[str, list[Column]] = {
         ("Images", "string", 1, lambda o: _containers(o, "image")),
         ("Selector", "string", 1, lambda o: _selector(_get(o, "spec", "selector", "matchLabels"))),
     ],
-    "configmaps": [NAME, ("Data", "integer", 0, lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {})), AGE],
-    "secrets": [NAME, ("Type", "string", 0, lambda o: o.get("type", "")), ("Data", "integer", 0, lambda o: len(o.get("data") or {})), AGE],
+    "configmaps": [
+        NAME,
+        ("Data", "integer", 0, lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {})),
+        AGE,
+    ],
+    "secrets": [
+        NAME,
+        ("Type", "string", 0, lambda o: o.get("type", "")),
+        ("Data", "integer", 0, lambda o: len(o.get("data") or {})),
+        AGE,
+    ],
     "serviceaccounts": [NAME, ("Secrets", "integer", 0, lambda o: len(o.get("secrets") or [])), AGE],
     "events": [
         ("Last Seen", "string", 0, _age),
         ("Type", "string", 0, lambda o: o.get("type", "")),
         ("Reason", "string", 0, lambda o: o.get("reason", "")),
-        ("Object", "string", 0, lambda o: f"{_get(o, 'involvedObject', 'kind', default='').lower()}/{_get(o, 'involvedObject', 'name', default='')}"),
+        (
+            "Object",
+            "string",
+            0,
+            lambda o: (
+                f"{_get(o, 'involvedObject', 'kind', default='').lower()}/{_get(o, 'involvedObject', 'name', default='')}"
+            ),
+        ),
         ("Message", "string", 0, lambda o: o.get("message", "")),
     ],
     "leases": [NAME, ("Holder", "string", 0, lambda o: _get(o, "spec", "holderIdentity", default="")), AGE],
@@ -166,11 +217,21 @@ def _row_object(obj: dict, include: str) -> dict | None:
         return None
     if include == "Object":
         return obj
-    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata", {})}
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata", {}),
+    }
 
 
-def table(resource: str, objects: list[dict], resource_version: str, include: str = "Metadata",
-          continue_token: str | None = None, remaining: int | None = None) -> dict:
+def table(
+    resource: str,
+    objects: list[dict],
+    resource_version: str,
+    include: str = "Metadata",
+    continue_token: str | None = None,
+    remaining: int | None = None,
+) -> dict:
     """A Table of objects with the resource's columns; include is None, Metadata or Object."""
     columns = COLUMNS.get(resource, [NAME, AGE])
     rows = []
@@ -190,7 +251,13 @@ def table(resource: str, objects: list[dict], resource_version: str, include: st
         "apiVersion": "meta.k8s.io/v1",
         "metadata": meta,
         "columnDefinitions": [
-            {"name": name, "type": typ, "format": "name" if name == "Name" else "", "description": name, "priority": prio}
+            {
+                "name": name,
+                "type": typ,
+                "format": "name" if name == "Name" else "",
+                "description": name,
+                "priority": prio,
+            }
             for name, typ, prio, _cell in columns
         ],
         "rows": rows,
@@ -201,7 +268,11 @@ def wants_table(accept: str) -> bool:
     """Whether the Accept header asks for a meta.k8s.io Table before plain JSON."""
     for part in accept.split(","):
         params = dict(p.strip().split("=", 1) for p in part.split(";")[1:] if "=" in p)
-        if params.get("as") == "Table" and params.get("g") == "meta.k8s.io" and params.get("v") in ("v1", "v1beta1"):
+        if (
+            params.get("as") == "Table"
+            and params.get("g") == "meta.k8s.io"
+            and params.get("v") in ("v1", "v1beta1")
+        ):
             return True
         if part.split(";")[0].strip() in ("application/json", "*/*"):
             return False

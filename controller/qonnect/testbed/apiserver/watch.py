@@ -50,7 +50,7 @@ class _Filter:
         return None
 
 
-async def serve_watch(
+async def serve_watch(  # noqa: C901 - over the budget before it was set; split when next changed
     request: web.Request,
     store: Store,
     rt: ResourceType,
@@ -88,7 +88,9 @@ async def serve_watch(
                 for o in store.list_refs(rt.plural, namespace)[0]
                 if matcher(o)
             }
-            backlog = [(etype, obj) for _rv, etype, _resource, obj in store.events_since(rt.plural, int(rv_text))]
+            backlog = [
+                (etype, obj) for _rv, etype, _resource, obj in store.events_since(rt.plural, int(rv_text))
+            ]
         except ApiError as err:
             error = err
     unsubscribe = store.subscribe(on_event, copy=False)
@@ -119,8 +121,11 @@ async def serve_watch(
                 event, obj = await asyncio.wait_for(queue.get(), min(left, BOOKMARK_INTERVAL))
             except asyncio.TimeoutError:
                 if bookmarks and deadline - time.monotonic() > 0:
-                    mark = {"kind": rt.kind, "apiVersion": rt.api_version,
-                            "metadata": {"resourceVersion": str(store.resource_version)}}
+                    mark = {
+                        "kind": rt.kind,
+                        "apiVersion": rt.api_version,
+                        "metadata": {"resourceVersion": str(store.resource_version)},
+                    }
                     await response.write(line("BOOKMARK", mark))
                 continue
             if out := wanted(event, obj):

@@ -12,5 +12,11 @@ the CLI and returns a handle over its control endpoint.
 from qonnect.testbed.kube.binaries import KUBE_VERSION, BinariesError, ensure_binaries
 from qonnect.testbed.kube.handle import KubeEngineError, KubeFederation, start_federation
 
-__all__ = ["KUBE_VERSION", "BinariesError", "KubeEngineError", "KubeFederation", "ensure_binaries",
-           "start_federation"]
+__all__ = [
+    "KUBE_VERSION",
+    "BinariesError",
+    "KubeEngineError",
+    "KubeFederation",
+    "ensure_binaries",
+    "start_federation",
+]

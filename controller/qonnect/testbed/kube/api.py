@@ -40,7 +40,8 @@ class KubeApi:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                headers=self._headers, connector=aiohttp.TCPConnector(ssl=self._ssl, limit=8))
+                headers=self._headers, connector=aiohttp.TCPConnector(ssl=self._ssl, limit=8)
+            )
         return self._session
 
     async def close(self) -> None:
@@ -48,16 +49,24 @@ class KubeApi:
             await self._session.close()
             self._session = None
 
-    async def request(self, method: str, path: str, body: Any = None, *,
-                      content_type: str = "application/json", params: dict[str, str] | None = None,
-                      timeout: float | None = None) -> dict[str, Any]:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        params: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
         """One call; returns the decoded JSON body, raises KubeApiError on >= 400 or no answer."""
         data = json.dumps(body) if body is not None else None
         headers = {"Content-Type": content_type} if data is not None else {}
         limit = aiohttp.ClientTimeout(total=timeout) if timeout else self._timeout
         try:
-            async with self._client().request(method, self.server + path, data=data, params=params,
-                                              headers=headers, timeout=limit) as response:
+            async with self._client().request(
+                method, self.server + path, data=data, params=params, headers=headers, timeout=limit
+            ) as response:
                 text = await response.text()
                 if response.status >= 400:
                     raise KubeApiError(response.status, _message(text) or response.reason or "")
@@ -88,14 +97,21 @@ class KubeApi:
                 raise
             return {}
 
-    async def watch(self, path: str, resource_version: str, *,
-                    params: dict[str, str] | None = None) -> AsyncIterator[dict[str, Any]]:
+    async def watch(
+        self, path: str, resource_version: str, *, params: dict[str, str] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         """Watch events from resource_version; ends when the server closes the stream."""
-        query = {"watch": "1", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
-                 "timeoutSeconds": "240", **(params or {})}
+        query = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": "240",
+            **(params or {}),
+        }
         try:
-            async with self._client().get(self.server + path, params=query,
-                                          timeout=aiohttp.ClientTimeout(total=300, sock_read=300)) as resp:
+            async with self._client().get(
+                self.server + path, params=query, timeout=aiohttp.ClientTimeout(total=300, sock_read=300)
+            ) as resp:
                 if resp.status >= 400:
                     raise KubeApiError(resp.status, _message(await resp.text()))
                 async for line in resp.content:

@@ -45,10 +45,11 @@ def ensure_binaries(build: bool = True) -> Path:
     if os.environ.get("QONNECT_KUBE_BIN"):
         raise BinariesError(f"QONNECT_KUBE_BIN={directory}: missing {', '.join(absent)}")
     if not build or not BUILD_SCRIPT.exists():
-        raise BinariesError(f"the real Kubernetes engine needs {', '.join(absent)} in {directory}; "
-                            "build them with 'make kube' (scripts/build-kube.sh) in a qonnect.core checkout")
-    result = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True,
-                            text=True, check=False)
+        raise BinariesError(
+            f"the real Kubernetes engine needs {', '.join(absent)} in {directory}; "
+            "build them with 'make kube' (scripts/build-kube.sh) in a qonnect.core checkout"
+        )
+    result = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise BinariesError(f"{BUILD_SCRIPT} failed with code {result.returncode}:\n{result.stderr[-3000:]}")
     absent = missing(directory)

@@ -62,8 +62,16 @@ def _write(path: Path, data: bytes, mode: int = 0o600) -> Path:
 class ControlPlane:
     """The processes and files of one cluster under DIR/clusters/<name>/."""
 
-    def __init__(self, name: str, address: str, directory: Path, bin_dir: Path,
-                 ca: pki.CertificateAuthority, ca_file: Path, timing: Timing) -> None:
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        directory: Path,
+        bin_dir: Path,
+        ca: pki.CertificateAuthority,
+        ca_file: Path,
+        timing: Timing,
+    ) -> None:
         self.name = name
         self.address = address
         self.directory = directory
@@ -89,51 +97,104 @@ class ControlPlane:
         cert, key = self.ca.issue_server(self.name, [self.address], names)
         cert_path, key_path = pki.write_server_pair(d, "apiserver", cert, key)
         sa_key = ec.generate_private_key(ec.SECP256R1())
-        sa_priv = _write(d / "sa.key", sa_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-        sa_pub = _write(d / "sa.pub", sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo), 0o644)
+        sa_priv = _write(
+            d / "sa.key",
+            sa_key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ),
+        )
+        sa_pub = _write(
+            d / "sa.pub",
+            sa_key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            ),
+            0o644,
+        )
         tokens = _write(d / "tokens.csv", f'{self.admin_token},admin,admin-uid,"system:masters"\n'.encode())
-        kc = kubeconfig.write(d / "admin.kubeconfig",
-                              kubeconfig.build(self.name, self.server, self.admin_token, self.ca.cert_pem))
-        return {"cert": cert_path, "key": key_path, "sa_key": sa_priv, "sa_pub": sa_pub,
-                "tokens": tokens, "kubeconfig": kc}
+        kc = kubeconfig.write(
+            d / "admin.kubeconfig",
+            kubeconfig.build(self.name, self.server, self.admin_token, self.ca.cert_pem),
+        )
+        return {
+            "cert": cert_path,
+            "key": key_path,
+            "sa_key": sa_priv,
+            "sa_pub": sa_pub,
+            "tokens": tokens,
+            "kubeconfig": kc,
+        }
 
     def _commands(self, files: dict[str, Path]) -> dict[str, list[str]]:
         b, a, t = self.bin, self.address, self.timing
         etcd_client, etcd_peer = free_port(a), free_port(a)
         return {
             "etcd": [
-                str(b / "etcd"), "--name", self.name, "--data-dir", str(self.directory / "etcd"),
-                "--listen-client-urls", f"http://{a}:{etcd_client}",
-                "--advertise-client-urls", f"http://{a}:{etcd_client}",
-                "--listen-peer-urls", f"http://{a}:{etcd_peer}",
-                "--initial-advertise-peer-urls", f"http://{a}:{etcd_peer}",
-                "--initial-cluster", f"{self.name}=http://{a}:{etcd_peer}",
-                "--unsafe-no-fsync", "--log-level", "warn", "--quota-backend-bytes", str(1 << 30)],
+                str(b / "etcd"),
+                "--name",
+                self.name,
+                "--data-dir",
+                str(self.directory / "etcd"),
+                "--listen-client-urls",
+                f"http://{a}:{etcd_client}",
+                "--advertise-client-urls",
+                f"http://{a}:{etcd_client}",
+                "--listen-peer-urls",
+                f"http://{a}:{etcd_peer}",
+                "--initial-advertise-peer-urls",
+                f"http://{a}:{etcd_peer}",
+                "--initial-cluster",
+                f"{self.name}=http://{a}:{etcd_peer}",
+                "--unsafe-no-fsync",
+                "--log-level",
+                "warn",
+                "--quota-backend-bytes",
+                str(1 << 30),
+            ],
             "kube-apiserver": [
-                str(b / "kube-apiserver"), f"--etcd-servers=http://{a}:{etcd_client}",
-                f"--bind-address={a}", f"--secure-port={self.port}", "--advertise-address=10.0.0.1",
+                str(b / "kube-apiserver"),
+                f"--etcd-servers=http://{a}:{etcd_client}",
+                f"--bind-address={a}",
+                f"--secure-port={self.port}",
+                "--advertise-address=10.0.0.1",
                 "--endpoint-reconciler-type=none",
-                f"--tls-cert-file={files['cert']}", f"--tls-private-key-file={files['key']}",
+                f"--tls-cert-file={files['cert']}",
+                f"--tls-private-key-file={files['key']}",
                 f"--client-ca-file={self.ca_file}",
-                f"--token-auth-file={files['tokens']}", "--authorization-mode=Node,RBAC",
-                f"--service-account-issuer={ISSUER}", f"--service-account-key-file={files['sa_pub']}",
+                f"--token-auth-file={files['tokens']}",
+                "--authorization-mode=Node,RBAC",
+                f"--service-account-issuer={ISSUER}",
+                f"--service-account-key-file={files['sa_pub']}",
                 f"--service-account-signing-key-file={files['sa_key']}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--allow-privileged=true",
                 f"--default-not-ready-toleration-seconds={t.default_not_ready_toleration_seconds}",
                 f"--default-unreachable-toleration-seconds={t.default_unreachable_toleration_seconds}",
-                "--enable-priority-and-fairness=false", "--profiling=false", "--event-ttl=1h",
-                "--v=1"],
+                "--enable-priority-and-fairness=false",
+                "--profiling=false",
+                "--event-ttl=1h",
+                "--v=1",
+            ],
             "kube-controller-manager": [
-                str(b / "kube-controller-manager"), f"--kubeconfig={files['kubeconfig']}",
-                "--secure-port=0", "--leader-elect=false", "--use-service-account-credentials=true",
-                f"--service-account-private-key-file={files['sa_key']}", f"--root-ca-file={self.ca_file}",
+                str(b / "kube-controller-manager"),
+                f"--kubeconfig={files['kubeconfig']}",
+                "--secure-port=0",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={files['sa_key']}",
+                f"--root-ca-file={self.ca_file}",
                 f"--node-monitor-grace-period={_duration(t.node_monitor_grace_period)}",
-                "--node-monitor-period=2s", "--profiling=false", "--v=1"],
+                "--node-monitor-period=2s",
+                "--profiling=false",
+                "--v=1",
+            ],
             "kube-scheduler": [
-                str(b / "kube-scheduler"), f"--kubeconfig={files['kubeconfig']}",
-                "--secure-port=0", "--leader-elect=false", "--profiling=false", "--v=1"],
+                str(b / "kube-scheduler"),
+                f"--kubeconfig={files['kubeconfig']}",
+                "--secure-port=0",
+                "--leader-elect=false",
+                "--profiling=false",
+                "--v=1",
+            ],
         }
 
     async def start(self, timeout: float) -> None:
@@ -153,16 +214,20 @@ class ControlPlane:
         while True:
             for child in self.children.values():
                 if child.proc is not None and not child.running:
-                    raise ControlPlaneError(f"cluster {self.name}: {child.name} exited with code "
-                                            f"{child.exit_code()}; log {child.log_path}:\n{child.log_tail()}")
+                    raise ControlPlaneError(
+                        f"cluster {self.name}: {child.name} exited with code "
+                        f"{child.exit_code()}; log {child.log_path}:\n{child.log_tail()}"
+                    )
             try:
                 await self.api.get("/readyz", timeout=3)
                 return
             except KubeApiError as exc:
                 last = exc.message
             if time.monotonic() > deadline:
-                raise ControlPlaneError(f"cluster {self.name}: kube-apiserver not ready in time ({last}); "
-                                        f"log {self.children['kube-apiserver'].log_path}")
+                raise ControlPlaneError(
+                    f"cluster {self.name}: kube-apiserver not ready in time ({last}); "
+                    f"log {self.children['kube-apiserver'].log_path}"
+                )
             await asyncio.sleep(0.3)
 
     @property
@@ -186,8 +251,11 @@ class ControlPlane:
         return [n for n, c in self.children.items() if c.proc is not None and not c.running]
 
     def pids(self) -> dict[str, int]:
-        return {name: child.proc.pid for name, child in self.children.items()
-                if child.proc is not None and child.running}
+        return {
+            name: child.proc.pid
+            for name, child in self.children.items()
+            if child.proc is not None and child.running
+        }
 
     def rss_bytes(self) -> dict[str, int]:
         return {name: child.rss_bytes() for name, child in self.children.items()}

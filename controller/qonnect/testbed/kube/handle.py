@@ -42,8 +42,9 @@ class KubeFederation:
         self.directory = Path(directory).resolve()
         self.federation_file = self.directory / FEDERATION_FILE
 
-    def _control(self, method: str, path: str, body: dict[str, Any] | None = None,
-                 timeout: float = 120.0) -> dict[str, Any]:
+    def _control(
+        self, method: str, path: str, body: dict[str, Any] | None = None, timeout: float = 120.0
+    ) -> dict[str, Any]:
         try:
             return cli.control(self.directory, method, path, body, timeout=timeout)
         except UserError as exc:
@@ -88,19 +89,38 @@ class KubeFederation:
         self.stop()
 
 
-def start_federation(dir: Path, profile: str = "tiers", *, clusters: int | None = None,
-                     start_delay: float = 1.0, node_monitor_grace_period: float | None = None,
-                     default_unreachable_toleration_seconds: int | None = None,
-                     default_not_ready_toleration_seconds: int | None = None,
-                     timeout: float = 300.0) -> KubeFederation:
+def start_federation(
+    dir: Path,
+    profile: str = "tiers",
+    *,
+    clusters: int | None = None,
+    start_delay: float = 1.0,
+    node_monitor_grace_period: float | None = None,
+    default_unreachable_toleration_seconds: int | None = None,
+    default_not_ready_toleration_seconds: int | None = None,
+    timeout: float = 300.0,
+) -> KubeFederation:
     """Start real clusters per ``profile`` in ``dir``; returns when all are ready (see module doc)."""
-    argv = ["up", "--engine", "kube", "--dir", str(dir), "--profile", profile,
-            "--start-delay", str(start_delay), "--timeout", str(timeout)]
+    argv = [
+        "up",
+        "--engine",
+        "kube",
+        "--dir",
+        str(dir),
+        "--profile",
+        profile,
+        "--start-delay",
+        str(start_delay),
+        "--timeout",
+        str(timeout),
+    ]
     if clusters is not None:
         argv += ["--clusters", str(clusters)]
-    for flag, value in (("--node-monitor-grace-period", node_monitor_grace_period),
-                        ("--default-unreachable-toleration-seconds", default_unreachable_toleration_seconds),
-                        ("--default-not-ready-toleration-seconds", default_not_ready_toleration_seconds)):
+    for flag, value in (
+        ("--node-monitor-grace-period", node_monitor_grace_period),
+        ("--default-unreachable-toleration-seconds", default_unreachable_toleration_seconds),
+        ("--default-not-ready-toleration-seconds", default_not_ready_toleration_seconds),
+    ):
         if value is not None:
             argv += [flag, str(value)]
     _run(argv)

@@ -58,8 +58,14 @@ class KubeCluster:
 
     async def summary(self) -> dict[str, Any]:
         """Counts for ``qonnect testbed status`` read from the real API (zeros while it is down)."""
-        counts: dict[str, Any] = {"nodes": len(self.spec.nodes), "nodes_ready": 0, "pods": 0,
-                                  "pods_running": 0, "pods_pending": 0, "deployments": 0}
+        counts: dict[str, Any] = {
+            "nodes": len(self.spec.nodes),
+            "nodes_ready": 0,
+            "pods": 0,
+            "pods_running": 0,
+            "pods_pending": 0,
+            "deployments": 0,
+        }
         if self.up:
             with contextlib.suppress(KubeApiError):
                 nodes = (await self.plane.api.get("/api/v1/nodes", timeout=5)).get("items") or []
@@ -67,13 +73,19 @@ class KubeCluster:
                 deps = (await self.plane.api.get("/apis/apps/v1/deployments", timeout=5)).get("items") or []
                 counts.update(
                     nodes=len(nodes),
-                    nodes_ready=sum(1 for n in nodes if any(
-                        c.get("type") == "Ready" and c.get("status") == "True"
-                        for c in (n.get("status") or {}).get("conditions") or [])),
+                    nodes_ready=sum(
+                        1
+                        for n in nodes
+                        if any(
+                            c.get("type") == "Ready" and c.get("status") == "True"
+                            for c in (n.get("status") or {}).get("conditions") or []
+                        )
+                    ),
                     pods=len(pods),
                     pods_running=sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"),
                     pods_pending=sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Pending"),
-                    deployments=len(deps))
+                    deployments=len(deps),
+                )
         counts["nodes_down"] = sorted(self.kubelets.down)
         counts["engine"] = "kube"
         counts["rss_bytes"] = self.plane.rss_bytes()
@@ -84,8 +96,16 @@ class KubeCluster:
 class KubeFederationHost(FederationHost):
     """All real clusters of a fleet, their files under one directory, the control endpoint."""
 
-    def __init__(self, fleet: Fleet, directory: Path, bin_dir: Path, policy: FaultPolicy, *,
-                 timing: Timing, timeout: float = 180.0) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        directory: Path,
+        bin_dir: Path,
+        policy: FaultPolicy,
+        *,
+        timing: Timing,
+        timeout: float = 180.0,
+    ) -> None:
         super().__init__(fleet, directory)
         self.bin_dir = bin_dir
         self.policy = policy
@@ -101,9 +121,15 @@ class KubeFederationHost(FederationHost):
         ca = pki.CertificateAuthority.create()
         ca_file = ca.save(pki_dir)
         for i, spec in enumerate(self.fleet.clusters):
-            plane = ControlPlane(spec.name, federation.cluster_address(i),
-                                 self.directory / "clusters" / spec.name, self.bin_dir, ca, ca_file,
-                                 self.timing)
+            plane = ControlPlane(
+                spec.name,
+                federation.cluster_address(i),
+                self.directory / "clusters" / spec.name,
+                self.bin_dir,
+                ca,
+                ca_file,
+                self.timing,
+            )
             self.clusters[spec.name] = KubeCluster(spec, plane, self.policy)
         deadline = time.monotonic() + self.timeout
         await asyncio.gather(*(c.plane.start(self.timeout) for c in self.clusters.values()))
@@ -111,8 +137,9 @@ class KubeFederationHost(FederationHost):
         for name, cluster in self.clusters.items():
             doc = kubeconfig.build(name, cluster.plane.server, cluster.plane.admin_token, ca.cert_pem)
             kubeconfigs[name] = kubeconfig.write(self.directory / "kubeconfigs" / f"{name}.yaml", doc)
-        await asyncio.gather(*(self._prepare_cluster(c, ca.cert_pem, deadline)
-                               for c in self.clusters.values()))
+        await asyncio.gather(
+            *(self._prepare_cluster(c, ca.cert_pem, deadline) for c in self.clusters.values())
+        )
         endpoints = {n: (c.address, c.port) for n, c in self.clusters.items()}
         doc = federation.document(self.fleet, endpoints, kubeconfigs, ca_file)
         doc["engine"] = "kube"
@@ -123,8 +150,12 @@ class KubeFederationHost(FederationHost):
         self.started_seconds = time.monotonic() - started
         await self._start_admin()
         state = json.loads((self.directory / STATE_FILE).read_text(encoding="utf-8"))
-        state.update(engine="kube", kubernetes_version=KUBE_VERSION, bin_dir=str(self.bin_dir),
-                     start_seconds=round(self.started_seconds, 2))
+        state.update(
+            engine="kube",
+            kubernetes_version=KUBE_VERSION,
+            bin_dir=str(self.bin_dir),
+            start_seconds=round(self.started_seconds, 2),
+        )
         _write_private(self.directory / STATE_FILE, json.dumps(state, indent=2))
 
     async def _prepare_cluster(self, cluster: KubeCluster, ca_pem: bytes, deadline: float) -> None:
@@ -138,37 +169,62 @@ class KubeFederationHost(FederationHost):
                 return
             except KubeApiError as exc:
                 if time.monotonic() > deadline:
-                    raise ControlPlaneError(f"cluster {cluster.spec.name}: the default service account "
-                                            f"did not appear ({exc.message})") from None
+                    raise ControlPlaneError(
+                        f"cluster {cluster.spec.name}: the default service account "
+                        f"did not appear ({exc.message})"
+                    ) from None
             await asyncio.sleep(0.3)
 
     async def _restricted(self, cluster: KubeCluster, ca_pem: bytes) -> Path:
         """The restricted identity (read-only on a few kinds in 'default') and its kubeconfig."""
         api = cluster.plane.api
         ns = "/api/v1/namespaces/default"
-        await api.ensure(f"{ns}/serviceaccounts",
-                         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RESTRICTED_SA}})
+        await api.ensure(
+            f"{ns}/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RESTRICTED_SA}},
+        )
         rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default"
-        await api.ensure(f"{rbac}/roles", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": RESTRICTED_SA},
-            "rules": [{"apiGroups": [""], "resources": ["pods", "services", "configmaps"],
-                       "verbs": ["get", "list", "watch"]},
-                      {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]}]})
-        await api.ensure(f"{rbac}/rolebindings", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": RESTRICTED_SA},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RESTRICTED_SA},
-            "subjects": [{"kind": "ServiceAccount", "name": RESTRICTED_SA, "namespace": "default"}]})
-        answer = await api.create(f"{ns}/serviceaccounts/{RESTRICTED_SA}/token", {
-            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-            "spec": {"expirationSeconds": RESTRICTED_TOKEN_SECONDS}})
+        await api.ensure(
+            f"{rbac}/roles",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": RESTRICTED_SA},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "resources": ["pods", "services", "configmaps"],
+                        "verbs": ["get", "list", "watch"],
+                    },
+                    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
+                ],
+            },
+        )
+        await api.ensure(
+            f"{rbac}/rolebindings",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": RESTRICTED_SA},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RESTRICTED_SA},
+                "subjects": [{"kind": "ServiceAccount", "name": RESTRICTED_SA, "namespace": "default"}],
+            },
+        )
+        answer = await api.create(
+            f"{ns}/serviceaccounts/{RESTRICTED_SA}/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": RESTRICTED_TOKEN_SECONDS},
+            },
+        )
         doc = kubeconfig.build(cluster.spec.name, cluster.plane.server, answer["status"]["token"], ca_pem)
         user = f"{cluster.spec.name}-restricted"
         doc["users"][0]["name"] = user
         doc["contexts"][0]["context"]["user"] = user
-        return kubeconfig.write(self.directory / "kubeconfigs" / "restricted" / f"{cluster.spec.name}.yaml",
-                                doc)
+        return kubeconfig.write(
+            self.directory / "kubeconfigs" / "restricted" / f"{cluster.spec.name}.yaml", doc
+        )
 
     async def stop(self) -> None:
         for cluster in self.clusters.values():
@@ -183,11 +239,24 @@ class KubeFederationHost(FederationHost):
 
     async def status_async(self) -> dict[str, Any]:
         summaries = await asyncio.gather(*(c.summary() for c in self.clusters.values()))
-        return {"profile": self.fleet.name, "pid": os.getpid(), "engine": "kube",
-                "kubernetes_version": KUBE_VERSION, "start_seconds": round(self.started_seconds, 2),
-                "clusters": [{"name": name, "tier": c.spec.tier, "location": c.spec.location,
-                              "server": c.plane.server, "up": c.up, **summary}
-                             for (name, c), summary in zip(self.clusters.items(), summaries, strict=True)]}
+        return {
+            "profile": self.fleet.name,
+            "pid": os.getpid(),
+            "engine": "kube",
+            "kubernetes_version": KUBE_VERSION,
+            "start_seconds": round(self.started_seconds, 2),
+            "clusters": [
+                {
+                    "name": name,
+                    "tier": c.spec.tier,
+                    "location": c.spec.location,
+                    "server": c.plane.server,
+                    "up": c.up,
+                    **summary,
+                }
+                for (name, c), summary in zip(self.clusters.items(), summaries, strict=True)
+            ],
+        }
 
     async def fail(self, name: str) -> None:
         await self.cluster(name).plane.fail()  # type: ignore[attr-defined]
@@ -211,8 +280,11 @@ class KubeFederationHost(FederationHost):
         host: KubeCluster = self.cluster(cluster)  # type: ignore[assignment]
         names = [node] if node else [n.name for n in host.spec.nodes]
         if node and node not in {n.name for n in host.spec.nodes}:
-            raise ControlError(404, f"cluster {cluster} has no node {node!r} "
-                                    f"(nodes: {', '.join(n.name for n in host.spec.nodes)})")
+            raise ControlError(
+                404,
+                f"cluster {cluster} has no node {node!r} "
+                f"(nodes: {', '.join(n.name for n in host.spec.nodes)})",
+            )
         for name in names:
             try:
                 await host.plane.api.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": labels}})
@@ -237,7 +309,9 @@ class KubeFederationHost(FederationHost):
         try:
             body = await request.json()
         except ValueError:
-            raise ControlError(400, "body: expected JSON {labels: {key: value or null}, node: name}") from None
+            raise ControlError(
+                400, "body: expected JSON {labels: {key: value or null}, node: name}"
+            ) from None
         labels = body.get("labels") if isinstance(body, dict) else None
         if not isinstance(labels, dict) or not all(v is None or isinstance(v, str) for v in labels.values()):
             raise ControlError(400, "labels: expected a mapping of label keys to strings or null")
@@ -245,8 +319,15 @@ class KubeFederationHost(FederationHost):
         return web.json_response({"cluster": request.match_info["cluster"], "nodes": nodes})
 
 
-async def serve(fleet: Fleet, directory: Path, *, bin_dir: Path, policy: FaultPolicy, timing: Timing,
-                timeout: float = 180.0) -> None:
+async def serve(
+    fleet: Fleet,
+    directory: Path,
+    *,
+    bin_dir: Path,
+    policy: FaultPolicy,
+    timing: Timing,
+    timeout: float = 180.0,
+) -> None:
     """Run real clusters until SIGTERM/SIGINT or a shutdown request."""
     host = KubeFederationHost(fleet, directory, bin_dir, policy, timing=timing, timeout=timeout)
     loop = asyncio.get_running_loop()
@@ -256,8 +337,14 @@ async def serve(fleet: Fleet, directory: Path, *, bin_dir: Path, policy: FaultPo
     _write_private(directory / PID_FILE, f"{os.getpid()}\n")
     try:
         await host.start()
-        log.info("testbed %s (kube %s): %d clusters serving in %.1f s; control endpoint %s", fleet.name,
-                 KUBE_VERSION, len(host.clusters), host.started_seconds, host.admin_url)
+        log.info(
+            "testbed %s (kube %s): %d clusters serving in %.1f s; control endpoint %s",
+            fleet.name,
+            KUBE_VERSION,
+            len(host.clusters),
+            host.started_seconds,
+            host.admin_url,
+        )
         await host.stopped.wait()
     finally:
         await host.stop()

@@ -52,8 +52,14 @@ def _micro() -> str:
 class Kubelets:
     """All simulated nodes of one cluster, driven from the testbed's asyncio loop."""
 
-    def __init__(self, api: KubeApi, cluster: ClusterSpec, policy: FaultPolicy, version: str,
-                 renew_seconds: float = LEASE_RENEW) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        cluster: ClusterSpec,
+        policy: FaultPolicy,
+        version: str,
+        renew_seconds: float = LEASE_RENEW,
+    ) -> None:
         self.api = api
         self.renew_seconds = renew_seconds
         self.cluster = cluster
@@ -75,9 +81,13 @@ class Kubelets:
     def _node_object(self, index: int, spec: NodeSpec) -> dict[str, Any]:
         node = node_object(self.cluster, spec, index)
         info = node["status"]["nodeInfo"]
-        info.update(kubeletVersion=self.version, kubeProxyVersion=self.version,
-                    containerRuntimeVersion="qonnect-sim://1.0", kernelVersion="simulated",
-                    osImage="qonnect testbed (simulated kubelet)")
+        info.update(
+            kubeletVersion=self.version,
+            kubeProxyVersion=self.version,
+            containerRuntimeVersion="qonnect-sim://1.0",
+            kernelVersion="simulated",
+            osImage="qonnect testbed (simulated kubelet)",
+        )
         taints = [dict(t) for t in getattr(spec, "taints", None) or []]
         if taints:
             node["spec"]["taints"] = taints
@@ -94,34 +104,67 @@ class Kubelets:
                     raise
                 created = await self.api.get(f"/api/v1/nodes/{spec.name}")
             await self._post_status(spec.name, ready=True)
-            await self.api.ensure("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", {
-                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": spec.name, "namespace": "kube-node-lease", "ownerReferences": [
-                    {"apiVersion": "v1", "kind": "Node", "name": spec.name,
-                     "uid": created["metadata"]["uid"]}]},
-                "spec": {"holderIdentity": spec.name, "leaseDurationSeconds": LEASE_SECONDS,
-                         "renewTime": _micro()}})
+            await self.api.ensure(
+                "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+                {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {
+                        "name": spec.name,
+                        "namespace": "kube-node-lease",
+                        "ownerReferences": [
+                            {
+                                "apiVersion": "v1",
+                                "kind": "Node",
+                                "name": spec.name,
+                                "uid": created["metadata"]["uid"],
+                            }
+                        ],
+                    },
+                    "spec": {
+                        "holderIdentity": spec.name,
+                        "leaseDurationSeconds": LEASE_SECONDS,
+                        "renewTime": _micro(),
+                    },
+                },
+            )
 
     async def _post_status(self, name: str, ready: bool) -> None:
         stamp = _stamp(time.time())
-        conditions = [{"type": t, "status": "False", "reason": r, "message": m,
-                       "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
-                      for t, r, m in (("MemoryPressure", "KubeletHasSufficientMemory",
-                                       "kubelet has sufficient memory available"),
-                                      ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-                                      ("PIDPressure", "KubeletHasSufficientPID",
-                                       "kubelet has sufficient PID available"))]
-        conditions.append({"type": "Ready", "status": "True" if ready else "False",
-                           "reason": "KubeletReady", "message": "kubelet is posting ready status",
-                           "lastHeartbeatTime": stamp, "lastTransitionTime": stamp})
+        conditions = [
+            {
+                "type": t,
+                "status": "False",
+                "reason": r,
+                "message": m,
+                "lastHeartbeatTime": stamp,
+                "lastTransitionTime": stamp,
+            }
+            for t, r, m in (
+                ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            )
+        ]
+        conditions.append(
+            {
+                "type": "Ready",
+                "status": "True" if ready else "False",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+                "lastHeartbeatTime": stamp,
+                "lastTransitionTime": stamp,
+            }
+        )
         current = await self.api.get(f"/api/v1/nodes/{name}")
         old = {c["type"]: c for c in (current.get("status") or {}).get("conditions") or []}
         for cond in conditions:  # keep the transition time of a condition that did not change
             prev = old.get(cond["type"])
             if prev and prev.get("status") == cond["status"]:
                 cond["lastTransitionTime"] = prev.get("lastTransitionTime", cond["lastTransitionTime"])
-        await self.api.patch(f"/api/v1/nodes/{name}/status", {"status": {"conditions": conditions}},
-                             STRATEGIC)
+        await self.api.patch(
+            f"/api/v1/nodes/{name}/status", {"status": {"conditions": conditions}}, STRATEGIC
+        )
 
     async def _heartbeats(self) -> None:
         last_status = time.monotonic()
@@ -134,7 +177,8 @@ class Kubelets:
                 try:
                     await self.api.patch(
                         f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}",
-                        {"spec": {"renewTime": _micro(), "holderIdentity": name}})
+                        {"spec": {"renewTime": _micro(), "holderIdentity": name}},
+                    )
                     if post_status:
                         await self._post_status(name, ready=True)
                 except KubeApiError as exc:  # API server down: try again at the next beat
@@ -154,8 +198,10 @@ class Kubelets:
         """The kubelet is back: renews its lease, posts Ready, resumes its pods."""
         self._check(name)
         self.down.discard(name)
-        await self.api.patch(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}",
-                             {"spec": {"renewTime": _micro(), "holderIdentity": name}})
+        await self.api.patch(
+            f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}",
+            {"spec": {"renewTime": _micro(), "holderIdentity": name}},
+        )
         await self._post_status(name, ready=True)
         for pod in list(self._pods.values()):
             if pod["spec"].get("nodeName") == name:
@@ -163,8 +209,9 @@ class Kubelets:
 
     def _check(self, name: str) -> None:
         if name not in self.nodes:
-            raise KeyError(f"cluster {self.cluster.name} has no node {name!r} "
-                           f"(nodes: {', '.join(self.nodes)})")
+            raise KeyError(
+                f"cluster {self.cluster.name} has no node {name!r} (nodes: {', '.join(self.nodes)})"
+            )
 
     # ------------------------------------------------------------------ pods
 
@@ -180,8 +227,9 @@ class Kubelets:
                 for uid in set(self._pods) - seen:
                     self._forget(uid)
                 version = listed["metadata"]["resourceVersion"]
-                async for event in self.api.watch("/api/v1/pods", version,
-                                                  params={"fieldSelector": "spec.nodeName!="}):
+                async for event in self.api.watch(
+                    "/api/v1/pods", version, params={"fieldSelector": "spec.nodeName!="}
+                ):
                     kind, obj = event.get("type"), event.get("object") or {}
                     if kind == "ERROR":
                         break  # e.g. 410 Gone: list again
@@ -240,9 +288,15 @@ class Kubelets:
         meta = pod["metadata"]
         await asyncio.sleep(DELETE_AFTER)
         with contextlib.suppress(KubeApiError):
-            await self.api.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
-                                  {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                                   "preconditions": {"uid": meta["uid"]}})
+            await self.api.delete(
+                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                {
+                    "apiVersion": "v1",
+                    "kind": "DeleteOptions",
+                    "gracePeriodSeconds": 0,
+                    "preconditions": {"uid": meta["uid"]},
+                },
+            )
 
     def _plan(self, pod: dict[str, Any]) -> list[tuple[dict[str, Any], str | None, float, float]]:
         """Per container: (container, fault kind, fault seconds, start delay)."""
@@ -268,8 +322,10 @@ class Kubelets:
         while True:
             now = time.time()
             elapsed = now - bound
-            views = [(c, timeline.view(k, s, d, elapsed, c.get("image", ""), lambda t: _stamp(bound + t)))
-                     for c, k, s, d in plans]
+            views = [
+                (c, timeline.view(k, s, d, elapsed, c.get("image", ""), lambda t: _stamp(bound + t)))
+                for c, k, s, d in plans
+            ]
             status = self._status(self._pods.get(uid, pod), views, bound, pod_ip)
             if status != posted:
                 try:
@@ -284,8 +340,12 @@ class Kubelets:
                     name = container.get("name", "")
                     if v.reason and last_reasons.get(name) != f"{v.reason}/{v.restart_count}/{v.next_change}":
                         last_reasons[name] = f"{v.reason}/{v.restart_count}/{v.next_change}"
-                        await self._event(self._pods.get(uid, pod), v.reason, v.message,
-                                          "Normal" if v.reason == "Started" else "Warning")
+                        await self._event(
+                            self._pods.get(uid, pod),
+                            v.reason,
+                            v.message,
+                            "Normal" if v.reason == "Started" else "Warning",
+                        )
             wake = min((v.next_change for _c, v in views), default=float("inf"))
             if wake == float("inf"):
                 return
@@ -297,21 +357,36 @@ class Kubelets:
         self._ips[node_name] = n + 1
         return str(ipaddress.IPv4Address(f"10.244.{index % 256}.0") + 2 + n % 250)
 
-    def _status(self, pod: dict[str, Any], views: list[tuple[dict[str, Any], timeline.ContainerView]],
-                bound: float, pod_ip: str) -> dict[str, Any]:
+    def _status(
+        self,
+        pod: dict[str, Any],
+        views: list[tuple[dict[str, Any], timeline.ContainerView]],
+        bound: float,
+        pod_ip: str,
+    ) -> dict[str, Any]:
         node = self.nodes[pod["spec"]["nodeName"]]
         host_ip = str(ipaddress.IPv4Address("10.0.0.10") + list(self.nodes).index(node.name))
         statuses = []
         for container, v in views:
             image = container.get("image", "")
             entry: dict[str, Any] = {
-                "name": container.get("name"), "image": image, "imageID": "",
-                "ready": v.ready, "started": v.started, "restartCount": v.restart_count,
-                "state": v.state, "lastState": v.last_state}
+                "name": container.get("name"),
+                "image": image,
+                "imageID": "",
+                "ready": v.ready,
+                "started": v.started,
+                "restartCount": v.restart_count,
+                "state": v.state,
+                "lastState": v.last_state,
+            }
             if v.started or v.last_state:
                 entry["imageID"] = f"{image}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
-                entry["containerID"] = "containerd://" + hashlib.sha256(
-                    f"{pod['metadata']['uid']}/{container.get('name')}/{v.restart_count}".encode()).hexdigest()
+                entry["containerID"] = (
+                    "containerd://"
+                    + hashlib.sha256(
+                        f"{pod['metadata']['uid']}/{container.get('name')}/{v.restart_count}".encode()
+                    ).hexdigest()
+                )
             statuses.append(entry)
         all_ready = bool(statuses) and all(s["ready"] for s in statuses)
         any_started = any(v.started or v.last_state for _c, v in views)
@@ -321,48 +396,100 @@ class Kubelets:
         start = _stamp(bound)
 
         def cond(kind: str, ok: bool) -> dict[str, Any]:
-            c = {"type": kind, "status": "True" if ok else "False", "lastProbeTime": None,
-                 "lastTransitionTime": start}
+            c = {
+                "type": kind,
+                "status": "True" if ok else "False",
+                "lastProbeTime": None,
+                "lastTransitionTime": start,
+            }
             if not ok:
                 c.update(reason=reason, message=message)
             return c
 
-        conditions = [{"type": "PodReadyToStartContainers", "status": "True", "lastProbeTime": None,
-                       "lastTransitionTime": start},
-                      {"type": "Initialized", "status": "True", "lastProbeTime": None,
-                       "lastTransitionTime": start},
-                      cond("Ready", all_ready), cond("ContainersReady", all_ready)]
-        init = [{"name": c.get("name"), "image": c.get("image", ""), "ready": True, "restartCount": 0,
-                 "started": False, "imageID": "",
-                 "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": start,
-                                          "finishedAt": start}}}
-                for c in pod["spec"].get("initContainers") or []]
+        conditions = [
+            {
+                "type": "PodReadyToStartContainers",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": start,
+            },
+            {"type": "Initialized", "status": "True", "lastProbeTime": None, "lastTransitionTime": start},
+            cond("Ready", all_ready),
+            cond("ContainersReady", all_ready),
+        ]
+        init = [
+            {
+                "name": c.get("name"),
+                "image": c.get("image", ""),
+                "ready": True,
+                "restartCount": 0,
+                "started": False,
+                "imageID": "",
+                "state": {
+                    "terminated": {
+                        "exitCode": 0,
+                        "reason": "Completed",
+                        "startedAt": start,
+                        "finishedAt": start,
+                    }
+                },
+            }
+            for c in pod["spec"].get("initContainers") or []
+        ]
         status: dict[str, Any] = {
-            "phase": "Running" if any_started else "Pending", "hostIP": host_ip,
-            "hostIPs": [{"ip": host_ip}], "podIP": pod_ip, "podIPs": [{"ip": pod_ip}], "startTime": start,
-            "conditions": conditions, "containerStatuses": statuses, "qosClass": _qos(pod)}
+            "phase": "Running" if any_started else "Pending",
+            "hostIP": host_ip,
+            "hostIPs": [{"ip": host_ip}],
+            "podIP": pod_ip,
+            "podIPs": [{"ip": pod_ip}],
+            "startTime": start,
+            "conditions": conditions,
+            "containerStatuses": statuses,
+            "qosClass": _qos(pod),
+        }
         if init:
             status["initContainerStatuses"] = init
         return status
 
     async def _patch_status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
         meta = pod["metadata"]
-        await self.api.patch(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-                             {"metadata": {"uid": meta["uid"]}, "status": status}, STRATEGIC)
+        await self.api.patch(
+            f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+            {"metadata": {"uid": meta["uid"]}, "status": status},
+            STRATEGIC,
+        )
 
     async def _event(self, pod: dict[str, Any], reason: str, message: str, kind: str) -> None:
         meta = pod["metadata"]
         stamp = _stamp(time.time())
         with contextlib.suppress(KubeApiError):
-            await self.api.create(f"/api/v1/namespaces/{meta['namespace']}/events", {
-                "apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": meta["namespace"]},
-                "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": meta["name"],
-                                   "namespace": meta["namespace"], "uid": meta["uid"]},
-                "reason": reason, "message": message, "type": kind, "count": 1,
-                "firstTimestamp": stamp, "lastTimestamp": stamp,
-                "source": {"component": "kubelet", "host": pod["spec"]["nodeName"]},
-                "reportingComponent": "kubelet", "reportingInstance": pod["spec"]["nodeName"]})
+            await self.api.create(
+                f"/api/v1/namespaces/{meta['namespace']}/events",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {
+                        "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
+                        "namespace": meta["namespace"],
+                    },
+                    "involvedObject": {
+                        "kind": "Pod",
+                        "apiVersion": "v1",
+                        "name": meta["name"],
+                        "namespace": meta["namespace"],
+                        "uid": meta["uid"],
+                    },
+                    "reason": reason,
+                    "message": message,
+                    "type": kind,
+                    "count": 1,
+                    "firstTimestamp": stamp,
+                    "lastTimestamp": stamp,
+                    "source": {"component": "kubelet", "host": pod["spec"]["nodeName"]},
+                    "reportingComponent": "kubelet",
+                    "reportingInstance": pod["spec"]["nodeName"],
+                },
+            )
 
     # ------------------------------------------------------------------ run
 
@@ -380,8 +507,7 @@ class Kubelets:
 
     def summary(self) -> dict[str, Any]:
         pods = list(self._pods.values())
-        return {"nodes_down": sorted(self.down),
-                "pods_bound": len(pods)}
+        return {"nodes_down": sorted(self.down), "pods_bound": len(pods)}
 
 
 def _qos(pod: dict[str, Any]) -> str:

@@ -37,8 +37,14 @@ class Child:
         with open(self.log_path, "ab") as log:
             log.write(f"--- {time.strftime('%H:%M:%S')} starting {self.name}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         close_fds=True, preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                close_fds=True,
+                preexec_fn=_die_with_parent,
+            )
 
     @property
     def running(self) -> bool:

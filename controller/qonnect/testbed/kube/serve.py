@@ -16,8 +16,11 @@ from qonnect.testbed.kube.control_plane import ControlPlaneError, Timing
 def timing_from(args: argparse.Namespace) -> Timing:
     """The CLI's node timing flags over the real components' defaults."""
     timing = Timing()
-    for name in ("node_monitor_grace_period", "default_unreachable_toleration_seconds",
-                 "default_not_ready_toleration_seconds"):
+    for name in (
+        "node_monitor_grace_period",
+        "default_unreachable_toleration_seconds",
+        "default_not_ready_toleration_seconds",
+    ):
         value = getattr(args, name, None)
         if value is not None:
             setattr(timing, name, type(getattr(timing, name))(value))
@@ -35,8 +38,7 @@ def serve_kube(args: argparse.Namespace, spec: Fleet) -> int:
     policy = ProfilePolicy(fleet_mod.load(args.profile), args.start_delay)
     logging.getLogger("qonnect.testbed").setLevel(logging.INFO)
     try:
-        asyncio.run(serve(spec, args.dir.resolve(), bin_dir=bin_dir, policy=policy,
-                          timing=timing_from(args)))
+        asyncio.run(serve(spec, args.dir.resolve(), bin_dir=bin_dir, policy=policy, timing=timing_from(args)))
     except ControlPlaneError as exc:
         raise UserError(str(exc)) from None
     return 0

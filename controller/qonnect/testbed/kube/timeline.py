@@ -49,8 +49,9 @@ def _next_attempt(first: float, after: float) -> float:
     return t
 
 
-def view(kind: str | None, seconds: float, delay: float, elapsed: float, image: str,
-         stamp: Any) -> ContainerView:
+def view(
+    kind: str | None, seconds: float, delay: float, elapsed: float, image: str, stamp: Any
+) -> ContainerView:
     """The container's view ``elapsed`` seconds after binding.
 
     kind: None (normal, or "slow": its seconds are in the delay), "pull-fail", "pull-flaky",
@@ -69,23 +70,36 @@ def view(kind: str | None, seconds: float, delay: float, elapsed: float, image: 
             if good is not None:
                 return _running(good, stamp, image)
         nxt = _next_attempt(delay, elapsed)
-        msg = (f'Failed to pull image "{image}": rpc error: code = NotFound desc = failed to pull '
-               f'and unpack image "{image}": not found')
+        msg = (
+            f'Failed to pull image "{image}": rpc error: code = NotFound desc = failed to pull '
+            f'and unpack image "{image}": not found'
+        )
         if elapsed < last + ERR_PULL_SECONDS:
-            return ContainerView(state={"waiting": {"reason": "ErrImagePull", "message": msg}},
-                                 next_change=last + ERR_PULL_SECONDS, reason="Failed", message=msg)
-        return ContainerView(state={"waiting": {"reason": "ImagePullBackOff",
-                                                "message": f'Back-off pulling image "{image}"'}},
-                             next_change=nxt, reason="BackOff",
-                             message=f'Back-off pulling image "{image}"')
+            return ContainerView(
+                state={"waiting": {"reason": "ErrImagePull", "message": msg}},
+                next_change=last + ERR_PULL_SECONDS,
+                reason="Failed",
+                message=msg,
+            )
+        return ContainerView(
+            state={"waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}},
+            next_change=nxt,
+            reason="BackOff",
+            message=f'Back-off pulling image "{image}"',
+        )
     if kind == "crash":
         return _crash(delay, elapsed, stamp)
     return _running(delay, stamp, image)
 
 
 def _running(since: float, stamp: Any, image: str) -> ContainerView:
-    return ContainerView(state={"running": {"startedAt": stamp(since)}}, ready=True, started=True,
-                         reason="Started", message="Started container")
+    return ContainerView(
+        state={"running": {"startedAt": stamp(since)}},
+        ready=True,
+        started=True,
+        reason="Started",
+        message="Started container",
+    )
 
 
 def _crash(delay: float, elapsed: float, stamp: Any) -> ContainerView:
@@ -95,18 +109,45 @@ def _crash(delay: float, elapsed: float, stamp: Any) -> ContainerView:
     while True:
         end = start + CRASH_RUN_SECONDS
         if elapsed < end:
-            return ContainerView(state={"running": {"startedAt": stamp(start)}}, ready=True, started=True,
-                                 restart_count=restarts, last_state=last, next_change=end,
-                                 reason="Started", message="Started container")
+            return ContainerView(
+                state={"running": {"startedAt": stamp(start)}},
+                ready=True,
+                started=True,
+                restart_count=restarts,
+                last_state=last,
+                next_change=end,
+                reason="Started",
+                message="Started container",
+            )
         following = end + backoff(restarts + 1)
         if elapsed < following:
-            terminated = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": stamp(start),
-                                         "finishedAt": stamp(end)}}
+            terminated = {
+                "terminated": {
+                    "exitCode": 1,
+                    "reason": "Error",
+                    "startedAt": stamp(start),
+                    "finishedAt": stamp(end),
+                }
+            }
             return ContainerView(
-                state={"waiting": {"reason": "CrashLoopBackOff", "message":
-                                   f"back-off {int(backoff(restarts + 1))}s restarting failed container"}},
-                restart_count=restarts + 1, last_state=terminated, next_change=following,
-                reason="BackOff", message="Back-off restarting failed container")
-        last = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": stamp(start),
-                               "finishedAt": stamp(end)}}
+                state={
+                    "waiting": {
+                        "reason": "CrashLoopBackOff",
+                        "message": f"back-off {int(backoff(restarts + 1))}s restarting failed container",
+                    }
+                },
+                restart_count=restarts + 1,
+                last_state=terminated,
+                next_change=following,
+                reason="BackOff",
+                message="Back-off restarting failed container",
+            )
+        last = {
+            "terminated": {
+                "exitCode": 1,
+                "reason": "Error",
+                "startedAt": stamp(start),
+                "finishedAt": stamp(end),
+            }
+        }
         start, restarts = following, restarts + 1

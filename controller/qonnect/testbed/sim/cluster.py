@@ -25,18 +25,26 @@ DEFAULT_HEARTBEAT_SECONDS = 10.0
 class ClusterSim:
     """Runs the simulated kubelets and controllers of one cluster against its Store."""
 
-    def __init__(self, store: Store, spec: ClusterSpec, *, start_delay: float = 1.0,
-                 heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS,
-                 start_delays: list[dict[str, Any]] | None = None,
-                 node_monitor_grace_period: float = 0.0,
-                 default_unreachable_toleration_seconds: int = 0,
-                 default_not_ready_toleration_seconds: int = 0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        spec: ClusterSpec,
+        *,
+        start_delay: float = 1.0,
+        heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS,
+        start_delays: list[dict[str, Any]] | None = None,
+        node_monitor_grace_period: float = 0.0,
+        default_unreachable_toleration_seconds: int = 0,
+        default_not_ready_toleration_seconds: int = 0,
+    ) -> None:
         self.store = store
         self.spec = spec
         self.cache = Cache()
         # kube-apiserver's DefaultTolerationSeconds (the emulator's default: evict at once)
-        store.toleration_seconds = {"node.kubernetes.io/unreachable": default_unreachable_toleration_seconds,
-                                    "node.kubernetes.io/not-ready": default_not_ready_toleration_seconds}
+        store.toleration_seconds = {
+            "node.kubernetes.io/unreachable": default_unreachable_toleration_seconds,
+            "node.kubernetes.io/not-ready": default_not_ready_toleration_seconds,
+        }
         self.nodes = NodeController(store, spec, heartbeat_seconds, node_monitor_grace_period)
         self.scheduler = Scheduler(store, self.cache)
         self.kubelets = Kubelets(store, self.cache, start_delay, start_delays)
@@ -52,13 +60,29 @@ class ClusterSim:
         """Subscribe to the Store, register the nodes and start the controller tasks."""
         self._unsubscribe = self.store.subscribe(self._on_event, copy=False)
         self.store.namespace_terminating = self.namespaces.terminating
-        for resource in ("nodes", "deployments", "replicasets", "statefulsets", "daemonsets", "services", "pods"):
+        for resource in (
+            "nodes",
+            "deployments",
+            "replicasets",
+            "statefulsets",
+            "daemonsets",
+            "services",
+            "pods",
+        ):
             for obj in self.store.list_refs(resource)[0]:
                 self._on_event("ADDED", resource, obj)
         self.nodes.register()
-        for controller in (self.scheduler, self.kubelets, self.deployments, self.statefulsets, self.daemonsets,
-                           self.endpoints):
-            self._tasks.append(asyncio.create_task(controller.run(), name=f"{self.spec.name}-{controller.name}"))
+        for controller in (
+            self.scheduler,
+            self.kubelets,
+            self.deployments,
+            self.statefulsets,
+            self.daemonsets,
+            self.endpoints,
+        ):
+            self._tasks.append(
+                asyncio.create_task(controller.run(), name=f"{self.spec.name}-{controller.name}")
+            )
         self._tasks.append(asyncio.create_task(self.nodes.heartbeat(), name=f"{self.spec.name}-heartbeat"))
 
     async def stop(self) -> None:
@@ -131,7 +155,9 @@ class ClusterSim:
             "nodes_down": sorted(self.nodes.down),
             "pods": len(self.cache.pods),
             "pods_running": sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"),
-            "pods_pending": sum(1 for p in pods if (p.get("status") or {}).get("phase", "Pending") == "Pending"),
+            "pods_pending": sum(
+                1 for p in pods if (p.get("status") or {}).get("phase", "Pending") == "Pending"
+            ),
             "deployments": len(self.cache.deployments),
         }
 
@@ -140,6 +166,10 @@ def _scheduling_view(node: dict | None) -> tuple:
     """What of a node the scheduler looks at (heartbeat-only changes do not matter)."""
     if node is None:
         return ()
-    return (is_true(node, "Ready"), repr((node.get("spec") or {}).get("taints")),
-            (node.get("spec") or {}).get("unschedulable"), repr(node["metadata"].get("labels")),
-            repr((node.get("status") or {}).get("allocatable")))
+    return (
+        is_true(node, "Ready"),
+        repr((node.get("spec") or {}).get("taints")),
+        (node.get("spec") or {}).get("unschedulable"),
+        repr(node["metadata"].get("labels")),
+        repr((node.get("status") or {}).get("allocatable")),
+    )

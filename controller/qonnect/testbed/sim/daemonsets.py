@@ -19,9 +19,12 @@ from qonnect.testbed.sim.placement import affinity_matches, tolerates
 from qonnect.testbed.store import Store
 
 DAEMON_TOLERATIONS = (
-    ("node.kubernetes.io/not-ready", "NoExecute"), ("node.kubernetes.io/unreachable", "NoExecute"),
-    ("node.kubernetes.io/disk-pressure", "NoSchedule"), ("node.kubernetes.io/memory-pressure", "NoSchedule"),
-    ("node.kubernetes.io/pid-pressure", "NoSchedule"), ("node.kubernetes.io/unschedulable", "NoSchedule"),
+    ("node.kubernetes.io/not-ready", "NoExecute"),
+    ("node.kubernetes.io/unreachable", "NoExecute"),
+    ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+    ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+    ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+    ("node.kubernetes.io/unschedulable", "NoSchedule"),
 )
 
 
@@ -61,9 +64,14 @@ class DaemonSets(Controller):
         out = []
         for name, node in sorted(self.cache.nodes.items()):
             probe = {"spec": daemon_pod_spec(template_spec, name)}
-            probe["spec"]["affinity"]["nodeAffinity"] = (template_spec.get("affinity") or {}).get("nodeAffinity") or {}
-            taints = [t for t in (node.get("spec") or {}).get("taints") or []
-                      if t.get("effect") in ("NoSchedule", "NoExecute")]
+            probe["spec"]["affinity"]["nodeAffinity"] = (template_spec.get("affinity") or {}).get(
+                "nodeAffinity"
+            ) or {}
+            taints = [
+                t
+                for t in (node.get("spec") or {}).get("taints") or []
+                if t.get("effect") in ("NoSchedule", "NoExecute")
+            ]
             if affinity_matches(probe, node) and all(tolerates(probe, t) for t in taints):
                 out.append(name)
         return out
@@ -85,11 +93,17 @@ class DaemonSets(Controller):
                     self.store.delete("pods", meta["namespace"], pod["metadata"]["name"])
         strategy = spec.get("updateStrategy") or {}
         if strategy.get("type", "RollingUpdate") == "RollingUpdate":
-            budget = max(1, _resolve((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), len(eligible), True))
+            budget = max(
+                1,
+                _resolve((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), len(eligible), True),
+            )
             unavailable = sum(1 for n in eligible if not any(is_true(p, "Ready") for p in by_node.get(n, [])))
             for node in sorted(eligible & set(by_node)):
-                outdated = [p for p in by_node[node]
-                            if p["metadata"].get("labels", {}).get("controller-revision-hash") != revision]
+                outdated = [
+                    p
+                    for p in by_node[node]
+                    if p["metadata"].get("labels", {}).get("controller-revision-hash") != revision
+                ]
                 for pod in outdated:
                     if unavailable >= budget and is_true(pod, "Ready"):
                         break
@@ -102,13 +116,25 @@ class DaemonSets(Controller):
         template = (ds.get("spec") or {}).get("template") or {}
         tmeta = template.get("metadata") or {}
         pod = {
-            "apiVersion": "v1", "kind": "Pod",
+            "apiVersion": "v1",
+            "kind": "Pod",
             "metadata": {
                 "generateName": f"{meta['name']}-",
-                "labels": {**(tmeta.get("labels") or {}), "controller-revision-hash": revision,
-                           "pod-template-generation": str(meta.get("generation", 1))},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": meta["name"],
-                                     "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}],
+                "labels": {
+                    **(tmeta.get("labels") or {}),
+                    "controller-revision-hash": revision,
+                    "pod-template-generation": str(meta.get("generation", 1)),
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
             },
             "spec": daemon_pod_spec(template.get("spec") or {}, node),
         }
@@ -120,28 +146,42 @@ class DaemonSets(Controller):
         pods = self.cache.owned(ds["metadata"]["uid"])
         scheduled = {_pinned_node(p) for p in pods}
         ready_nodes = {_pinned_node(p) for p in pods if is_true(p, "Ready")}
-        updated = {_pinned_node(p) for p in pods
-                   if p["metadata"].get("labels", {}).get("controller-revision-hash") == revision}
-        status = {"currentNumberScheduled": len(scheduled & eligible),
-                  "numberMisscheduled": len(scheduled - eligible),
-                  "desiredNumberScheduled": len(eligible),
-                  "numberReady": len(ready_nodes & eligible),
-                  "observedGeneration": ds["metadata"].get("generation", 1),
-                  "updatedNumberScheduled": len(updated & eligible),
-                  "numberAvailable": len(ready_nodes & eligible),
-                  "numberUnavailable": len(eligible - ready_nodes)}
-        status = {k: v for k, v in status.items() if v or k in (
-            "currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady")}
+        updated = {
+            _pinned_node(p)
+            for p in pods
+            if p["metadata"].get("labels", {}).get("controller-revision-hash") == revision
+        }
+        status = {
+            "currentNumberScheduled": len(scheduled & eligible),
+            "numberMisscheduled": len(scheduled - eligible),
+            "desiredNumberScheduled": len(eligible),
+            "numberReady": len(ready_nodes & eligible),
+            "observedGeneration": ds["metadata"].get("generation", 1),
+            "updatedNumberScheduled": len(updated & eligible),
+            "numberAvailable": len(ready_nodes & eligible),
+            "numberUnavailable": len(eligible - ready_nodes),
+        }
+        status = {
+            k: v
+            for k, v in status.items()
+            if v
+            or k in ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady")
+        }
         if status != (ds.get("status") or {}):
-            self.store.update("daemonsets", ds["metadata"]["namespace"], dict(ds, status=status),
-                              subresource="status")
+            self.store.update(
+                "daemonsets", ds["metadata"]["namespace"], dict(ds, status=status), subresource="status"
+            )
 
 
 def _pinned_node(pod: dict) -> str:
     """The node a daemon pod is for (its matchFields pin, or where it is bound)."""
     spec = pod.get("spec") or {}
-    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
-              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    terms = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    ).get("nodeSelectorTerms") or []
     for term in terms:
         for field in term.get("matchFields") or []:
             if field.get("key") == "metadata.name" and field.get("values"):

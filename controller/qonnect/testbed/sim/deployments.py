@@ -62,8 +62,9 @@ def _surge_unavailable(spec: dict, replicas: int) -> tuple[int, int]:
 def _removal_order(pods: list[dict]) -> list[dict]:
     """Unscheduled first, then not ready, then the newest (as the ReplicaSet controller)."""
     newest_first = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=True)
-    return sorted(newest_first, key=lambda p: (bool((p.get("spec") or {}).get("nodeName")),
-                                               is_true(p, "Ready")))
+    return sorted(
+        newest_first, key=lambda p: (bool((p.get("spec") or {}).get("nodeName")), is_true(p, "Ready"))
+    )
 
 
 class Deployments(Controller):
@@ -96,7 +97,10 @@ class Deployments(Controller):
         meta = deployment["metadata"]
         others = self._replicasets(deployment)
         revisions = [int((rs["metadata"].get("annotations") or {}).get(REVISION, "0") or 0) for rs in others]
-        mine = next((rs for rs in others if rs["metadata"].get("labels", {}).get("pod-template-hash") == current), None)
+        mine = next(
+            (rs for rs in others if rs["metadata"].get("labels", {}).get("pod-template-hash") == current),
+            None,
+        )
         if mine is not None:
             rev = int((mine["metadata"].get("annotations") or {}).get(REVISION, "0") or 0)
             if rev < max(revisions, default=0):  # a rollback to an old template: it is the newest again
@@ -108,20 +112,39 @@ class Deployments(Controller):
         template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = current
         selector = json.loads(json.dumps(deployment["spec"].get("selector") or {}))
         selector.setdefault("matchLabels", {})["pod-template-hash"] = current
-        return self.store.create("replicasets", meta["namespace"], {
-            "apiVersion": "apps/v1", "kind": "ReplicaSet",
-            "metadata": {
-                "name": f"{meta['name']}-{current}",
-                "labels": dict(template["metadata"]["labels"]),
-                "annotations": {REVISION: str(max(revisions, default=0) + 1),
-                                "deployment.kubernetes.io/desired-replicas": str(replicas),
-                                "deployment.kubernetes.io/max-replicas": str(replicas + surge)},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
-                                     "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}],
+        return self.store.create(
+            "replicasets",
+            meta["namespace"],
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {
+                    "name": f"{meta['name']}-{current}",
+                    "labels": dict(template["metadata"]["labels"]),
+                    "annotations": {
+                        REVISION: str(max(revisions, default=0) + 1),
+                        "deployment.kubernetes.io/desired-replicas": str(replicas),
+                        "deployment.kubernetes.io/max-replicas": str(replicas + surge),
+                    },
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "Deployment",
+                            "name": meta["name"],
+                            "uid": meta["uid"],
+                            "controller": True,
+                            "blockOwnerDeletion": True,
+                        }
+                    ],
+                },
+                "spec": {
+                    "replicas": 0,
+                    "minReadySeconds": deployment["spec"].get("minReadySeconds", 0),
+                    "selector": selector,
+                    "template": template,
+                },
             },
-            "spec": {"replicas": 0, "minReadySeconds": deployment["spec"].get("minReadySeconds", 0),
-                     "selector": selector, "template": template},
-        })
+        )
 
     def _sync(self, deployment: dict) -> None:
         spec = deployment.get("spec") or {}
@@ -138,7 +161,9 @@ class Deployments(Controller):
         new: list[dict] = []
         old: list[dict] = []
         for pod in pods:
-            (new if pod["metadata"].get("labels", {}).get("pod-template-hash") == current else old).append(pod)
+            (new if pod["metadata"].get("labels", {}).get("pod-template-hash") == current else old).append(
+                pod
+            )
         ready = sum(1 for p in pods if is_true(p, "Ready"))
         namespace = deployment["metadata"]["namespace"]
         if old and (spec.get("strategy") or {}).get("type") == "Recreate":
@@ -184,23 +209,42 @@ class Deployments(Controller):
             if not is_new and not pods:
                 old_empty.append(rs)
             ready = sum(1 for p in pods if is_true(p, "Ready"))
-            status = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
-                      "availableReplicas": ready, "observedGeneration": rs["metadata"].get("generation", 1)}
+            status = {
+                "replicas": len(pods),
+                "fullyLabeledReplicas": len(pods),
+                "readyReplicas": ready,
+                "availableReplicas": ready,
+                "observedGeneration": rs["metadata"].get("generation", 1),
+            }
             status = {k: v for k, v in status.items() if v or k == "replicas"}
             failure = self._failures.get(rs["metadata"]["uid"])
             if failure:
-                before = next((c for c in (rs.get("status") or {}).get("conditions") or []
-                               if c.get("type") == "ReplicaFailure"), {})
-                status["conditions"] = [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
-                                         "message": failure,
-                                         "lastTransitionTime": before.get("lastTransitionTime") or now()}]
+                before = next(
+                    (
+                        c
+                        for c in (rs.get("status") or {}).get("conditions") or []
+                        if c.get("type") == "ReplicaFailure"
+                    ),
+                    {},
+                )
+                status["conditions"] = [
+                    {
+                        "type": "ReplicaFailure",
+                        "status": "True",
+                        "reason": "FailedCreate",
+                        "message": failure,
+                        "lastTransitionTime": before.get("lastTransitionTime") or now(),
+                    }
+                ]
             if (rs.get("spec") or {}).get("replicas") != want:
-                rs = self.store.update("replicasets", rs["metadata"]["namespace"],
-                                       dict(rs, spec=dict(rs["spec"], replicas=want)))
+                rs = self.store.update(
+                    "replicasets", rs["metadata"]["namespace"], dict(rs, spec=dict(rs["spec"], replicas=want))
+                )
                 status["observedGeneration"] = rs["metadata"].get("generation", 1)
             if rs.get("status") != status:
-                self.store.update("replicasets", rs["metadata"]["namespace"], dict(rs, status=status),
-                                  subresource="status")
+                self.store.update(
+                    "replicasets", rs["metadata"]["namespace"], dict(rs, status=status), subresource="status"
+                )
         old_empty.sort(key=lambda r: int((r["metadata"].get("annotations") or {}).get(REVISION, "0") or 0))
         for rs in old_empty[: max(0, len(old_empty) - limit)]:
             self.store.delete("replicasets", rs["metadata"]["namespace"], rs["metadata"]["name"])
@@ -210,13 +254,21 @@ class Deployments(Controller):
         template = deployment["spec"].get("template") or {}
         tmeta = template.get("metadata") or {}
         pod = {
-            "apiVersion": "v1", "kind": "Pod",
+            "apiVersion": "v1",
+            "kind": "Pod",
             "metadata": {
                 "generateName": f"{rs['metadata']['name']}-",
                 "labels": {**(tmeta.get("labels") or {}), "pod-template-hash": current},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                                     "name": rs["metadata"]["name"], "uid": rs["metadata"]["uid"],
-                                     "controller": True, "blockOwnerDeletion": True}],
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "ReplicaSet",
+                        "name": rs["metadata"]["name"],
+                        "uid": rs["metadata"]["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
             },
             "spec": json.loads(json.dumps(template.get("spec") or {})),
         }
@@ -230,8 +282,13 @@ class Deployments(Controller):
         ready = sum(1 for p in pods if is_true(p, "Ready"))
         updated_ready = sum(1 for p in updated if is_true(p, "Ready"))
         status = dict(deployment.get("status") or {})
-        counts = {"replicas": len(pods), "updatedReplicas": len(updated), "readyReplicas": ready,
-                  "availableReplicas": ready, "unavailableReplicas": max(0, replicas - ready)}
+        counts = {
+            "replicas": len(pods),
+            "updatedReplicas": len(updated),
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "unavailableReplicas": max(0, replicas - ready),
+        }
         for field, value in counts.items():  # zero counts are omitted, as real servers do
             if value:
                 status[field] = value
@@ -241,12 +298,25 @@ class Deployments(Controller):
         stamp = now()
         conds = status.get("conditions") or []
         if ready >= replicas - unavailable:
-            conds = set_condition(conds, "Available", "True", "MinimumReplicasAvailable",
-                                  "Deployment has minimum availability.", stamp, update_time=True)
+            conds = set_condition(
+                conds,
+                "Available",
+                "True",
+                "MinimumReplicasAvailable",
+                "Deployment has minimum availability.",
+                stamp,
+                update_time=True,
+            )
         else:
-            conds = set_condition(conds, "Available", "False", "MinimumReplicasUnavailable",
-                                  "Deployment does not have minimum availability.", stamp,
-                                  update_time=True)
+            conds = set_condition(
+                conds,
+                "Available",
+                "False",
+                "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.",
+                stamp,
+                update_time=True,
+            )
         name = new_rs["metadata"]["name"]
         uid = deployment["metadata"]["uid"]
         clock = time.monotonic()
@@ -256,23 +326,49 @@ class Deployments(Controller):
             seen = self._progress[uid] = (signature, clock)
         deadline = (deployment.get("spec") or {}).get("progressDeadlineSeconds")
         if len(updated) == replicas == len(pods) and updated_ready == replicas:
-            conds = set_condition(conds, "Progressing", "True", "NewReplicaSetAvailable",
-                                  f'ReplicaSet "{name}" has successfully progressed.', stamp,
-                                  update_time=True)
+            conds = set_condition(
+                conds,
+                "Progressing",
+                "True",
+                "NewReplicaSetAvailable",
+                f'ReplicaSet "{name}" has successfully progressed.',
+                stamp,
+                update_time=True,
+            )
         elif isinstance(deadline, int) and clock - seen[1] >= deadline:
-            conds = set_condition(conds, "Progressing", "False", "ProgressDeadlineExceeded",
-                                  f'ReplicaSet "{name}" has timed out progressing.', stamp, update_time=True)
+            conds = set_condition(
+                conds,
+                "Progressing",
+                "False",
+                "ProgressDeadlineExceeded",
+                f'ReplicaSet "{name}" has timed out progressing.',
+                stamp,
+                update_time=True,
+            )
         else:
-            conds = set_condition(conds, "Progressing", "True", "ReplicaSetUpdated",
-                                  f'ReplicaSet "{name}" is progressing.', stamp, update_time=True)
+            conds = set_condition(
+                conds,
+                "Progressing",
+                "True",
+                "ReplicaSetUpdated",
+                f'ReplicaSet "{name}" is progressing.',
+                stamp,
+                update_time=True,
+            )
             if isinstance(deadline, int):
                 self.enqueue_later(key_of(deployment), seen[1] + deadline - clock + 0.05)
         failure = self._failures.get(new_rs["metadata"]["uid"])
         if failure:
-            conds = set_condition(conds, "ReplicaFailure", "True", "FailedCreate", failure, stamp, update_time=True)
+            conds = set_condition(
+                conds, "ReplicaFailure", "True", "FailedCreate", failure, stamp, update_time=True
+            )
         else:
             conds = [c for c in conds if c.get("type") != "ReplicaFailure"]
         status["conditions"] = sorted(conds, key=lambda c: c["type"] != "Available")
         if status != (deployment.get("status") or {}):
-            self.store.update("deployments", deployment["metadata"]["namespace"],
-                              dict(deployment, status=status), subresource="status")
+            self.store.update(
+                "deployments",
+                deployment["metadata"]["namespace"],
+                dict(deployment, status=status),
+                subresource="status",
+            )

@@ -58,15 +58,26 @@ class EndpointsController(Controller):
             if svc is None and existing is not None:
                 self.store.delete("endpoints", namespace, name)
             return
-        pods = [p for (ns, _n), p in sorted(self.cache.pods.items())
-                if ns == namespace and (p.get("status") or {}).get("podIP")
-                and not p["metadata"].get("deletionTimestamp")
-                and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]
+        pods = [
+            p
+            for (ns, _n), p in sorted(self.cache.pods.items())
+            if ns == namespace
+            and (p.get("status") or {}).get("podIP")
+            and not p["metadata"].get("deletionTimestamp")
+            and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
+        ]
         ready, not_ready = [], []
         for pod in pods:
-            address = {"ip": pod["status"]["podIP"], "nodeName": pod["spec"].get("nodeName"),
-                       "targetRef": {"kind": "Pod", "namespace": namespace, "name": pod["metadata"]["name"],
-                                     "uid": pod["metadata"]["uid"]}}
+            address = {
+                "ip": pod["status"]["podIP"],
+                "nodeName": pod["spec"].get("nodeName"),
+                "targetRef": {
+                    "kind": "Pod",
+                    "namespace": namespace,
+                    "name": pod["metadata"]["name"],
+                    "uid": pod["metadata"]["uid"],
+                },
+            }
             (ready if is_true(pod, "Ready") else not_ready).append(address)
         ports = []
         for port in svc["spec"].get("ports") or []:
@@ -76,8 +87,11 @@ class EndpointsController(Controller):
                 if port.get("name"):
                     entry = {"name": port["name"], **entry}
                 ports.append(entry)
-        body: dict = {"apiVersion": "v1", "kind": "Endpoints",
-                      "metadata": {"name": name, "labels": dict(svc["metadata"].get("labels") or {})}}
+        body: dict = {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": name, "labels": dict(svc["metadata"].get("labels") or {})},
+        }
         if pods:
             subset: dict = {"ports": ports}
             if ready:
@@ -87,8 +101,10 @@ class EndpointsController(Controller):
             body["subsets"] = [subset]
         if existing is None:
             self.store.create("endpoints", namespace, body)
-        elif existing.get("subsets") != body.get("subsets") or \
-                (existing["metadata"].get("labels") or {}) != body["metadata"]["labels"]:
+        elif (
+            existing.get("subsets") != body.get("subsets")
+            or (existing["metadata"].get("labels") or {}) != body["metadata"]["labels"]
+        ):
             new = dict(existing, metadata=dict(existing["metadata"], labels=body["metadata"]["labels"]))
             if "subsets" in body:
                 new["subsets"] = body["subsets"]

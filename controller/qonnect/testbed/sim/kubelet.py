@@ -47,8 +47,9 @@ class _Run:
 class Kubelets(Controller):
     """Starts pods on their nodes; plays their image faults."""
 
-    def __init__(self, store: Store, cache: Cache, start_delay: float,
-                 start_delays: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, store: Store, cache: Cache, start_delay: float, start_delays: list[dict[str, Any]] | None = None
+    ) -> None:
         super().__init__("kubelet")
         self.store = store
         self.cache = cache
@@ -116,10 +117,24 @@ class Kubelets(Controller):
                 run.state = "pull-error"
                 message = f'Failed to pull image "{image}": failed to resolve reference "{image}": not found'
                 self._write(pod, node, run, waiting=("ErrImagePull", message))
-                record(self.store, pod, "Failed", message, component="kubelet", kind_type="Warning",
-                       host=node["metadata"]["name"])
-                record(self.store, pod, "Failed", "Error: ErrImagePull", component="kubelet",
-                       kind_type="Warning", host=node["metadata"]["name"])
+                record(
+                    self.store,
+                    pod,
+                    "Failed",
+                    message,
+                    component="kubelet",
+                    kind_type="Warning",
+                    host=node["metadata"]["name"],
+                )
+                record(
+                    self.store,
+                    pod,
+                    "Failed",
+                    "Error: ErrImagePull",
+                    component="kubelet",
+                    kind_type="Warning",
+                    host=node["metadata"]["name"],
+                )
                 self._later(key, PULL_ERROR_SECONDS)
                 return
             if kind == "crash":
@@ -135,26 +150,49 @@ class Kubelets(Controller):
             message = f'Back-off pulling image "{image}"'
             self._write(pod, node, run, waiting=("ImagePullBackOff", message))
             record(self.store, pod, "BackOff", message, component="kubelet", host=node["metadata"]["name"])
-            record(self.store, pod, "Failed", "Error: ImagePullBackOff", component="kubelet",
-                   kind_type="Warning", host=node["metadata"]["name"])
+            record(
+                self.store,
+                pod,
+                "Failed",
+                "Error: ImagePullBackOff",
+                component="kubelet",
+                kind_type="Warning",
+                host=node["metadata"]["name"],
+            )
             self._later(key, backoff(run.failures) - PULL_ERROR_SECONDS)
             return
         if run.state == "crash-running":
             stamp = now()
-            run.last_terminated = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": stamp,
-                                                  "finishedAt": stamp, "containerID": _container_id(pod, name)}}
+            run.last_terminated = {
+                "terminated": {
+                    "exitCode": 1,
+                    "reason": "Error",
+                    "startedAt": stamp,
+                    "finishedAt": stamp,
+                    "containerID": _container_id(pod, name),
+                }
+            }
             if run.restarts == 0:  # the first exit is restarted at once
                 run.restarts = 1
                 self._write(pod, node, run, running=True)
                 self._later(key, CRASH_RUN_SECONDS)
                 return
             run.state = "crash-backoff"
-            message = f"back-off {int(backoff(run.restarts))}s restarting failed container={name} " \
-                      f"pod={pod['metadata']['name']}_{pod['metadata']['namespace']}({pod['metadata']['uid']})"
+            message = (
+                f"back-off {int(backoff(run.restarts))}s restarting failed container={name} "
+                f"pod={pod['metadata']['name']}_{pod['metadata']['namespace']}({pod['metadata']['uid']})"
+            )
             self._write(pod, node, run, waiting=("CrashLoopBackOff", message))
-            record(self.store, pod, "BackOff", "Back-off restarting failed container "
-                   f"{name} in pod {pod['metadata']['name']}_{pod['metadata']['namespace']}",
-                   component="kubelet", kind_type="Warning", host=node["metadata"]["name"])
+            record(
+                self.store,
+                pod,
+                "BackOff",
+                "Back-off restarting failed container "
+                f"{name} in pod {pod['metadata']['name']}_{pod['metadata']['namespace']}",
+                component="kubelet",
+                kind_type="Warning",
+                host=node["metadata"]["name"],
+            )
             self._later(key, backoff(run.restarts))
             return
         if run.state == "crash-backoff":
@@ -172,33 +210,62 @@ class Kubelets(Controller):
         self._next_ip[name] = index + 1
         return str(cidr.network_address + 2 + index % (cidr.num_addresses - 3))
 
-    def _write(self, pod: dict, node: dict, run: _Run, *, running: bool = False,
-               waiting: tuple[str, str] | None = None) -> None:
+    def _write(
+        self,
+        pod: dict,
+        node: dict,
+        run: _Run,
+        *,
+        running: bool = False,
+        waiting: tuple[str, str] | None = None,
+    ) -> None:
         """Post the pod's status: every container running, or the faulty one waiting/crashing."""
         stamp = now()
         status = dict(pod.get("status") or {})
         if not status.get("podIP"):
-            host_ip = next((a["address"] for a in node["status"].get("addresses") or []
-                            if a.get("type") == "InternalIP"), "")
+            host_ip = next(
+                (
+                    a["address"]
+                    for a in node["status"].get("addresses") or []
+                    if a.get("type") == "InternalIP"
+                ),
+                "",
+            )
             pod_ip = self._pod_ip(node)
-            status.update(hostIP=host_ip, hostIPs=[{"ip": host_ip}], podIP=pod_ip, podIPs=[{"ip": pod_ip}],
-                          startTime=status.get("startTime") or stamp)
+            status.update(
+                hostIP=host_ip,
+                hostIPs=[{"ip": host_ip}],
+                podIP=pod_ip,
+                podIPs=[{"ip": pod_ip}],
+                startTime=status.get("startTime") or stamp,
+            )
         previous = {c.get("name"): c for c in status.get("containerStatuses") or []}
         containers = []
         for i, container in enumerate(pod["spec"].get("containers") or []):
             name, image = container.get("name"), container.get("image", "")
             faulty = i == run.faulty and run.fault is not None
-            base = {"name": name, "image": image, "imageID": "", "containerID": "",
-                    "restartCount": run.restarts if faulty else 0, "started": False, "ready": False,
-                    "lastState": {}}
+            base = {
+                "name": name,
+                "image": image,
+                "imageID": "",
+                "containerID": "",
+                "restartCount": run.restarts if faulty else 0,
+                "started": False,
+                "ready": False,
+                "lastState": {},
+            }
             if faulty and run.last_terminated:
                 base["lastState"] = run.last_terminated
             if running or (not faulty and waiting and run.state not in ("creating", "new")):
                 old = previous.get(name) or {}
                 started = (old.get("state") or {}).get("running", {}).get("startedAt") if not faulty else None
-                base.update(imageID=f"{image}@sha256:{hashlib.sha256(image.encode()).hexdigest()}",
-                            containerID=_container_id(pod, name), started=True, ready=True,
-                            state={"running": {"startedAt": started or stamp}})
+                base.update(
+                    imageID=f"{image}@sha256:{hashlib.sha256(image.encode()).hexdigest()}",
+                    containerID=_container_id(pod, name),
+                    started=True,
+                    ready=True,
+                    state={"running": {"startedAt": started or stamp}},
+                )
             else:
                 reason, message = waiting or ("ContainerCreating", "")
                 if not faulty:
@@ -213,20 +280,32 @@ class Kubelets(Controller):
         def cond(kind: str, value: bool, reason: str = "", message: str = "") -> dict:
             text = "True" if value else "False"
             before = old_conds.get(kind) or {}
-            out = {"type": kind, "status": text, "lastProbeTime": None,
-                   "lastTransitionTime": before.get("lastTransitionTime") if before.get("status") == text else stamp}
+            out = {
+                "type": kind,
+                "status": text,
+                "lastProbeTime": None,
+                "lastTransitionTime": before.get("lastTransitionTime")
+                if before.get("status") == text
+                else stamp,
+            }
             if not value and reason:
                 out.update(reason=reason, message=message)
             return out
 
         why = f"containers with unready status: [{' '.join(unready)}]"
-        conditions = [cond("PodReadyToStartContainers", True), cond("Initialized", True),
-                      cond("Ready", ready, "ContainersNotReady", why),
-                      cond("ContainersReady", ready, "ContainersNotReady", why)]
+        conditions = [
+            cond("PodReadyToStartContainers", True),
+            cond("Initialized", True),
+            cond("Ready", ready, "ContainersNotReady", why),
+            cond("ContainersReady", ready, "ContainersNotReady", why),
+        ]
         conditions += [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
-        status.update(phase="Running" if started else "Pending", containerStatuses=containers,
-                      conditions=conditions)
-        self.store.update("pods", pod["metadata"]["namespace"], dict(pod, status=status), subresource="status")
+        status.update(
+            phase="Running" if started else "Pending", containerStatuses=containers, conditions=conditions
+        )
+        self.store.update(
+            "pods", pod["metadata"]["namespace"], dict(pod, status=status), subresource="status"
+        )
 
     # ------------------------------------------------------------------ eviction
 
@@ -259,8 +338,13 @@ class Kubelets(Controller):
         node = self.cache.nodes.get(node_name)
         if pod is None or pod["metadata"]["uid"] != uid or (node is not None and is_true(node, "Ready")):
             return
-        record(self.store, pod, "TaintManagerEviction", f"Marking for deletion Pod {key[0]}/{key[1]}",
-               component="taint-eviction-controller")
+        record(
+            self.store,
+            pod,
+            "TaintManagerEviction",
+            f"Marking for deletion Pod {key[0]}/{key[1]}",
+            component="taint-eviction-controller",
+        )
         self.guarded(key, lambda k=key: self.store.delete("pods", k[0], k[1]))
 
 
@@ -276,9 +360,15 @@ def _toleration_seconds(pod: dict, taints: list[dict]) -> float | None:
     tolerations = [t for t in (pod.get("spec") or {}).get("tolerations") or [] if isinstance(t, dict)]
     limits: list[float] = []
     for taint in taints:
-        matching = [t for t in tolerations if t.get("effect") in (None, "", "NoExecute") and (
-            (t.get("operator") == "Exists" and t.get("key") in (None, "", taint.get("key")))
-            or (t.get("key") == taint.get("key") and t.get("value", "") == taint.get("value", "")))]
+        matching = [
+            t
+            for t in tolerations
+            if t.get("effect") in (None, "", "NoExecute")
+            and (
+                (t.get("operator") == "Exists" and t.get("key") in (None, "", taint.get("key")))
+                or (t.get("key") == taint.get("key") and t.get("value", "") == taint.get("value", ""))
+            )
+        ]
         if not matching:
             return 0.0
         seconds = [t.get("tolerationSeconds") for t in matching]

@@ -73,9 +73,18 @@ def is_true(obj: dict, kind: str) -> bool:
     return bool(cond and cond.get("status") == "True")
 
 
-def set_condition(conditions: list[dict], kind: str, status: str, reason: str, message: str,
-                  stamp: str, *, heartbeat: bool = False, probe: bool = False,
-                  update_time: bool = False) -> list[dict]:
+def set_condition(
+    conditions: list[dict],
+    kind: str,
+    status: str,
+    reason: str,
+    message: str,
+    stamp: str,
+    *,
+    heartbeat: bool = False,
+    probe: bool = False,
+    update_time: bool = False,
+) -> list[dict]:
     """Conditions with one set; lastTransitionTime moves only when the status changes."""
     out, found = [], False
     for cond in conditions:
@@ -87,12 +96,20 @@ def set_condition(conditions: list[dict], kind: str, status: str, reason: str, m
         if cond.get("status") != status:
             new["lastTransitionTime"] = stamp
         if update_time and (cond.get("reason"), cond.get("message"), cond.get("status")) != (
-                reason, message, status):
+            reason,
+            message,
+            status,
+        ):
             new["lastUpdateTime"] = stamp
         out.append(new)
     if not found:
-        new = {"type": kind, "status": status, "reason": reason, "message": message,
-               "lastTransitionTime": stamp}
+        new = {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": stamp,
+        }
         if update_time:
             new["lastUpdateTime"] = stamp
         out.append(new)

@@ -49,7 +49,8 @@ def _term_matches(term: dict, node: dict) -> bool:
     if not exprs and not field_exprs:
         return False  # an empty term matches no objects, as in the scheduler
     return all(_expression_matches(e, labels) for e in exprs) and all(
-        _expression_matches(e, fields) for e in field_exprs)
+        _expression_matches(e, fields) for e in field_exprs
+    )
 
 
 def affinity_matches(pod: dict, node: dict) -> bool:
@@ -59,8 +60,9 @@ def affinity_matches(pod: dict, node: dict) -> bool:
     for key, value in (spec.get("nodeSelector") or {}).items():
         if labels.get(key) != value:
             return False
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
     if required is None:
         return True
     return any(_term_matches(t, node) for t in required.get("nodeSelectorTerms") or [])
@@ -95,8 +97,11 @@ def reject_reason(pod: dict, node: dict, used: Usage) -> str | None:
     if used.get("pods", 0) + 1 > alloc["pods"]:
         return "Too many pods"
     requests = pod_requests(pod)
-    names = {"cpu": "Insufficient cpu", "memory": "Insufficient memory",
-             "ephemeral-storage": "Insufficient ephemeral-storage"}
+    names = {
+        "cpu": "Insufficient cpu",
+        "memory": "Insufficient memory",
+        "ephemeral-storage": "Insufficient ephemeral-storage",
+    }
     for res in RESOURCES:
         if requests[res] and used.get(res, 0) + requests[res] > alloc[res]:
             return names[res]
@@ -107,8 +112,9 @@ def score(pod: dict, node: dict, used: Usage) -> float:
     """Least-allocated score in [0, 1]: the mean free fraction of cpu and memory after placing."""
     alloc = allocatable(node)
     requests = pod_requests(pod)
-    free = [1 - (used.get(res, 0) + requests[res]) / alloc[res]
-            for res in ("cpu", "memory") if alloc[res] > 0]
+    free = [
+        1 - (used.get(res, 0) + requests[res]) / alloc[res] for res in ("cpu", "memory") if alloc[res] > 0
+    ]
     return sum(free) / len(free) if free else 0.0
 
 

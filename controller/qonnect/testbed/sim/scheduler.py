@@ -48,8 +48,12 @@ class Scheduler(Controller):
 
     def process(self, keys: Iterable[tuple[str, str]]) -> None:
         pods = [(k, self.cache.pods[k]) for k in keys if k in self.cache.pods]
-        pods = [(k, p) for k, p in pods if not (p.get("spec") or {}).get("nodeName")
-                and (p.get("spec") or {}).get("schedulerName", "default-scheduler") == "default-scheduler"]
+        pods = [
+            (k, p)
+            for k, p in pods
+            if not (p.get("spec") or {}).get("nodeName")
+            and (p.get("spec") or {}).get("schedulerName", "default-scheduler") == "default-scheduler"
+        ]
         if not pods:
             return
         pods.sort(key=lambda kp: (kp[1]["metadata"].get("creationTimestamp", ""), kp[0]))
@@ -79,25 +83,40 @@ class Scheduler(Controller):
         bound = self.store.update("pods", pod["metadata"]["namespace"], bound)
         status = dict(bound.get("status") or {})
         others = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-        status["conditions"] = [*others, {"type": "PodScheduled", "status": "True",
-                                          "lastProbeTime": None, "lastTransitionTime": now()}]
+        status["conditions"] = [
+            *others,
+            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now()},
+        ]
         status["phase"] = "Pending"
-        self.store.update("pods", pod["metadata"]["namespace"], dict(bound, status=status),
-                          subresource="status")
-        record(self.store, bound, "Scheduled",
-               f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {node}",
-               component="default-scheduler")
+        self.store.update(
+            "pods", pod["metadata"]["namespace"], dict(bound, status=status), subresource="status"
+        )
+        record(
+            self.store,
+            bound,
+            "Scheduled",
+            f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {node}",
+            component="default-scheduler",
+        )
 
     def _unschedulable(self, pod: dict, message: str) -> None:
         status = dict(pod.get("status") or {})
         status["phase"] = "Pending"
-        status["conditions"] = set_condition(status.get("conditions") or [], "PodScheduled", "False",
-                                             "Unschedulable", message, now())
+        status["conditions"] = set_condition(
+            status.get("conditions") or [], "PodScheduled", "False", "Unschedulable", message, now()
+        )
         for cond in status["conditions"]:
             if cond["type"] == "PodScheduled":
                 cond["lastProbeTime"] = None
-        stored = self.store.update("pods", pod["metadata"]["namespace"], dict(pod, status=status),
-                                   subresource="status")
+        stored = self.store.update(
+            "pods", pod["metadata"]["namespace"], dict(pod, status=status), subresource="status"
+        )
         if stored["metadata"]["resourceVersion"] != pod["metadata"]["resourceVersion"]:
-            record(self.store, stored, "FailedScheduling", message, component="default-scheduler",
-                   kind_type="Warning")
+            record(
+                self.store,
+                stored,
+                "FailedScheduling",
+                message,
+                component="default-scheduler",
+                kind_type="Warning",
+            )

@@ -23,7 +23,7 @@ REVISION_LABEL = "controller-revision-hash"
 
 
 def _ordinal(pod: dict, name: str) -> int | None:
-    suffix = pod["metadata"]["name"][len(name) + 1:]
+    suffix = pod["metadata"]["name"][len(name) + 1 :]
     return int(suffix) if pod["metadata"]["name"].startswith(name + "-") and suffix.isdigit() else None
 
 
@@ -72,8 +72,16 @@ class StatefulSets(Controller):
         # rolling update: highest outdated ordinal at or above the partition, one at a time
         strategy = spec.get("updateStrategy") or {}
         if strategy.get("type", "RollingUpdate") == "RollingUpdate" and all_ready and len(pods) >= replicas:
-            outdated = sorted((i for i, p in pods.items() if i < replicas and self._wants_update(spec, i)
-                               and p["metadata"].get("labels", {}).get(REVISION_LABEL) != update_rev), reverse=True)
+            outdated = sorted(
+                (
+                    i
+                    for i, p in pods.items()
+                    if i < replicas
+                    and self._wants_update(spec, i)
+                    and p["metadata"].get("labels", {}).get(REVISION_LABEL) != update_rev
+                ),
+                reverse=True,
+            )
             if outdated:
                 self.store.delete("pods", namespace, pods[outdated[0]]["metadata"]["name"])
         self._status(sts, update_rev, current_rev, replicas)
@@ -91,17 +99,32 @@ class StatefulSets(Controller):
         tmeta = template.get("metadata") or {}
         pod_name = f"{meta['name']}-{ordinal}"
         pod = {
-            "apiVersion": "v1", "kind": "Pod",
+            "apiVersion": "v1",
+            "kind": "Pod",
             "metadata": {
                 "name": pod_name,
-                "labels": {**(tmeta.get("labels") or {}), REVISION_LABEL: revision,
-                           "statefulset.kubernetes.io/pod-name": pod_name,
-                           "apps.kubernetes.io/pod-index": str(ordinal)},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": meta["name"],
-                                     "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}],
+                "labels": {
+                    **(tmeta.get("labels") or {}),
+                    REVISION_LABEL: revision,
+                    "statefulset.kubernetes.io/pod-name": pod_name,
+                    "apps.kubernetes.io/pod-index": str(ordinal),
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "StatefulSet",
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
             },
-            "spec": {**json.loads(json.dumps(template.get("spec") or {})), "hostname": pod_name,
-                     **({"subdomain": spec["serviceName"]} if spec.get("serviceName") else {})},
+            "spec": {
+                **json.loads(json.dumps(template.get("spec") or {})),
+                "hostname": pod_name,
+                **({"subdomain": spec["serviceName"]} if spec.get("serviceName") else {}),
+            },
         }
         if tmeta.get("annotations"):
             pod["metadata"]["annotations"] = dict(tmeta["annotations"])
@@ -114,11 +137,21 @@ class StatefulSets(Controller):
         current = sum(1 for p in pods if p["metadata"].get("labels", {}).get(REVISION_LABEL) == current_rev)
         if updated == len(pods) == replicas and ready == replicas:
             current_rev, current = update_rev, updated  # the rolling update is complete
-        status = {"observedGeneration": sts["metadata"].get("generation", 1), "replicas": len(pods),
-                  "readyReplicas": ready, "currentReplicas": current, "updatedReplicas": updated,
-                  "currentRevision": current_rev, "updateRevision": update_rev, "collisionCount": 0,
-                  "availableReplicas": ready}
-        status = {k: v for k, v in status.items() if v or k in ("replicas", "availableReplicas", "collisionCount")}
+        status = {
+            "observedGeneration": sts["metadata"].get("generation", 1),
+            "replicas": len(pods),
+            "readyReplicas": ready,
+            "currentReplicas": current,
+            "updatedReplicas": updated,
+            "currentRevision": current_rev,
+            "updateRevision": update_rev,
+            "collisionCount": 0,
+            "availableReplicas": ready,
+        }
+        status = {
+            k: v for k, v in status.items() if v or k in ("replicas", "availableReplicas", "collisionCount")
+        }
         if status != (sts.get("status") or {}):
-            self.store.update("statefulsets", sts["metadata"]["namespace"], dict(sts, status=status),
-                              subresource="status")
+            self.store.update(
+                "statefulsets", sts["metadata"]["namespace"], dict(sts, status=status), subresource="status"
+            )

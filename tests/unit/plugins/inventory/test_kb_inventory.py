@@ -8,25 +8,47 @@ from ansible_collections.qonnect.core.plugins.inventory import kb as kb_plugin
 
 
 def node(name, ready=True, cpu=6.0, req=1.0, energy=0.0024, price=16.0):
-    return {"name": name, "ready": ready, "schedulable": True,
-            "allocatable": {"cpu": cpu, "memory": 8_000, "ephemeral_storage": 100},
-            "requested": {"cpu": req, "memory": 1_000, "ephemeral_storage": 0},
-            "energy_kwh": energy, "price_eur_h": price, "bandwidth_gbps": 10.0, "labels": {}}
+    return {
+        "name": name,
+        "ready": ready,
+        "schedulable": True,
+        "allocatable": {"cpu": cpu, "memory": 8_000, "ephemeral_storage": 100},
+        "requested": {"cpu": req, "memory": 1_000, "ephemeral_storage": 0},
+        "energy_kwh": energy,
+        "price_eur_h": price,
+        "bandwidth_gbps": 10.0,
+        "labels": {},
+    }
 
 
 DATA = {
     "inventory": {
         "clusters": [
-            {"name": "cloud-1", "tier": "cloud", "location": "cloud-1", "labels": {"region": "eu"},
-             "healthy": True, "heartbeat_age": 2.5, "nodes": [node("c1a"), node("c1b", price=4.0)]},
-            {"name": "edge-1", "tier": "edge", "location": "edge-1", "labels": {"region": "us-west"},
-             "healthy": False, "heartbeat_age": 99.0, "nodes": [node("e1", ready=False)]},
+            {
+                "name": "cloud-1",
+                "tier": "cloud",
+                "location": "cloud-1",
+                "labels": {"region": "eu"},
+                "healthy": True,
+                "heartbeat_age": 2.5,
+                "nodes": [node("c1a"), node("c1b", price=4.0)],
+            },
+            {
+                "name": "edge-1",
+                "tier": "edge",
+                "location": "edge-1",
+                "labels": {"region": "us-west"},
+                "healthy": False,
+                "heartbeat_age": 99.0,
+                "nodes": [node("e1", ready=False)],
+            },
         ],
         "latency_ms": {},
         "placements": {"bookinfo": {"productpage": [{"cluster": "cloud-1", "replicas": 1}]}},
     },
-    "records": {"cloud-1": {"name": "cloud-1", "server": "https://127.0.0.2:6443",
-                            "kubeconfig": "/k/cloud-1.yaml"}},
+    "records": {
+        "cloud-1": {"name": "cloud-1", "server": "https://127.0.0.2:6443", "kubeconfig": "/k/cloud-1.yaml"}
+    },
 }
 
 

@@ -12,8 +12,11 @@ from ansible_collections.qonnect.core.plugins.inventory import kb as kb_plugin
 
 NAME = "qonnect.core.kb"
 DATA = {
-    "inventory": {"clusters": [{"name": "fog-1", "tier": "fog", "labels": {}, "healthy": True, "nodes": []}],
-                  "latency_ms": {}, "placements": {}},
+    "inventory": {
+        "clusters": [{"name": "fog-1", "tier": "fog", "labels": {}, "healthy": True, "nodes": []}],
+        "latency_ms": {},
+        "placements": {},
+    },
     "records": {},
 }
 
@@ -26,13 +29,24 @@ def run(tmp_path, monkeypatch):
 
     def fake_fetch(self):
         url, token = self._connection()
-        seen.append({"url": url, "token": token, "ca_path": self.get_option("ca_path"),
-                     "validate_certs": self.get_option("validate_certs")})
+        seen.append(
+            {
+                "url": url,
+                "token": token,
+                "ca_path": self.get_option("ca_path"),
+                "validate_certs": self.get_option("validate_certs"),
+            }
+        )
         return DATA
 
     monkeypatch.setattr(kb_plugin.InventoryModule, "fetch", fake_fetch)
-    for var in ("QONNECT_KB_URL", "QONNECT_KB_TOKEN", "QONNECT_KB_CA_PATH", "QONNECT_KB_VALIDATE_CERTS",
-                "QONNECT_INVENTORY_PYTHON_INTERPRETER"):
+    for var in (
+        "QONNECT_KB_URL",
+        "QONNECT_KB_TOKEN",
+        "QONNECT_KB_CA_PATH",
+        "QONNECT_KB_VALIDATE_CERTS",
+        "QONNECT_INVENTORY_PYTHON_INTERPRETER",
+    ):
         monkeypatch.delenv(var, raising=False)
 
     def parse(text: str) -> InventoryData:
@@ -70,8 +84,10 @@ def test_interpreter_is_overridable_by_option_and_environment(run, monkeypatch):
 
 def test_cache_key_includes_url_and_token_identity_never_the_token(run, tmp_path):
     cache_dir = tmp_path / "cache"
-    conf = ("plugin: qonnect.core.kb\nurl: {url}\ntoken: {token}\ncache: true\n"
-            f"cache_plugin: jsonfile\ncache_connection: {cache_dir}\ncache_timeout: 600\n")
+    conf = (
+        "plugin: qonnect.core.kb\nurl: {url}\ntoken: {token}\ncache: true\n"
+        f"cache_plugin: jsonfile\ncache_connection: {cache_dir}\ncache_timeout: 600\n"
+    )
     run(conf.format(url="http://127.0.0.1:1", token="reader-AAAA"))
     run(conf.format(url="http://127.0.0.1:1", token="reader-AAAA"))
     assert len(run.seen) == 1  # same KB and token: the cache answers
@@ -92,5 +108,9 @@ def test_ca_path_and_validate_certs_from_environment(run, monkeypatch, tmp_path)
     monkeypatch.setenv("QONNECT_KB_CA_PATH", str(ca))
     monkeypatch.setenv("QONNECT_KB_VALIDATE_CERTS", "false")
     run("plugin: qonnect.core.kb\n")
-    assert run.seen[-1] == {"url": "https://kb.example.org:8443", "token": None, "ca_path": str(ca),
-                            "validate_certs": False}
+    assert run.seen[-1] == {
+        "url": "https://kb.example.org:8443",
+        "token": None,
+        "ca_path": str(ca),
+        "validate_certs": False,
+    }

@@ -26,24 +26,37 @@ def inventory_from_csv(folder: Path = EVALUATION) -> dict:
         tier = tiers[row["cluster_id"]]
         profile = name.split("-", 1)[1]
         truth = {"True": True, "False": False}
-        clusters.append({
-            "name": name, "tier": tier, "location": name, "healthy": True, "heartbeat_age": 0.0,
-            "labels": {"qonnect.io/tier": tier, "qonnect.io/profile": profile},
-            "nodes": [{
-                "name": row["name"],
-                "ready": truth[row["is_ready"]],
-                "schedulable": truth[row["is_schedulable"]],
-                "pressure": {"memory": truth[row["is_memory_pressure_exists"]],
-                             "disk": truth[row["is_disk_pressure_exists"]],
-                             "pid": truth[row["is_pid_pressure_exists"]]},
-                "allocatable": {"cpu": float(row["cpu"]), "memory": int(row["memory"]),
-                                "ephemeral_storage": int(row["ephemeral_storage"])},
-                "requested": {"cpu": 0.0, "memory": 0, "ephemeral_storage": 0},
-                "bandwidth_gbps": int(row["network_bandwidth"]) / 1e9,
-                "energy_kwh": float(row["energy"]),
-                "price_eur_h": float(row["pricing"]),
+        clusters.append(
+            {
+                "name": name,
+                "tier": tier,
+                "location": name,
+                "healthy": True,
                 "heartbeat_age": 0.0,
-                "labels": {"kubernetes.io/hostname": row["name"], "qonnect.io/tier": tier},
-            }],
-        })
+                "labels": {"qonnect.io/tier": tier, "qonnect.io/profile": profile},
+                "nodes": [
+                    {
+                        "name": row["name"],
+                        "ready": truth[row["is_ready"]],
+                        "schedulable": truth[row["is_schedulable"]],
+                        "pressure": {
+                            "memory": truth[row["is_memory_pressure_exists"]],
+                            "disk": truth[row["is_disk_pressure_exists"]],
+                            "pid": truth[row["is_pid_pressure_exists"]],
+                        },
+                        "allocatable": {
+                            "cpu": float(row["cpu"]),
+                            "memory": int(row["memory"]),
+                            "ephemeral_storage": int(row["ephemeral_storage"]),
+                        },
+                        "requested": {"cpu": 0.0, "memory": 0, "ephemeral_storage": 0},
+                        "bandwidth_gbps": int(row["network_bandwidth"]) / 1e9,
+                        "energy_kwh": float(row["energy"]),
+                        "price_eur_h": float(row["pricing"]),
+                        "heartbeat_age": 0.0,
+                        "labels": {"kubernetes.io/hostname": row["name"], "qonnect.io/tier": tier},
+                    }
+                ],
+            }
+        )
     return {"clusters": clusters, "latency_ms": {}, "placements": {}}

@@ -15,10 +15,14 @@ CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
 
 
 def app(tier: str = "any", **qos) -> object:
-    return load_application({
-        "apiVersion": "swarmchestrate.tu-berlin.de/v1", "kind": "Application",
-        "metadata": {"name": "demo", "qos": qos or {"energy": 1.0}},
-        "spec": {f"{tier}_svc": [CONFIGMAP]}})
+    return load_application(
+        {
+            "apiVersion": "swarmchestrate.tu-berlin.de/v1",
+            "kind": "Application",
+            "metadata": {"name": "demo", "qos": qos or {"energy": 1.0}},
+            "spec": {f"{tier}_svc": [CONFIGMAP]},
+        }
+    )
 
 
 def test_example_inventory_is_qonnects_nodes_csv_unrounded():
@@ -29,8 +33,10 @@ def test_example_inventory_is_qonnects_nodes_csv_unrounded():
     assert nodes["fog-cost-worker"]["allocatable"]["ephemeral_storage"] == 4114046976
 
 
-@pytest.mark.parametrize(("qos", "profile"), [({"energy": 1.0}, "energy"), ({"pricing": 1.0}, "cost"),
-                                              ({"performance": 1.0}, "performance")])
+@pytest.mark.parametrize(
+    ("qos", "profile"),
+    [({"energy": 1.0}, "energy"), ({"pricing": 1.0}, "cost"), ({"performance": 1.0}, "performance")],
+)
 def test_borda_picks_qonnects_profile_per_tier(qos, profile):
     inventory = json.loads(EXAMPLE.read_text())
     for tier in ("cloud", "fog", "edge"):
@@ -55,8 +61,9 @@ def test_explanation_orders_ties_by_total_score_not_name():
             n["labels"] = {"kubernetes.io/hostname": f"{name}-{i}", "qonnect.io/tier": "fog"}
             cluster["nodes"].append(n)
         clusters.append(cluster)
-    plan = place(app("fog"), {"clusters": clusters, "latency_ms": {}, "placements": {}},
-                 scorer="borda").to_dict()
+    plan = place(
+        app("fog"), {"clusters": clusters, "latency_ms": {}, "placements": {}}, scorer="borda"
+    ).to_dict()
     rows = plan["explanation"]["fog-svc"]
     assert [r["cluster"] for r in rows] == ["b-cl", "a-cl"]
     assert rows[0]["total"] == rows[1]["total"]  # the kept nodes tie ...

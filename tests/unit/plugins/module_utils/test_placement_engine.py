@@ -25,29 +25,52 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos import (
 ROOT = Path(__file__).resolve().parents[4]
 PAPER = json.loads((ROOT / "examples" / "inventories" / "paper.json").read_text())
 PROFILE = {c["name"]: c["labels"]["qonnect.io/profile"] for c in PAPER["clusters"]}
-POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-       "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "p"},
+    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+}
 
 
 def app(services, objective=None):
-    return load_application({
-        "apiVersion": "qonnect.io/v1", "kind": "Application", "metadata": {"name": "t"},
-        "spec": {"objective": objective or {"energy": 1.0},
-                 "services": [{"manifests": [POD], **s} for s in services]}})
+    return load_application(
+        {
+            "apiVersion": "qonnect.io/v1",
+            "kind": "Application",
+            "metadata": {"name": "t"},
+            "spec": {
+                "objective": objective or {"energy": 1.0},
+                "services": [{"manifests": [POD], **s} for s in services],
+            },
+        }
+    )
 
 
 def qonnect_app(energy, pricing, performance):
-    data = {"apiVersion": "swarmchestrate.tu-berlin.de/v1", "kind": "Application",
-            "metadata": {"name": "bookinfo", "qos": {"energy": energy, "pricing": pricing,
-                                                     "performance": performance}},
-            "spec": {"cloud_svc": [POD], "fog_svc": [POD], "edge_svc": [POD]}}
+    data = {
+        "apiVersion": "swarmchestrate.tu-berlin.de/v1",
+        "kind": "Application",
+        "metadata": {
+            "name": "bookinfo",
+            "qos": {"energy": energy, "pricing": pricing, "performance": performance},
+        },
+        "spec": {"cloud_svc": [POD], "fog_svc": [POD], "edge_svc": [POD]},
+    }
     return load_application(data)
 
 
-@pytest.mark.parametrize("weights, profile", [
-    ((0.8, 0.1, 0.1), "energy"), ((0.1, 0.8, 0.1), "cost"), ((0.1, 0.1, 0.8), "performance"),
-    ((1.0, 0.0, 0.0), "energy"), ((0.0, 1.0, 0.0), "cost"), ((0.0, 0.0, 1.0), "performance"),
-])
+@pytest.mark.parametrize(
+    "weights, profile",
+    [
+        ((0.8, 0.1, 0.1), "energy"),
+        ((0.1, 0.8, 0.1), "cost"),
+        ((0.1, 0.1, 0.8), "performance"),
+        ((1.0, 0.0, 0.0), "energy"),
+        ((0.0, 1.0, 0.0), "cost"),
+        ((0.0, 0.0, 1.0), "performance"),
+    ],
+)
 def test_borda_picks_the_qonnect_profile_in_every_tier(weights, profile):
     plan = place(qonnect_app(*weights), PAPER, scorer="borda")
     for tier in ("cloud", "fog", "edge"):
@@ -61,8 +84,10 @@ def test_borda_counts_share_ties_and_rank_both_ways():
     assert borda_counts(np.array([3.0, 1.0, 2.0, 3.0]), False).tolist() == [4, 1, 2, 4]
 
 
-@pytest.mark.parametrize("spec, profile", [("energy-first", "energy"), ("cost-first", "cost"),
-                                           ("performance-first", "performance")])
+@pytest.mark.parametrize(
+    "spec, profile",
+    [("energy-first", "energy"), ("cost-first", "cost"), ("performance-first", "performance")],
+)
 @pytest.mark.parametrize("scorer", ["weighted", "optimal"])
 def test_bookinfo_goes_to_the_profile_of_its_goal(spec, profile, scorer):
     bookinfo = load_application_file(str(ROOT / "examples" / "bookinfo" / f"{spec}.yml"))
@@ -77,7 +102,8 @@ def test_plan_format_and_explanation():
     data = place(bookinfo, PAPER).to_dict()
     assert set(data) == {"application", "scorer", "objective", "services", "explanation"}
     assert data["services"]["productpage"] == [
-        {"cluster": "cloud-1", "replicas": 1, "nodes": ["cloud-1-worker"]}]
+        {"cluster": "cloud-1", "replicas": 1, "nodes": ["cloud-1-worker"]}
+    ]
     rows = data["explanation"]["details"]
     assert [r["cluster"] for r in rows[:3]] == ["fog-1", "fog-2", "fog-3"]
     assert all(r["eligible"] for r in rows[:3]) and not any(r["eligible"] for r in rows[3:])
@@ -85,19 +111,24 @@ def test_plan_format_and_explanation():
     top = rows[0]
     assert set(top["criteria"]) == {"energy", "cost", "performance", "latency"}
     assert top["total"] == pytest.approx(
-        sum(c["score"] * c["weight"] for c in top["criteria"].values()), abs=1e-5)
+        sum(c["score"] * c["weight"] for c in top["criteria"].values()), abs=1e-5
+    )
     assert objective(bookinfo, PAPER, data) == pytest.approx(data["objective"], abs=1e-6)
     # a placement without node names (the KB's current placement) scores the same here
-    bare = {s: [{"cluster": e["cluster"], "replicas": e["replicas"]} for e in entries]
-            for s, entries in data["services"].items()}
+    bare = {
+        s: [{"cluster": e["cluster"], "replicas": e["replicas"]} for e in entries]
+        for s, entries in data["services"].items()
+    }
     assert objective(bookinfo, PAPER, {"services": bare}) == pytest.approx(data["objective"])
     json.dumps(data)
 
 
 def test_latency_keeps_dependent_services_close():
     performance = {"clusterSelector": {"matchLabels": {"qonnect.io/profile": "performance"}}}
-    services = [{"name": "db", "tier": "edge", "constraints": performance},
-                {"name": "api", "tier": "fog", "dependsOn": ["db"]}]
+    services = [
+        {"name": "db", "tier": "edge", "constraints": performance},
+        {"name": "api", "tier": "fog", "dependsOn": ["db"]},
+    ]
     plan = place(app(services, {"latency": 1.0}), PAPER)
     assert plan.clusters("db") == ["edge-3"]
     lat = PAPER["latency_ms"]["edge-3"]
@@ -107,22 +138,37 @@ def test_latency_keeps_dependent_services_close():
 def test_services_others_call_move_close_to_their_callers():
     # db is placed first with nothing to be near (all fog clusters tie, fog-1 wins by name);
     # the second pass moves it next to its caller, pinned to edge-3 (fog-3 is nearest)
-    services = [{"name": "db", "tier": "fog"},
-                {"name": "api", "tier": "edge", "dependsOn": ["db"], "constraints": {
-                    "clusterSelector": {"matchLabels": {"qonnect.io/profile": "performance"}}}}]
+    services = [
+        {"name": "db", "tier": "fog"},
+        {
+            "name": "api",
+            "tier": "edge",
+            "dependsOn": ["db"],
+            "constraints": {"clusterSelector": {"matchLabels": {"qonnect.io/profile": "performance"}}},
+        },
+    ]
     plan = place(app(services, {"latency": 1.0}), PAPER)
     assert plan.clusters("api") == ["edge-3"]
     assert plan.clusters("db") == ["fog-3"]
     assert plan.explanation["db"][0]["cluster"] == "fog-3"
 
 
-@pytest.mark.parametrize("constraints, allowed", [
-    ({"clusterSelector": {"matchExpressions": [
-        {"key": "qonnect.io/profile", "operator": "In", "values": ["cost"]}]}}, {"fog-2"}),
-    ({"filter": "nodes[0].bandwidth_gbps > `50` && name != 'fog-1'"}, {"fog-3"}),
-    ({"maxLatency": {"from": "edge-3", "ms": 7}}, {"fog-3"}),
-    ({"minFree": {"cpu": 8}}, {"fog-3"}),
-])
+@pytest.mark.parametrize(
+    "constraints, allowed",
+    [
+        (
+            {
+                "clusterSelector": {
+                    "matchExpressions": [{"key": "qonnect.io/profile", "operator": "In", "values": ["cost"]}]
+                }
+            },
+            {"fog-2"},
+        ),
+        ({"filter": "nodes[0].bandwidth_gbps > `50` && name != 'fog-1'"}, {"fog-3"}),
+        ({"maxLatency": {"from": "edge-3", "ms": 7}}, {"fog-3"}),
+        ({"minFree": {"cpu": 8}}, {"fog-3"}),
+    ],
+)
 def test_hard_constraints_hold(constraints, allowed):
     plan = place(app([{"name": "s", "tier": "fog", "constraints": constraints}]), PAPER)
     assert set(plan.clusters("s")) <= allowed and plan.clusters("s")
@@ -130,11 +176,12 @@ def test_hard_constraints_hold(constraints, allowed):
 
 def test_infeasible_names_service_and_constraint():
     with pytest.raises(PlacementError) as info:
-        place(app([{"name": "s", "tier": "edge", "constraints": {
-            "maxLatency": {"from": "cloud-1", "ms": 5}}}]), PAPER)
+        place(
+            app([{"name": "s", "tier": "edge", "constraints": {"maxLatency": {"from": "cloud-1", "ms": 5}}}]),
+            PAPER,
+        )
     assert info.value.service == "s" and info.value.constraint.startswith("maxLatency 5 ms")
-    with pytest.raises(PlacementError, match="'s' cannot be placed: no cluster meets the "
-                                             "exclusion list"):
+    with pytest.raises(PlacementError, match="'s' cannot be placed: no cluster meets the exclusion list"):
         place(app([{"name": "s", "tier": "fog"}]), PAPER, exclude=["fog-1", "fog-2", "fog-3"])
     with pytest.raises(PlacementError, match="spread 4"):
         place(app([{"name": "s", "tier": "fog", "replicas": 4, "spread": 4}]), PAPER)
@@ -184,9 +231,20 @@ def test_current_replicas_are_not_counted_twice():
     inv = copy.deepcopy(PAPER)
     node = next(c for c in inv["clusters"] if c["name"] == "fog-3")["nodes"][0]
     node["requested"]["cpu"] = 9.25
-    svc = app([{"name": "s", "tier": "fog", "replicas": 9,
-                "constraints": {"clusterSelector": {"matchLabels": {"qonnect.io/tier": "fog",
-                                                                    "qonnect.io/profile": "performance"}}}}])
+    svc = app(
+        [
+            {
+                "name": "s",
+                "tier": "fog",
+                "replicas": 9,
+                "constraints": {
+                    "clusterSelector": {
+                        "matchLabels": {"qonnect.io/tier": "fog", "qonnect.io/profile": "performance"}
+                    }
+                },
+            }
+        ]
+    )
     with pytest.raises(PlacementError, match="capacity"):
         place(svc, inv)
     inv["placements"] = {"t": {"s": [{"cluster": "fog-3", "replicas": 9}]}}
@@ -211,11 +269,21 @@ def test_empty_inventory_names_the_first_service(scorer):
 
 def test_latency_matrix_fills_gaps():
     clusters = [{"name": n, "tier": "edge", "nodes": []} for n in ("a", "b", "c", "d")]
-    fleet = Fleet(Inventory.from_dict({"clusters": clusters, "latency_ms": {
-        "a": {"b": 5.0}, "c": {"a": 9.0, "b": 2.0, "c": 0.5}, "users": {"a": 30.0}}}))
+    fleet = Fleet(
+        Inventory.from_dict(
+            {
+                "clusters": clusters,
+                "latency_ms": {"a": {"b": 5.0}, "c": {"a": 9.0, "b": 2.0, "c": 0.5}, "users": {"a": 30.0}},
+            }
+        )
+    )
     # a->c unmeasured uses c->a; b->b is 0; pairs never measured count as the largest value
-    assert fleet.latency.tolist() == [[0.0, 5.0, 9.0, 30.0], [5.0, 0.0, 2.0, 30.0],
-                                      [9.0, 2.0, 0.5, 30.0], [30.0, 30.0, 30.0, 0.0]]
+    assert fleet.latency.tolist() == [
+        [0.0, 5.0, 9.0, 30.0],
+        [5.0, 0.0, 2.0, 30.0],
+        [9.0, 2.0, 0.5, 30.0],
+        [30.0, 30.0, 30.0, 0.0],
+    ]
     assert fleet.lmax == 30.0
     lat = fleet.latency_from("users")
     assert lat[0] == 30.0 and np.isnan(lat[1:]).all()
@@ -232,7 +300,8 @@ def test_bad_inventory_and_bad_arguments():
     assert info.value.errors == [
         "clusters[0].tier: 'moon' is not one of cloud, fog, edge",
         "clusters[1].nodes[0].allocatable.cpu: 'six' is not a number >= 0",
-        "latency_ms.cloud-1.fog-1: -3 is not a number >= 0"]
+        "latency_ms.cloud-1.fog-1: -3 is not a number >= 0",
+    ]
     with pytest.raises(ValueError, match="scorer: 'best' is not one of"):
         place(app([{"name": "s"}]), PAPER, scorer="best")
     with pytest.raises(ValueError, match="hysteresis"):

@@ -37,8 +37,9 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_imports_and_clear_errors_without_third_party_packages():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                         timeout=60, check=True).stdout.splitlines()
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.splitlines()
     assert out == [
         "dict spec ok s",
         "PyYAML is required to read YAML: install it with 'pip install PyYAML'",

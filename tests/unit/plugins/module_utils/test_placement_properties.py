@@ -28,20 +28,37 @@ def fleets(draw):
     n = draw(st.integers(1, 6))
     for i in range(n):
         tier = draw(st.sampled_from(TIERS))
-        nodes = [{
-            "name": f"c{i}-n{j}", "ready": draw(st.booleans()) or j == 0,
-            "allocatable": {"cpu": draw(st.sampled_from([1.0, 2.0, 4.0])),
-                            "memory": 4 * 2**30, "ephemeral_storage": 0},
-            "requested": {"cpu": draw(st.sampled_from([0.0, 0.5, 1.5])), "memory": 0,
-                          "ephemeral_storage": 0},
-            "energy_kwh": draw(st.floats(0.001, 0.01)), "price_eur_h": draw(st.floats(0, 30)),
-            "bandwidth_gbps": draw(st.floats(1, 100)),
-        } for j in range(draw(st.integers(1, 3)))]
-        clusters.append({"name": f"c{i}", "tier": tier, "healthy": draw(st.booleans()) or i == 0,
-                         "labels": {"zone": draw(st.sampled_from("ab"))}, "nodes": nodes})
+        nodes = [
+            {
+                "name": f"c{i}-n{j}",
+                "ready": draw(st.booleans()) or j == 0,
+                "allocatable": {
+                    "cpu": draw(st.sampled_from([1.0, 2.0, 4.0])),
+                    "memory": 4 * 2**30,
+                    "ephemeral_storage": 0,
+                },
+                "requested": {
+                    "cpu": draw(st.sampled_from([0.0, 0.5, 1.5])),
+                    "memory": 0,
+                    "ephemeral_storage": 0,
+                },
+                "energy_kwh": draw(st.floats(0.001, 0.01)),
+                "price_eur_h": draw(st.floats(0, 30)),
+                "bandwidth_gbps": draw(st.floats(1, 100)),
+            }
+            for j in range(draw(st.integers(1, 3)))
+        ]
+        clusters.append(
+            {
+                "name": f"c{i}",
+                "tier": tier,
+                "healthy": draw(st.booleans()) or i == 0,
+                "labels": {"zone": draw(st.sampled_from("ab"))},
+                "nodes": nodes,
+            }
+        )
     names = [c["name"] for c in clusters]
-    latency = {a: {b: (0.1 if a == b else float(draw(st.integers(1, 50)))) for b in names}
-               for a in names}
+    latency = {a: {b: (0.1 if a == b else float(draw(st.integers(1, 50)))) for b in names} for a in names}
     return {"clusters": clusters, "latency_ms": latency}
 
 
@@ -50,17 +67,27 @@ def applications(draw):
     services = []
     for i in range(draw(st.integers(1, 5))):
         replicas = draw(st.integers(1, 3))
-        services.append(Service(
-            name=f"s{i}", tier=draw(st.sampled_from((*TIERS, "any", "any"))),
-            replicas=replicas, spread=draw(st.integers(1, replicas)),
-            depends_on=[f"s{d}" for d in draw(st.sets(st.integers(0, max(0, i - 1)), max_size=1))
-                        if d < i],
-            cluster_selector=draw(st.sampled_from([{}, {"match_labels": {"zone": "a"}}])),
-            max_latency=draw(st.sampled_from([[], [{"from": "c0", "ms": 30.0}]])),
-            requests={"cpu": draw(st.sampled_from([0.25, 0.5, 1.0])), "memory": 2**28,
-                      "ephemeral_storage": 0}))
-    objective = {k: draw(st.sampled_from([0.0, 0.5, 1.0]))
-                 for k in ("energy", "cost", "performance", "latency")}
+        services.append(
+            Service(
+                name=f"s{i}",
+                tier=draw(st.sampled_from((*TIERS, "any", "any"))),
+                replicas=replicas,
+                spread=draw(st.integers(1, replicas)),
+                depends_on=[
+                    f"s{d}" for d in draw(st.sets(st.integers(0, max(0, i - 1)), max_size=1)) if d < i
+                ],
+                cluster_selector=draw(st.sampled_from([{}, {"match_labels": {"zone": "a"}}])),
+                max_latency=draw(st.sampled_from([[], [{"from": "c0", "ms": 30.0}]])),
+                requests={
+                    "cpu": draw(st.sampled_from([0.25, 0.5, 1.0])),
+                    "memory": 2**28,
+                    "ephemeral_storage": 0,
+                },
+            )
+        )
+    objective = {
+        k: draw(st.sampled_from([0.0, 0.5, 1.0])) for k in ("energy", "cost", "performance", "latency")
+    }
     return Application(name="p", namespace="p", objective=objective, services=services)
 
 
@@ -69,15 +96,28 @@ MAX_SPREAD = 3
 
 def anchor_clusters() -> list[dict]:
     """Per tier, MAX_SPREAD clusters with room for every service of any drawn application."""
-    return [{
-        "name": f"anchor-{tier}-{k}", "tier": tier, "healthy": True, "labels": {"zone": "a"},
-        "nodes": [{
-            "name": f"anchor-{tier}-{k}-n{j}", "ready": True,
-            "allocatable": {"cpu": 16.0, "memory": 64 * 2**30, "ephemeral_storage": 0},
-            "requested": {"cpu": 0.0, "memory": 0, "ephemeral_storage": 0},
-            "energy_kwh": 0.005, "price_eur_h": 10.0, "bandwidth_gbps": 10.0,
-        } for j in range(MAX_SPREAD)],
-    } for tier in TIERS for k in range(MAX_SPREAD)]
+    return [
+        {
+            "name": f"anchor-{tier}-{k}",
+            "tier": tier,
+            "healthy": True,
+            "labels": {"zone": "a"},
+            "nodes": [
+                {
+                    "name": f"anchor-{tier}-{k}-n{j}",
+                    "ready": True,
+                    "allocatable": {"cpu": 16.0, "memory": 64 * 2**30, "ephemeral_storage": 0},
+                    "requested": {"cpu": 0.0, "memory": 0, "ephemeral_storage": 0},
+                    "energy_kwh": 0.005,
+                    "price_eur_h": 10.0,
+                    "bandwidth_gbps": 10.0,
+                }
+                for j in range(MAX_SPREAD)
+            ],
+        }
+        for tier in TIERS
+        for k in range(MAX_SPREAD)
+    ]
 
 
 @st.composite
@@ -115,8 +155,12 @@ def check_constraints(app, inv, plan, exclude):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(app=applications(), inv=feasible_fleets(), exclude=st.sets(st.sampled_from(["c1", "c2"])),
-       scorer=st.sampled_from(["weighted", "borda", "optimal"]))
+@given(
+    app=applications(),
+    inv=feasible_fleets(),
+    exclude=st.sets(st.sampled_from(["c1", "c2"])),
+    scorer=st.sampled_from(["weighted", "borda", "optimal"]),
+)
 def test_every_plan_holds_every_constraint(app, inv, exclude, scorer):
     plan = place(app, inv, scorer=scorer, exclude=sorted(exclude))
     check_constraints(app, inv, plan, exclude)
@@ -127,8 +171,12 @@ def test_every_plan_holds_every_constraint(app, inv, exclude, scorer):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(app=applications(), inv=fleets(), exclude=st.sets(st.sampled_from(["c1", "c2"])),
-       scorer=st.sampled_from(["weighted", "borda", "optimal"]))
+@given(
+    app=applications(),
+    inv=fleets(),
+    exclude=st.sets(st.sampled_from(["c1", "c2"])),
+    scorer=st.sampled_from(["weighted", "borda", "optimal"]),
+)
 def test_infeasible_plans_name_the_service(app, inv, exclude, scorer):
     """On fleets without anchors a plan either holds every constraint or names the service."""
     try:

@@ -14,42 +14,66 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.model impor
 from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application
 
 CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}
-CP_TOLERATION = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
-                 "effect": "NoSchedule"}
+CP_TOLERATION = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def deployment(cpu: str, tolerations=None) -> dict:
     spec = {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}]}
     if tolerations:
         spec["tolerations"] = tolerations
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-            "spec": {"selector": {"matchLabels": {"app": "web"}},
-                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec},
+        },
+    }
 
 
 def app(cpu: str, tolerations=None, replicas: int = 1):
-    return load_application({
-        "apiVersion": "qonnect.io/v1", "kind": "Application", "metadata": {"name": "shop"},
-        "spec": {"objective": {"performance": 1.0},
-                 "services": [{"name": "web", "replicas": replicas,
-                               "manifests": [deployment(cpu, tolerations)]}]}})
+    return load_application(
+        {
+            "apiVersion": "qonnect.io/v1",
+            "kind": "Application",
+            "metadata": {"name": "shop"},
+            "spec": {
+                "objective": {"performance": 1.0},
+                "services": [
+                    {"name": "web", "replicas": replicas, "manifests": [deployment(cpu, tolerations)]}
+                ],
+            },
+        }
+    )
 
 
 def node(name: str, cpu: float, taints=None, energy: float = 1.0) -> dict:
-    return {"name": name, "ready": True, "schedulable": True,
-            "allocatable": {"cpu": cpu, "memory": 64 * 2**30, "ephemeral_storage": 0},
-            "requested": {"cpu": 0, "memory": 0, "ephemeral_storage": 0},
-            "energy_kwh": energy, "price_eur_h": 1.0, "bandwidth_gbps": 1.0,
-            "taints": taints or []}
+    return {
+        "name": name,
+        "ready": True,
+        "schedulable": True,
+        "allocatable": {"cpu": cpu, "memory": 64 * 2**30, "ephemeral_storage": 0},
+        "requested": {"cpu": 0, "memory": 0, "ephemeral_storage": 0},
+        "energy_kwh": energy,
+        "price_eur_h": 1.0,
+        "bandwidth_gbps": 1.0,
+        "taints": taints or [],
+    }
 
 
 def inventory() -> dict:
     # edge-1: a big tainted control-plane node and a full worker; edge-2: a small worker.
-    return {"clusters": [
-        {"name": "edge-1", "tier": "edge", "nodes": [node("edge-1-cp", 32, [CONTROL_PLANE]),
-                                                     node("edge-1-w", 0.1)]},
-        {"name": "edge-2", "tier": "edge", "nodes": [node("edge-2-w", 2)]},
-    ]}
+    return {
+        "clusters": [
+            {
+                "name": "edge-1",
+                "tier": "edge",
+                "nodes": [node("edge-1-cp", 32, [CONTROL_PLANE]), node("edge-1-w", 0.1)],
+            },
+            {"name": "edge-2", "tier": "edge", "nodes": [node("edge-2-w", 2)]},
+        ]
+    }
 
 
 @pytest.mark.parametrize("scorer", ["weighted", "borda", "optimal"])

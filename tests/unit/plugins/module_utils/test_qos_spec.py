@@ -21,17 +21,32 @@ from support import qonnect_reference
 ROOT = Path(__file__).resolve().parents[4]
 BOOKINFO = ROOT / "examples" / "bookinfo"
 SCHEMA = json.loads((ROOT / "docs" / "qos-spec.schema.json").read_text())
-DEPLOY = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-          "spec": {"template": {"spec": {"containers": [
-              {"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}}},
-              {"name": "b", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}],
-              "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2"}}}]}}}}
+DEPLOY = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "web"},
+    "spec": {
+        "template": {
+            "spec": {
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}}},
+                    {"name": "b", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+                ],
+                "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2"}}}],
+            }
+        }
+    },
+}
 
 
 def spec(**service) -> dict:
     svc = {"name": "web", "manifests": [DEPLOY], **service}
-    return {"apiVersion": "qonnect.io/v1", "kind": "Application", "metadata": {"name": "demo"},
-            "spec": {"objective": {"energy": 1}, "services": [svc]}}
+    return {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": "demo"},
+        "spec": {"objective": {"energy": 1}, "services": [svc]},
+    }
 
 
 def errors_of(data, **kw) -> list[str]:
@@ -40,21 +55,34 @@ def errors_of(data, **kw) -> list[str]:
     return info.value.errors
 
 
-@pytest.mark.parametrize("name", ["energy-first", "cost-first", "performance-first",
-                                  "latency-first"])
+@pytest.mark.parametrize("name", ["energy-first", "cost-first", "performance-first", "latency-first"])
 def test_bookinfo_specs_place_tiers_as_qonnect(name):
     app = load_application_file(str(BOOKINFO / f"{name}.yml"))
     assert app.name == "bookinfo" and app.namespace == "bookinfo"
     assert {s.name: s.tier for s in app.services} == {
-        "productpage": "cloud", "details": "fog", "reviews": "fog", "ratings": "edge"}
+        "productpage": "cloud",
+        "details": "fog",
+        "reviews": "fog",
+        "ratings": "edge",
+    }
     reviews = app.service("reviews")
     assert [m["metadata"]["name"] for m in reviews.manifests if m["kind"] == "Deployment"] == [
-        "reviews-v1", "reviews-v2", "reviews-v3"]
+        "reviews-v1",
+        "reviews-v2",
+        "reviews-v3",
+    ]
     assert reviews.requests == {"cpu": 0.3, "memory": 3 * 256 * 2**20, "ephemeral_storage": 0}
-    images = {c["image"] for s in app.services for m in s.manifests if m["kind"] == "Deployment"
-              for c in m["spec"]["template"]["spec"]["containers"]}
-    assert all(re.fullmatch(r"docker\.io/istio/examples-bookinfo-\w+-v\d:1\.20\.2", i)
-               for i in images) and len(images) == 6
+    images = {
+        c["image"]
+        for s in app.services
+        for m in s.manifests
+        if m["kind"] == "Deployment"
+        for c in m["spec"]["template"]["spec"]["containers"]
+    }
+    assert (
+        all(re.fullmatch(r"docker\.io/istio/examples-bookinfo-\w+-v\d:1\.20\.2", i) for i in images)
+        and len(images) == 6
+    )
 
 
 def test_requests_follow_kubernetes_effective_request():
@@ -78,19 +106,29 @@ def test_qonnect_original_format_converts_to_one_service_per_tier():
     assert app.source_format == "swarmchestrate.tu-berlin.de/v1"
     assert app.objective == {"energy": 0.8, "cost": 0.1, "performance": 0.1, "latency": 0.0}
     assert [(s.name, s.tier, s.replicas, s.spread) for s in app.services] == [
-        ("cloud-svc", "cloud", 1, 1), ("fog-svc", "fog", 1, 1), ("edge-svc", "edge", 1, 1)]
+        ("cloud-svc", "cloud", 1, 1),
+        ("fog-svc", "fog", 1, 1),
+        ("edge-svc", "edge", 1, 1),
+    ]
     fog = app.service("fog-svc")
     assert {m["metadata"]["name"] for m in fog.manifests if m["kind"] == "Deployment"} == {
-        "details-v1", "reviews-v1", "reviews-v2", "reviews-v3"}
+        "details-v1",
+        "reviews-v1",
+        "reviews-v2",
+        "reviews-v3",
+    }
 
 
 def test_qonnect_bundle_as_yaml_text():
-    text = yaml.safe_dump_all([DEPLOY, {"apiVersion": "v1", "kind": "Service",
-                                        "metadata": {"name": "web"}}])
-    app = load_application({"apiVersion": "swarmchestrate.tu-berlin.de/v1",
-                            "kind": "Application",
-                            "metadata": {"name": "x", "qos": {"pricing": 1}},
-                            "edge_svc": text})
+    text = yaml.safe_dump_all([DEPLOY, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}}])
+    app = load_application(
+        {
+            "apiVersion": "swarmchestrate.tu-berlin.de/v1",
+            "kind": "Application",
+            "metadata": {"name": "x", "qos": {"pricing": 1}},
+            "edge_svc": text,
+        }
+    )
     assert [s.name for s in app.services] == ["edge-svc"]
     assert len(app.services[0].manifests) == 2 and app.objective["cost"] == 1.0
 
@@ -110,22 +148,47 @@ def test_every_error_is_reported_at_once_with_its_path():
     assert len(errs) >= 7
 
 
-@pytest.mark.parametrize("service, expected", [
-    ({"spread": 3, "replicas": 2}, "spec.services[0].spread: 3 is more than replicas (2)"),
-    ({"constraints": {"filter": "tier =="}}, "spec.services[0].constraints.filter: 'tier =='"),
-    ({"constraints": {"maxLatency": {"from": "x", "ms": -1}}},
-     "spec.services[0].constraints.maxLatency.ms: -1 is not a positive number"),
-    ({"constraints": {"minFree": {"cpu": "lots"}}},
-     "spec.services[0].constraints.minFree.cpu: 'lots' is not a non-negative"),
-    ({"constraints": {"clusterSelector": {"matchExpressions": [{"key": "a", "operator": "Is"}]}}},
-     "spec.services[0].constraints.clusterSelector.matchExpressions[0].operator: 'Is' is not"),
-    ({"manifests": [{**DEPLOY, "spec": {"template": {"spec": {"containers": [
-        {"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}}}}]},
-     "spec.services[0].manifests[0].spec.template.spec.containers[0].resources.requests.cpu: "
-     "'lots' is not a Kubernetes quantity"),
-    ({"manifests": [{"file": "missing.yaml"}]},
-     "spec.services[0].manifests[0].file: cannot read manifest file 'missing.yaml'"),
-])
+@pytest.mark.parametrize(
+    "service, expected",
+    [
+        ({"spread": 3, "replicas": 2}, "spec.services[0].spread: 3 is more than replicas (2)"),
+        ({"constraints": {"filter": "tier =="}}, "spec.services[0].constraints.filter: 'tier =='"),
+        (
+            {"constraints": {"maxLatency": {"from": "x", "ms": -1}}},
+            "spec.services[0].constraints.maxLatency.ms: -1 is not a positive number",
+        ),
+        (
+            {"constraints": {"minFree": {"cpu": "lots"}}},
+            "spec.services[0].constraints.minFree.cpu: 'lots' is not a non-negative",
+        ),
+        (
+            {"constraints": {"clusterSelector": {"matchExpressions": [{"key": "a", "operator": "Is"}]}}},
+            "spec.services[0].constraints.clusterSelector.matchExpressions[0].operator: 'Is' is not",
+        ),
+        (
+            {
+                "manifests": [
+                    {
+                        **DEPLOY,
+                        "spec": {
+                            "template": {
+                                "spec": {
+                                    "containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]
+                                }
+                            }
+                        },
+                    }
+                ]
+            },
+            "spec.services[0].manifests[0].spec.template.spec.containers[0].resources.requests.cpu: "
+            "'lots' is not a Kubernetes quantity",
+        ),
+        (
+            {"manifests": [{"file": "missing.yaml"}]},
+            "spec.services[0].manifests[0].file: cannot read manifest file 'missing.yaml'",
+        ),
+    ],
+)
 def test_constraint_errors(service, expected, tmp_path):
     errs = errors_of(spec(**service), base_dir=str(tmp_path))
     assert any(e.startswith(expected) for e in errs), errs
@@ -144,7 +207,8 @@ def test_manifest_file_syntax_error_and_unknown_api_version(tmp_path):
     errs = errors_of(spec(manifests=[{"file": "m.yaml"}]), base_dir=str(tmp_path))
     assert any("m.yaml:2:" in e and "YAML syntax error" in e for e in errs)
     assert errors_of({"apiVersion": "v9", "kind": "Application"}) == [
-        "apiVersion: 'v9' is not one of qonnect.io/v1, swarmchestrate.tu-berlin.de/v1"]
+        "apiVersion: 'v9' is not one of qonnect.io/v1, swarmchestrate.tu-berlin.de/v1"
+    ]
     assert errors_of("- a list") == ["<spec>: expected a mapping (the Application), got a list"]
 
 
@@ -177,7 +241,8 @@ def test_doc_examples_load(tmp_path):
     (tmp_path / "manifests").mkdir()
     for name in ("productpage", "details", "reviews", "ratings"):
         (tmp_path / "manifests" / f"{name}.yaml").write_text(
-            (BOOKINFO / "manifests" / f"{name}.yaml").read_text())
+            (BOOKINFO / "manifests" / f"{name}.yaml").read_text()
+        )
     (tmp_path / "manifests" / "cache.yaml").write_text(yaml.safe_dump(DEPLOY))
     for doc in _doc_examples():
         assert load_application(doc, base_dir=str(tmp_path)).name == doc["metadata"]["name"]
@@ -216,33 +281,48 @@ def test_adversarial_table_in_process(case, tmp_path):
 
 
 def test_all_errors_together_with_duplicates():
-    text = ("apiVersion: qonnect.io/v1\nkind: Application\nmetadata: {name: a}\nspec:\n"
-            "  objective: {energy: 1, energy: 0}\n  services:\n  - {name: w, tier: cloud, tier: edge,"
-            " replicas: 0, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n")
+    text = (
+        "apiVersion: qonnect.io/v1\nkind: Application\nmetadata: {name: a}\nspec:\n"
+        "  objective: {energy: 1, energy: 0}\n  services:\n  - {name: w, tier: cloud, tier: edge,"
+        " replicas: 0, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"
+    )
     errs = errors_of(text)
-    assert [e.split(":")[0] for e in errs] == ["spec.objective.energy", "spec.services[0].tier",
-                                               "spec.services[0].replicas"]
+    assert [e.split(":")[0] for e in errs] == [
+        "spec.objective.energy",
+        "spec.services[0].tier",
+        "spec.services[0].replicas",
+    ]
 
 
 def test_limits_are_documented():
     from ansible_collections.qonnect.core.plugins.module_utils.qos import LIMITS
 
     doc = (ROOT / "docs" / "qos-spec.md").read_text()
-    section = doc[doc.index("## Limits"):]
+    section = doc[doc.index("## Limits") :]
     for name, value in LIMITS.items():
         assert f"`{name}`" in section and f"{value:,}".replace(",", " ") in section.replace(",", " "), name
 
 
 def test_qonnect_sample_with_its_bundles_loads_unchanged():
-    bundles = {"cloud_svc": str(SAMPLE / "productpage.yaml"), "fog_svc": str(SAMPLE / "review-details.yaml"),
-               "edge_svc": str(SAMPLE / "ratings.yaml")}
+    bundles = {
+        "cloud_svc": str(SAMPLE / "productpage.yaml"),
+        "fog_svc": str(SAMPLE / "review-details.yaml"),
+        "edge_svc": str(SAMPLE / "ratings.yaml"),
+    }
     app = load_application_file(str(SAMPLE / "application.yaml"), bundles=bundles)
     assert app.name == "istio-sample" and app.labels == {"user-labels-1-key": "user-labels-1-value"}
-    assert [(s.name, s.tier) for s in app.services] == [("cloud-svc", "cloud"), ("fog-svc", "fog"),
-                                                        ("edge-svc", "edge")]
+    assert [(s.name, s.tier) for s in app.services] == [
+        ("cloud-svc", "cloud"),
+        ("fog-svc", "fog"),
+        ("edge-svc", "edge"),
+    ]
     fog = app.service("fog-svc")
     assert sorted(m["metadata"]["name"] for m in fog.manifests if m["kind"] == "Deployment") == [
-        "details-v1", "reviews-v1", "reviews-v2", "reviews-v3"]
+        "details-v1",
+        "reviews-v1",
+        "reviews-v2",
+        "reviews-v3",
+    ]
     with pytest.raises(QosSpecError) as info:
         load_application_file(str(SAMPLE / "application.yaml"))
     assert "--bundle cloud_svc=FILE" in info.value.errors[0]

@@ -28,7 +28,8 @@ def test_unplaceable_spec_is_not_stored(run_module, kb):
         for entry in service["manifests"]:
             entry["file"] = str(Path(ENERGY).parent / entry["file"])
     spec["spec"]["services"][0].setdefault("constraints", {})["maxLatency"] = [
-        {"from": "edge-1", "ms": 0.001}]
+        {"from": "edge-1", "ms": 0.001}
+    ]
     out = run_module(application, {"spec": spec})
     assert out["failed"] and out["msg"].startswith("not stored: the spec cannot be placed")
     assert "maxLatency" in out["msg"] and kb.writes == 1
@@ -48,8 +49,12 @@ def test_store_inlines_manifests_and_is_idempotent(run_module, kb):
 
 
 def test_every_error_is_reported(run_module, kb):
-    spec = {"apiVersion": "qonnect.io/v1", "kind": "Application", "metadata": {"name": "x"},
-            "spec": {"objective": {"energy": 2}, "services": [{"name": "a", "tier": "cloude"}]}}
+    spec = {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": "x"},
+        "spec": {"objective": {"energy": 2}, "services": [{"name": "a", "tier": "cloude"}]},
+    }
     out = run_module(application, {"spec": spec})
     assert out["failed"]
     assert any(e.startswith("spec.objective.energy") for e in out["errors"])

@@ -45,9 +45,11 @@ def test_token_is_not_logged(run_module):
 
 def test_cluster_info_filters(run_module, kb):
     kb.inventory_doc = {
-        "clusters": [{"name": "a", "tier": "edge", "healthy": True, "nodes": []},
-                     {"name": "b", "tier": "edge", "healthy": False, "nodes": []},
-                     {"name": "c", "tier": "fog", "healthy": True, "nodes": []}],
+        "clusters": [
+            {"name": "a", "tier": "edge", "healthy": True, "nodes": []},
+            {"name": "b", "tier": "edge", "healthy": False, "nodes": []},
+            {"name": "c", "tier": "fog", "healthy": True, "nodes": []},
+        ],
         "latency_ms": {"a": {"c": 3.0}},
         "placements": {"shop": {"front": [{"cluster": "a", "replicas": 1}]}},
     }

@@ -17,11 +17,16 @@ PAPER = json.loads((ROOT / "examples" / "inventories" / "paper.json").read_text(
 def federation(run_module, kb, memory_clusters):
     clusters, log = memory_clusters
     for name in clusters:
-        kb.clusters[name] = {"name": name, "tier": name.split("-")[0], "kubeconfig": f"/k/{name}.yaml",
-                             "labels": {}}
+        kb.clusters[name] = {
+            "name": name,
+            "tier": name.split("-")[0],
+            "kubeconfig": f"/k/{name}.yaml",
+            "labels": {},
+        }
     kb.inventory_doc = {
         "clusters": [c for c in PAPER["clusters"] if c["name"] in clusters],
-        "latency_ms": PAPER.get("latency_ms", {}), "placements": {},
+        "latency_ms": PAPER.get("latency_ms", {}),
+        "placements": {},
     }
     run_module(application, {"src": ENERGY})
     return clusters, log
@@ -74,7 +79,9 @@ def test_check_mode_touches_nothing(run_module, kb, federation):
 def test_given_plan_is_checked(run_module, federation):
     out = run_module(deploy, {"name": "bookinfo", "plan": {"services": {"ratings": "edge-1"}}})
     assert out["failed"] and out["msg"].startswith("plan.services.ratings")
-    out = run_module(deploy, {"name": "bookinfo", "plan": {"services": {"ratings": [{"cluster": "nowhere"}]}}})
+    out = run_module(
+        deploy, {"name": "bookinfo", "plan": {"services": {"ratings": [{"cluster": "nowhere"}]}}}
+    )
     assert out["failed"] and "nowhere" in out["msg"]
 
 

@@ -123,8 +123,18 @@ def test_selector_matches(selector, labels, expected):
     assert selector_matches(selector, labels) is expected
 
 
-def deployment(replicas=2, ready=0, updated=0, conditions=None, generation=1, observed=1, available=None,
-               total=None, annotations=None, deadline=None):
+def deployment(
+    replicas=2,
+    ready=0,
+    updated=0,
+    conditions=None,
+    generation=1,
+    observed=1,
+    available=None,
+    total=None,
+    annotations=None,
+    deadline=None,
+):
     status = {
         "replicas": max(ready, updated) if total is None else total,
         "readyReplicas": ready,
@@ -152,22 +162,30 @@ def test_deployment_not_yet_observed_is_progressing():
     assert got["status"] == PROGRESSING
 
 
-def unschedulable(message="0/3 nodes are available: 1 node(s) had untolerated taint "
-                  "{node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu.", cpu="250m"):
+def unschedulable(
+    message="0/3 nodes are available: 1 node(s) had untolerated taint "
+    "{node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu.",
+    cpu="250m",
+):
     return pod(
         labels={"app": "web"},
         phase="Pending",
         requests=[{"cpu": cpu}],
-        status={"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                "message": message}]},
+        status={
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+            ]
+        },
     )
 
 
 def test_an_unschedulable_surge_pod_is_progressing_with_the_scheduler_message():
     pending = unschedulable()
     other_ns = dict(pending, metadata={"name": "q", "namespace": "other", "labels": {"app": "web"}})
-    assert workload_status("Deployment", deployment(), [other_ns])["reason"] == "0 of 2 replicas updated; " \
+    assert (
+        workload_status("Deployment", deployment(), [other_ns])["reason"] == "0 of 2 replicas updated; "
         "0 of 2 replicas ready; 0 of 2 replicas available"
+    )
     got = workload_status("Deployment", deployment(ready=2, updated=1, total=3), [pending], [node()])
     assert got["status"] == PROGRESSING  # transient: it waits for capacity, Kubernetes retries
     assert got["reason"] == "Unschedulable: " + pending["status"]["conditions"][0]["message"]
@@ -175,18 +193,22 @@ def test_an_unschedulable_surge_pod_is_progressing_with_the_scheduler_message():
 
 
 def test_a_pod_bigger_than_every_node_is_failed_at_once():
-    got = workload_status("Deployment", deployment(), [unschedulable("0/1 nodes: Insufficient cpu", "64")],
-                          [node()])
+    got = workload_status(
+        "Deployment", deployment(), [unschedulable("0/1 nodes: Insufficient cpu", "64")], [node()]
+    )
     assert got["status"] == FAILED
     assert got["reason"].startswith("Unschedulable: 0/1 nodes: Insufficient cpu (the pod requests more")
 
 
-@pytest.mark.parametrize("reason", ["CrashLoopBackOff", "ErrImagePull", "ImagePullBackOff",
-                                    "CreateContainerConfigError"])
+@pytest.mark.parametrize(
+    "reason", ["CrashLoopBackOff", "ErrImagePull", "ImagePullBackOff", "CreateContainerConfigError"]
+)
 def test_container_trouble_is_progressing_not_failed(reason):
     troubled = pod(
         labels={"app": "web"},
-        status={"containerStatuses": [{"name": "c", "state": {"waiting": {"reason": reason, "message": "m"}}}]},
+        status={
+            "containerStatuses": [{"name": "c", "state": {"waiting": {"reason": reason, "message": "m"}}}]
+        },
     )
     got = workload_status("Deployment", deployment(ready=1, updated=2), [troubled])
     assert got["status"] == PROGRESSING and got["reason"] == f"{reason}: m"
@@ -194,14 +216,29 @@ def test_container_trouble_is_progressing_not_failed(reason):
 
 
 def test_an_invalid_image_name_is_failed_at_once():
-    bad = pod(labels={"app": "web"}, status={"containerStatuses": [
-        {"name": "c", "state": {"waiting": {"reason": "InvalidImageName", "message": "couldn't parse image"}}}]})
+    bad = pod(
+        labels={"app": "web"},
+        status={
+            "containerStatuses": [
+                {
+                    "name": "c",
+                    "state": {"waiting": {"reason": "InvalidImageName", "message": "couldn't parse image"}},
+                }
+            ]
+        },
+    )
     assert workload_status("Deployment", deployment(), [bad])["status"] == FAILED
 
 
 def test_replica_failure_is_progressing():
-    cond = [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
-             "message": 'pods "web-1" is forbidden: error looking up service account app/web'}]
+    cond = [
+        {
+            "type": "ReplicaFailure",
+            "status": "True",
+            "reason": "FailedCreate",
+            "message": 'pods "web-1" is forbidden: error looking up service account app/web',
+        }
+    ]
     got = workload_status("Deployment", deployment(conditions=cond), [])
     assert got["status"] == PROGRESSING and got["reason"].startswith("ReplicaFailure: FailedCreate")
 
@@ -243,8 +280,15 @@ def test_statefulset_with_none_updated_is_not_healthy():
     sts = {
         "metadata": {"name": "db", "namespace": "app", "generation": 2},
         "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "db"}}},
-        "status": {"availableReplicas": 3, "currentReplicas": 3, "currentRevision": "db-1", "observedGeneration": 2,
-                   "readyReplicas": 3, "replicas": 3, "updateRevision": "db-2"},
+        "status": {
+            "availableReplicas": 3,
+            "currentReplicas": 3,
+            "currentRevision": "db-1",
+            "observedGeneration": 2,
+            "readyReplicas": 3,
+            "replicas": 3,
+            "updateRevision": "db-2",
+        },
     }
     assert workload_status("StatefulSet", sts, [])["status"] == PROGRESSING
     sts["status"].update(updatedReplicas=3, currentRevision="db-2")
@@ -273,9 +317,23 @@ def test_status_clock_fails_workloads_that_stay_not_ready_too_long():
 
 
 def image_pull_pod():
-    return pod(labels={"app": "web"}, phase="Pending", status={"containerStatuses": [
-        {"name": "c", "state": {"waiting": {"reason": "ErrImagePull",
-                                            "message": "failed to pull: 503 Service Unavailable"}}}]})
+    return pod(
+        labels={"app": "web"},
+        phase="Pending",
+        status={
+            "containerStatuses": [
+                {
+                    "name": "c",
+                    "state": {
+                        "waiting": {
+                            "reason": "ErrImagePull",
+                            "message": "failed to pull: 503 Service Unavailable",
+                        }
+                    },
+                }
+            ]
+        },
+    )
 
 
 def run_clock(obj, pods_at, until, step=5.0, nodes=()):
@@ -285,8 +343,14 @@ def run_clock(obj, pods_at, until, step=5.0, nodes=()):
     seen = []
     while now[0] <= until:
         obj_now, pods_now = pods_at(now[0], obj)
-        seen.append((now[0], clock.stamp(("Deployment", "app", "web"),
-                                         workload_status("Deployment", obj_now, pods_now, nodes))))
+        seen.append(
+            (
+                now[0],
+                clock.stamp(
+                    ("Deployment", "app", "web"), workload_status("Deployment", obj_now, pods_now, nodes)
+                ),
+            )
+        )
         now[0] += step
     return seen
 
@@ -296,6 +360,7 @@ def test_a_transient_image_pull_failure_is_never_reported_failed():
         if t < 90:
             return obj, [image_pull_pod()]
         return deployment(replicas=2, ready=2, updated=2), []
+
     seen = run_clock(deployment(), pods_at, 200)
     assert {s["status"] for _t, s in seen} == {PROGRESSING, HEALTHY}
     assert seen[0][1]["reason"].startswith("ErrImagePull: failed to pull")
@@ -306,7 +371,9 @@ def test_a_permanent_image_pull_failure_is_failed_after_the_deployments_progress
     failed = [t for t, s in seen if s["status"] == FAILED]
     assert failed and failed[0] == 125.0  # the first look after 120 s
     last = seen[-1][1]
-    assert last["reason"] == "NotReady: ErrImagePull: failed to pull: 503 Service Unavailable for more than 120s"
+    assert (
+        last["reason"] == "NotReady: ErrImagePull: failed to pull: 503 Service Unavailable for more than 120s"
+    )
     assert last["since"] == 0.0
 
 
@@ -331,8 +398,10 @@ def test_a_pod_rescheduled_after_a_node_loss_is_not_failed_while_the_cluster_has
             return deployment(replicas=3, ready=2, updated=3, available=2), []
         if t < 400:  # evicted; the replacement is pending, then pulling
             return deployment(replicas=3, ready=2, updated=3, available=2), [
-                pod("n2", phase="Pending", labels={"app": "web"}, requests=[{"cpu": "250m"}])]
+                pod("n2", phase="Pending", labels={"app": "web"}, requests=[{"cpu": "250m"}])
+            ]
         return deployment(replicas=3, ready=3, updated=3), []
+
     seen = run_clock(deployment(), pods_at, 500, step=10.0, nodes=[node()])
     assert FAILED not in {s["status"] for _t, s in seen}
     assert seen[-1][1]["status"] == HEALTHY

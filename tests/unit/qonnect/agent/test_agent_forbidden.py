@@ -29,18 +29,30 @@ from qonnect.kb.queries import healthy
 from qonnect.rla.detector import Settings, Snapshot, down_clusters
 
 ROOT = Path(__file__).resolve().parents[4]
-NODE = {"metadata": {"name": "n1", "labels": {}},
-        "spec": {"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]},
-        "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+NODE = {
+    "metadata": {"name": "n1", "labels": {}},
+    "spec": {"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]},
+    "status": {
+        "allocatable": {"cpu": "4", "memory": "8Gi"},
+        "conditions": [{"type": "Ready", "status": "True"}],
+    },
+}
 
 
 def forbidden(path: str) -> dict:
     resource = path.rstrip("/").rsplit("/", 1)[-1]
     group = "apps" if path.startswith("/apis/apps/") else ""
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": f'{resource} is forbidden: User "system:serviceaccount:shop:default" cannot list '
-                       f'resource "{resource}" in API group "{group}" at the cluster scope',
-            "reason": "Forbidden", "details": {"kind": resource}, "code": 403}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f'{resource} is forbidden: User "system:serviceaccount:shop:default" cannot list '
+        f'resource "{resource}" in API group "{group}" at the cluster scope',
+        "reason": "Forbidden",
+        "details": {"kind": resource},
+        "code": 403,
+    }
 
 
 class FakeApiServer:
@@ -84,12 +96,18 @@ class FakeApiServer:
 def apiserver(tmp_path):
     server = FakeApiServer()
     kubeconfig = tmp_path / "kubeconfig.yaml"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": server.url}}],
-        "users": [{"name": "u", "user": {"token": "restricted-token"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }))
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": server.url}}],
+                "users": [{"name": "u", "user": {"token": "restricted-token"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
     yield server, str(kubeconfig)
     server.close()
 
@@ -103,13 +121,15 @@ def test_all_missing_rights_are_named_at_once(apiserver):
     assert str(err.value) == (
         "forbidden: the agent needs these rights: list pods (all namespaces), "
         "list deployments.apps (all namespaces), list daemonsets.apps (all namespaces) "
-        "(grant the ClusterRole in docs/rbac/agent-clusterrole.yml)")
+        "(grant the ClusterRole in docs/rbac/agent-clusterrole.yml)"
+    )
     assert "restricted-token" not in str(err.value)
     server.denied = set()
     observed = collector.collect()  # rights granted: the next tick reads everything
     assert [n["name"] for n in observed["nodes"]] == ["n1"]
     assert observed["nodes"][0]["taints"] == [
-        {"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}]
+        {"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}
+    ]
 
 
 def test_a_forbidden_cluster_is_reachable_healthy_and_not_down(apiserver):
@@ -120,38 +140,57 @@ def test_a_forbidden_cluster_is_reachable_healthy_and_not_down(apiserver):
     report = agent.build_report()
     collector.close()
     assert report["reachable"] is True
-    assert report["error"].startswith("forbidden: the agent needs these rights: list nodes (all namespaces), "
-                                      "list pods (all namespaces)")
+    assert report["error"].startswith(
+        "forbidden: the agent needs these rights: list nodes (all namespaces), list pods (all namespaces)"
+    )
     assert report["nodes"] is None and report["workloads"] is None  # not observed: the KB keeps its view
     stored = Report.model_validate(report)  # the KB takes it as it is
     assert healthy(now=report["ts"], heartbeat=report["ts"], reachable=int(stored.reachable), timeout=6)
-    cluster = {"name": "edge-1", "heartbeat_age": 0.5, "reachable": stored.reachable, "healthy": True,
-               "error": stored.error}
+    cluster = {
+        "name": "edge-1",
+        "heartbeat_age": 0.5,
+        "reachable": stored.reachable,
+        "healthy": True,
+        "error": stored.error,
+    }
     snapshot = Snapshot(inventory={"clusters": [cluster]}, workloads=[], applications=[], now=report["ts"])
     assert down_clusters(snapshot, Settings()) == {}
 
 
 def test_an_unreachable_cluster_is_still_reported_unreachable(tmp_path):
     kubeconfig = tmp_path / "kubeconfig.yaml"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }))
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
     collector = Collector(str(kubeconfig), timeout=2)
     with pytest.raises(CollectError) as err:
         collector.collect()
     assert not isinstance(err.value, ForbiddenError) and err.value.status == 0
-    report = Agent("edge-1", collector.collect, kb=None, outbox=Outbox(10), sequence=Sequence()).build_report()
+    report = Agent(
+        "edge-1", collector.collect, kb=None, outbox=Outbox(10), sequence=Sequence()
+    ).build_report()
     assert report["reachable"] is False
 
 
 def test_the_documented_agent_clusterrole_grants_exactly_what_the_collector_reads():
     docs = yaml.safe_load((ROOT / "docs" / "rbac" / "agent-clusterrole.yml").read_text())["items"]
     (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-    granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
-               for resource in rule["resources"] for verb in rule["verbs"]}
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
     assert granted == {(group, resource, verb) for group, resource, verb, _path in AGENT_RIGHTS}
     (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
@@ -167,11 +206,18 @@ def test_the_documented_deploy_clusterrole_covers_what_deploy_touches():
 
     docs = yaml.safe_load((ROOT / "docs" / "rbac" / "deploy-clusterrole.yml").read_text())["items"]
     (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-    granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
-               for resource in rule["resources"] for verb in rule["verbs"]}
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
     plural = {"Ingress": "ingresses", "HorizontalPodAutoscaler": "horizontalpodautoscalers"}
-    kinds = {(av.split("/", maxsplit=1)[0] if "/" in av else "", plural.get(kind, kind.lower() + "s"))
-             for av, kind in (*DEFAULT_PRUNE_KINDS, *SWEEP_KINDS)}
+    kinds = {
+        (av.split("/", maxsplit=1)[0] if "/" in av else "", plural.get(kind, kind.lower() + "s"))
+        for av, kind in (*DEFAULT_PRUNE_KINDS, *SWEEP_KINDS)
+    }
     kinds |= {("apps", kind.lower() + "s") for kind in WORKLOAD_KINDS}
     for group, resource in kinds:
         for verb in ("get", "list", "create", "patch", "delete"):

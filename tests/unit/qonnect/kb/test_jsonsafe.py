@@ -18,8 +18,7 @@ def test_clean_values_have_no_problems():
 
 
 def test_each_problem_is_named_by_its_path():
-    value = {"m": {"s": "x\udc00", "n": [1, float("nan")], "z": "a\x00b"},
-             "inf": float("inf"), "\ud800": 1}
+    value = {"m": {"s": "x\udc00", "n": [1, float("nan")], "z": "a\x00b"}, "inf": float("inf"), "\ud800": 1}
     problems = storable_problems(value)
     assert any(p.startswith("m.s: ") and "surrogate" in p for p in problems)
     assert any(p.startswith("m.n[1]: ") and "finite" in p for p in problems)

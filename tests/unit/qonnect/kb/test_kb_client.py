@@ -23,12 +23,15 @@ def test_repr_hides_the_token():
     assert "very-secret" not in repr(client) and "***" in repr(client)
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    (b'{"detail": "name: taken"}', "name: taken"),
-    (b'{"detail": [{"loc": ["body", "seq"], "msg": "bad"}]}', "body.seq: bad"),
-    (b"<html>proxy error</html>", "<html>proxy error</html>"),
-    (b"", "no error message"),
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"detail": "name: taken"}', "name: taken"),
+        (b'{"detail": [{"loc": ["body", "seq"], "msg": "bad"}]}', "body.seq: bad"),
+        (b"<html>proxy error</html>", "<html>proxy error</html>"),
+        (b"", "no error message"),
+    ],
+)
 def test_error_details_are_extracted(raw, expected):
     assert kb_client._detail(raw) == expected
 
@@ -48,10 +51,13 @@ def test_an_unreadable_ca_bundle_is_named(tmp_path):
 def test_imports_with_the_standard_library_only():
     # the directory holding ansible_collections/, wherever the collection is (venv link, ansible-test copy)
     collections = Path(kb_client.__file__).parents[5]
-    code = (f"import sys; sys.path.insert(0, {str(collections)!r}); "
-            "import ansible_collections.qonnect.core.plugins.module_utils.kb_client as m; "
-            "print(sorted(k for k in sys.modules if k.split('.')[0] in "
-            "('yaml', 'requests', 'pydantic', 'fastapi', 'urllib3')))")
-    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
-                         timeout=60, check=True)
+    code = (
+        f"import sys; sys.path.insert(0, {str(collections)!r}); "
+        "import ansible_collections.qonnect.core.plugins.module_utils.kb_client as m; "
+        "print(sorted(k for k in sys.modules if k.split('.')[0] in "
+        "('yaml', 'requests', 'pydantic', 'fastapi', 'urllib3')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     assert out.stdout.strip() == "[]"

@@ -12,19 +12,30 @@ def fields(exc: ValidationError) -> set[str]:
     return {e["field"] for e in validation_body(exc.errors())["errors"]}
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"seq": 1, "ts": 1, "extra": 1}, "extra"),
-    ({"seq": 2**63, "ts": 1}, "seq"),
-    ({"seq": 1, "ts": float("nan")}, "ts"),
-    ({"seq": 1, "ts": 1, "nodes": [{"name": "a", "ready": True, "cpu": 1}]}, "nodes.0.cpu"),
-    ({"seq": 1, "ts": 1, "nodes": [{"name": "a", "ready": True,
-                                    "allocatable": {"memory": -1}}]}, "nodes.0.allocatable.memory"),
-    ({"seq": 1, "ts": 1, "workloads": [{"namespace": "n", "kind": "K", "name": "w",
-                                        "status": "Sleeping"}]}, "workloads.0.status"),
-    ({"seq": 1, "ts": 1, "error": "a\x00b"}, "error"),
-    ({"seq": 1, "ts": 1, "error": "\ud800"}, "error"),
-    ({"seq": 1, "ts": 1, "latencies": {"kb": -1}}, "latencies.kb"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"seq": 1, "ts": 1, "extra": 1}, "extra"),
+        ({"seq": 2**63, "ts": 1}, "seq"),
+        ({"seq": 1, "ts": float("nan")}, "ts"),
+        ({"seq": 1, "ts": 1, "nodes": [{"name": "a", "ready": True, "cpu": 1}]}, "nodes.0.cpu"),
+        (
+            {"seq": 1, "ts": 1, "nodes": [{"name": "a", "ready": True, "allocatable": {"memory": -1}}]},
+            "nodes.0.allocatable.memory",
+        ),
+        (
+            {
+                "seq": 1,
+                "ts": 1,
+                "workloads": [{"namespace": "n", "kind": "K", "name": "w", "status": "Sleeping"}],
+            },
+            "workloads.0.status",
+        ),
+        ({"seq": 1, "ts": 1, "error": "a\x00b"}, "error"),
+        ({"seq": 1, "ts": 1, "error": "\ud800"}, "error"),
+        ({"seq": 1, "ts": 1, "latencies": {"kb": -1}}, "latencies.kb"),
+    ],
+)
 def test_bad_reports_name_the_field(body, field):
     with pytest.raises(ValidationError) as err:
         Report.model_validate(body)
@@ -58,8 +69,9 @@ def test_tokens_bind_agents_and_only_agents_to_a_cluster():
 
 
 def test_placements_take_services_to_cluster_lists_and_a_fencing_token():
-    body = PlacementIn.model_validate({"desired": {"web": [{"cluster": "c1", "replicas": 2}]},
-                                       "fencing": {"term": 3, "seq": 4}})
+    body = PlacementIn.model_validate(
+        {"desired": {"web": [{"cluster": "c1", "replicas": 2}]}, "fencing": {"term": 3, "seq": 4}}
+    )
     assert body.desired["web"][0].replicas == 2 and body.fencing.term == 3
     with pytest.raises(ValidationError) as err:
         PlacementIn.model_validate({"fencing": {"term": -1, "seq": 0}})

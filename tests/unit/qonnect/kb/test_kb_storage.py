@@ -40,8 +40,9 @@ def test_tokens_are_stored_only_as_hashes(tmp_path):
     conn.commit()
     rows = conn.all("SELECT * FROM tokens")
     assert made["token"] not in repr(rows)
-    assert made["token"][len(auth.PREFIX):][:6] not in made["name"]
+    assert made["token"][len(auth.PREFIX) :][:6] not in made["name"]
     assert auth.lookup(conn, auth.hash_token(made["token"])) == auth.Principal(
-        made["name"], "agent", "edge-1")
+        made["name"], "agent", "edge-1"
+    )
     assert auth.lookup(conn, auth.hash_token(made["token"] + "x")) is None
     db.close()

@@ -44,10 +44,17 @@ def reports(draw) -> list[dict]:
         elif draw(st.booleans()):
             body["nodes"] = None
         if draw(st.booleans()):
-            body["workloads"] = [{"namespace": "ns", "kind": "Deployment", "name": f"w{seq % 3}",
-                                  "status": draw(st.sampled_from(["Healthy", "Failed"]))}]
-        body["latencies"] = draw(st.dictionaries(st.sampled_from(["kb", "p1", "p2"]),
-                                                 st.floats(0, 100), max_size=2))
+            body["workloads"] = [
+                {
+                    "namespace": "ns",
+                    "kind": "Deployment",
+                    "name": f"w{seq % 3}",
+                    "status": draw(st.sampled_from(["Healthy", "Failed"])),
+                }
+            ]
+        body["latencies"] = draw(
+            st.dictionaries(st.sampled_from(["kb", "p1", "p2"]), st.floats(0, 100), max_size=2)
+        )
         out.append(body)
     return out
 
@@ -64,8 +71,9 @@ def state(conn, cluster: str) -> dict:
         "cluster": row,
         "nodes": nodes,
         "workloads": workloads,
-        "latencies": conn.all("SELECT peer, ms, seq FROM latencies WHERE cluster = ?"
-                              " ORDER BY peer", (cluster,)),
+        "latencies": conn.all(
+            "SELECT peer, ms, seq FROM latencies WHERE cluster = ? ORDER BY peer", (cluster,)
+        ),
     }
 
 
@@ -73,8 +81,7 @@ def apply_all(conn, bodies: list[dict], batches: list[int] | None = None) -> dic
     """Apply the reports one by one, or in batches of the given sizes (as the writer does)."""
     cluster = f"c{next(_counter)}"
     conn.begin()
-    ops.create_cluster(conn, {"name": cluster, "tier": "edge", "location": cluster,
-                              "labels": {}}, 0.0)
+    ops.create_cluster(conn, {"name": cluster, "tier": "edge", "location": cluster, "labels": {}}, 0.0)
     items = [(cluster, Report.model_validate(b), 1.0) for b in bodies]
     if batches is None:
         for item in items:
@@ -82,7 +89,7 @@ def apply_all(conn, bodies: list[dict], batches: list[int] | None = None) -> dic
     else:
         start = 0
         for size in [*batches, len(items)]:
-            ops.apply_reports(conn, items[start:start + size])
+            ops.apply_reports(conn, items[start : start + size])
             start += size
     conn.commit()
     return state(conn, cluster)
@@ -101,8 +108,9 @@ def test_any_order_and_duplication_converges_to_the_newest_per_key(conn, bodies,
     newest = max(bodies, key=lambda b: b["seq"])
     assert in_order["cluster"] == (newest["seq"], int(newest["reachable"]), None)
     with_nodes = [b for b in bodies if b.get("nodes") is not None]
-    expected_nodes = sorted(n["name"] for n in max(with_nodes, key=lambda b: b["seq"])["nodes"]) \
-        if with_nodes else []
+    expected_nodes = (
+        sorted(n["name"] for n in max(with_nodes, key=lambda b: b["seq"])["nodes"]) if with_nodes else []
+    )
     assert sorted(in_order["nodes"]) == expected_nodes
     for peer, ms, seq in in_order["latencies"]:
         best = max((b for b in bodies if peer in b["latencies"]), key=lambda b: b["seq"])

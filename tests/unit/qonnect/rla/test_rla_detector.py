@@ -5,13 +5,24 @@ from __future__ import annotations
 from qonnect.rla.detector import Memory, Settings, Snapshot, detect
 from qonnect.rla.statemachine import DecisionLog
 
-S = Settings(heartbeat_timeout=6.0, node_grace=10.0, progressing_timeout=30.0, stable_seconds=30.0,
-             min_dwell=60.0, retry_cooldown=30.0)
+S = Settings(
+    heartbeat_timeout=6.0,
+    node_grace=10.0,
+    progressing_timeout=30.0,
+    stable_seconds=30.0,
+    min_dwell=60.0,
+    retry_cooldown=30.0,
+)
 
 
 def cluster(name, age=1.0, ready=True, healthy=True):
-    return {"name": name, "tier": "edge", "healthy": healthy, "heartbeat_age": age,
-            "nodes": [{"name": f"{name}-w", "ready": ready, "schedulable": True}]}
+    return {
+        "name": name,
+        "tier": "edge",
+        "healthy": healthy,
+        "heartbeat_age": age,
+        "nodes": [{"name": f"{name}-w", "ready": ready, "schedulable": True}],
+    }
 
 
 def snap(clusters, placements, workloads=(), apps=None, now=1000.0):
@@ -30,8 +41,10 @@ def known(log, app="shop", version=1):
 
 def test_stale_heartbeat_replaces_every_app_on_the_cluster():
     log = known(known(DecisionLog()), "blog")
-    s = snap([cluster("edge-1", age=7.5), cluster("edge-2")],
-             {"shop": {"web": on("edge-1"), "db": on("edge-2")}, "blog": {"web": on("edge-2")}})
+    s = snap(
+        [cluster("edge-1", age=7.5), cluster("edge-2")],
+        {"shop": {"web": on("edge-1"), "db": on("edge-2")}, "blog": {"web": on("edge-2")}},
+    )
     triggers, observe = detect(s, log, Memory(), S)
     assert observe == []
     assert [(t.app, t.kind, t.exclude) for t in triggers] == [("shop", "cluster-down", ("edge-1",))]
@@ -59,9 +72,17 @@ def test_app_with_migration_in_flight_is_skipped():
 
 
 def test_failed_workload_moves_only_when_on_a_placed_cluster():
-    wl = [{"cluster": "fog-1", "application": "shop", "service": "web", "status": "Failed",
-           "reason": "CrashLoopBackOff", "since": 990.0},
-          {"cluster": "fog-9", "application": "shop", "service": "db", "status": "Failed", "since": 900.0}]
+    wl = [
+        {
+            "cluster": "fog-1",
+            "application": "shop",
+            "service": "web",
+            "status": "Failed",
+            "reason": "CrashLoopBackOff",
+            "since": 990.0,
+        },
+        {"cluster": "fog-9", "application": "shop", "service": "db", "status": "Failed", "since": 900.0},
+    ]
     s = snap([cluster("fog-1"), cluster("fog-9")], {"shop": {"web": on("fog-1"), "db": on("fog-2")}}, wl)
     triggers, _observed = detect(s, known(DecisionLog()), Memory(), S)
     assert [(t.kind, t.service, t.exclude) for t in triggers] == [("workload-failed", "web", ("fog-1",))]
@@ -70,7 +91,9 @@ def test_failed_workload_moves_only_when_on_a_placed_cluster():
 
 def test_progressing_past_timeout_moves_the_service():
     memory, log = Memory(), known(DecisionLog())
-    wl = [{"cluster": "fog-1", "application": "shop", "service": "web", "status": "Progressing", "since": 950.0}]
+    wl = [
+        {"cluster": "fog-1", "application": "shop", "service": "web", "status": "Progressing", "since": 950.0}
+    ]
     placements = {"shop": {"web": on("fog-1")}}
     assert detect(snap([cluster("fog-1")], placements, wl, now=975.0), log, memory, S)[0] == []
     triggers, _observed = detect(snap([cluster("fog-1")], placements, wl, now=981.0), log, memory, S)
@@ -82,7 +105,9 @@ def test_node_not_ready_waits_for_the_cluster_then_moves():
     placements = {"shop": {"web": on("edge-1")}}
     assert detect(snap([cluster("edge-1", ready=False)], placements, now=100.0), log, memory, S)[0] == []
     assert detect(snap([cluster("edge-1", ready=False)], placements, now=109.0), log, memory, S)[0] == []
-    triggers, _observed = detect(snap([cluster("edge-1", ready=False)], placements, now=111.0), log, memory, S)
+    triggers, _observed = detect(
+        snap([cluster("edge-1", ready=False)], placements, now=111.0), log, memory, S
+    )
     assert triggers[0].kind == "node-not-ready" and triggers[0].exclude == ("edge-1",)
     # the node came back before the grace ended elsewhere: no move
     memory2 = Memory()
@@ -95,7 +120,11 @@ def test_spec_change_replaces():
     log = known(DecisionLog(), version=1)
     s = snap([cluster("c1")], {"shop": {"web": on("c1")}}, apps=[{"name": "shop", "version": 2}])
     triggers, _observed = detect(s, log, Memory(), S)
-    assert triggers[0].kind == "spec-changed" and triggers[0].spec_version == 2 and "1 -> 2" in triggers[0].reason
+    assert (
+        triggers[0].kind == "spec-changed"
+        and triggers[0].spec_version == 2
+        and "1 -> 2" in triggers[0].reason
+    )
 
 
 def test_deleted_app_version_is_forgotten_and_never_deployed_app_ignored():
@@ -119,16 +148,26 @@ def test_drift_respects_dwell_time_and_unstable_clusters():
     log, memory = known(DecisionLog()), Memory()
     placements = {"shop": {"web": on("c1")}}
     replan = Replanner("c2")
-    triggers, _observed = detect(snap([cluster("c1"), cluster("c2")], placements, now=100.0), log, memory, S, replan)
+    triggers, _observed = detect(
+        snap([cluster("c1"), cluster("c2")], placements, now=100.0), log, memory, S, replan
+    )
     assert triggers[0].kind == "qos-drift" and triggers[0].exclude == ("c2",), "c2 just appeared: unstable"
-    triggers, _observed = detect(snap([cluster("c1"), cluster("c2")], placements, now=131.0), log, memory, S, replan)
+    triggers, _observed = detect(
+        snap([cluster("c1"), cluster("c2")], placements, now=131.0), log, memory, S, replan
+    )
     assert triggers[0].exclude == ()
     # a recent migration of the app: no drift move within min_dwell
-    log.apply({"op": "decide", "term": 1, "node": "n", "app": "shop", "reason": "x", "exclude": [], "ts": 120.0})
+    log.apply(
+        {"op": "decide", "term": 1, "node": "n", "app": "shop", "reason": "x", "exclude": [], "ts": 120.0}
+    )
     did = log.inflight["shop"]
     log.apply({"op": "start", "id": did, "term": 1, "node": "n"})
-    log.apply({"op": "finish", "id": did, "attempt": 1, "result": "succeeded", "term": 1, "node": "n", "ts": 125.0})
-    assert detect(snap([cluster("c1"), cluster("c2")], placements, now=150.0), log, memory, S, replan)[0] == []
+    log.apply(
+        {"op": "finish", "id": did, "attempt": 1, "result": "succeeded", "term": 1, "node": "n", "ts": 125.0}
+    )
+    assert (
+        detect(snap([cluster("c1"), cluster("c2")], placements, now=150.0), log, memory, S, replan)[0] == []
+    )
     assert detect(snap([cluster("c1"), cluster("c2")], placements, now=186.0), log, memory, S, replan)[0]
 
 
@@ -138,7 +177,13 @@ def test_flapping_cluster_never_counts_as_stable():
     placements = {"shop": {"web": on("c1")}}
     for i in range(10):  # c2 flaps every 10 s for 100 s
         age = 20.0 if i % 2 else 1.0
-        detect(snap([cluster("c1"), cluster("c2", age=age)], placements, now=100.0 + 10 * i), log, memory, S, replan)
+        detect(
+            snap([cluster("c1"), cluster("c2", age=age)], placements, now=100.0 + 10 * i),
+            log,
+            memory,
+            S,
+            replan,
+        )
     assert all("c2" in exclude for exclude in replan.calls)
 
 
@@ -146,11 +191,22 @@ def test_same_failure_is_not_retried_in_a_tight_loop():
     log = known(DecisionLog())
     s = snap([cluster("edge-1", age=60)], {"shop": {"web": on("edge-1")}})
     (trigger,), _observed = detect(s, log, Memory(), S)
-    log.apply({"op": "decide", "term": 1, "node": "n", "app": "shop", "reason": "x", "exclude": list(trigger.exclude),
-               "key": trigger.key})
+    log.apply(
+        {
+            "op": "decide",
+            "term": 1,
+            "node": "n",
+            "app": "shop",
+            "reason": "x",
+            "exclude": list(trigger.exclude),
+            "key": trigger.key,
+        }
+    )
     did = log.inflight["shop"]
     log.apply({"op": "start", "id": did, "term": 1, "node": "n"})
-    log.apply({"op": "finish", "id": did, "attempt": 1, "result": "failed", "term": 1, "node": "n", "ts": 995.0})
+    log.apply(
+        {"op": "finish", "id": did, "attempt": 1, "result": "failed", "term": 1, "node": "n", "ts": 995.0}
+    )
     assert detect(s, log, Memory(), S)[0] == []
     later = snap([cluster("edge-1", age=60)], {"shop": {"web": on("edge-1")}}, now=1030.0)
     assert detect(later, log, Memory(), S)[0]
@@ -158,22 +214,37 @@ def test_same_failure_is_not_retried_in_a_tight_loop():
 
 # -- issue 11 ---------------------------------------------------------------------------------------
 
+
 def test_right_after_a_kb_outage_stale_heartbeats_are_not_failures():
     """Every heartbeat is 20 s old because nobody could report: within the grace nothing is down."""
     clusters = [cluster(f"edge-{i}", age=20.0) for i in range(1, 5)]
     placements = {"shop": {"web": on("edge-1")}, "blog": {"web": on("edge-2")}}
     log = known(known(DecisionLog()), "blog")
-    s = Snapshot({"clusters": clusters, "placements": placements}, [],
-                 [{"name": a, "version": 1, "application": {}} for a in placements], 1000.0, heard_for=1.0)
+    s = Snapshot(
+        {"clusters": clusters, "placements": placements},
+        [],
+        [{"name": a, "version": 1, "application": {}} for a in placements],
+        1000.0,
+        heard_for=1.0,
+    )
     assert detect(s, log, Memory(), S)[0] == []
     after_grace = Snapshot(s.inventory, [], s.applications, 1010.0, heard_for=S.heartbeat_timeout + 1)
-    assert {t.app for t in detect(after_grace, log, Memory(), S)[0]} == {"shop", "blog"}, "real failures still count"
+    assert {t.app for t in detect(after_grace, log, Memory(), S)[0]} == {"shop", "blog"}, (
+        "real failures still count"
+    )
 
 
 def test_unhealthy_report_counts_even_within_the_grace():
-    s = Snapshot({"clusters": [cluster("edge-1", healthy=False), cluster("edge-2")],
-                  "placements": {"shop": {"web": on("edge-1")}}}, [],
-                 [{"name": "shop", "version": 1, "application": {}}], 1000.0, heard_for=0.5)
+    s = Snapshot(
+        {
+            "clusters": [cluster("edge-1", healthy=False), cluster("edge-2")],
+            "placements": {"shop": {"web": on("edge-1")}},
+        },
+        [],
+        [{"name": "shop", "version": 1, "application": {}}],
+        1000.0,
+        heard_for=0.5,
+    )
     assert [t.kind for t in detect(s, known(DecisionLog()), Memory(), S)[0]] == ["cluster-down"]
 
 
@@ -183,14 +254,32 @@ def test_a_migration_avoids_a_cluster_that_just_recovered():
     memory = Memory()
     log = known(DecisionLog())
     placements = {"shop": {"web": on("edge-1"), "db": on("edge-2")}}
-    detect(snap([cluster("edge-1"), cluster("edge-2"), cluster("edge-3", age=60)], placements, now=990.0),
-           log, memory, S)
-    detect(snap([cluster("edge-1"), cluster("edge-2"), cluster("edge-3")], placements, now=997.0), log, memory, S)
-    triggers, _observed = detect(snap([cluster("edge-1", age=9), cluster("edge-2"), cluster("edge-3")],
-                                      placements, now=1000.0), log, memory, S)
+    detect(
+        snap([cluster("edge-1"), cluster("edge-2"), cluster("edge-3", age=60)], placements, now=990.0),
+        log,
+        memory,
+        S,
+    )
+    detect(
+        snap([cluster("edge-1"), cluster("edge-2"), cluster("edge-3")], placements, now=997.0), log, memory, S
+    )
+    triggers, _observed = detect(
+        snap([cluster("edge-1", age=9), cluster("edge-2"), cluster("edge-3")], placements, now=1000.0),
+        log,
+        memory,
+        S,
+    )
     assert triggers[0].kind == "cluster-down" and triggers[0].exclude == ("edge-1", "edge-3")
-    later = detect(snap([cluster("edge-1", age=9), cluster("edge-2"), cluster("edge-3")], placements,
-                        now=997.0 + S.stable_seconds + 1), DecisionLog(), memory, S)[0]
+    later = detect(
+        snap(
+            [cluster("edge-1", age=9), cluster("edge-2"), cluster("edge-3")],
+            placements,
+            now=997.0 + S.stable_seconds + 1,
+        ),
+        DecisionLog(),
+        memory,
+        S,
+    )[0]
     assert later[0].exclude == ("edge-1",), "after stable_seconds it may be used again"
 
 
@@ -213,10 +302,22 @@ def test_default_settings_leave_a_transient_failure_to_the_agents_grace():
     defaults = Settings()
     assert defaults.progressing_timeout > 600
     log, memory = known(DecisionLog()), Memory()
-    waiting = [{"cluster": "fog-1", "application": "shop", "service": "web", "status": "Progressing",
-                "reason": "ErrImagePull", "since": 1000.0 - 300}]
+    waiting = [
+        {
+            "cluster": "fog-1",
+            "application": "shop",
+            "service": "web",
+            "status": "Progressing",
+            "reason": "ErrImagePull",
+            "since": 1000.0 - 300,
+        }
+    ]
     s = snap([cluster("fog-1"), cluster("fog-2")], {"shop": {"web": on("fog-1")}}, waiting)
     assert detect(s, log, memory, defaults)[0] == []
-    late = snap([cluster("fog-1"), cluster("fog-2")], {"shop": {"web": on("fog-1")}}, waiting,
-                now=1000.0 + defaults.progressing_timeout)
+    late = snap(
+        [cluster("fog-1"), cluster("fog-2")],
+        {"shop": {"web": on("fog-1")}},
+        waiting,
+        now=1000.0 + defaults.progressing_timeout,
+    )
     assert [t.kind for t in detect(late, log, memory, defaults)[0]] == ["workload-stuck"]

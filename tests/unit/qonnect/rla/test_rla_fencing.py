@@ -66,9 +66,16 @@ def test_deployer_checks_the_fence_before_it_changes_a_cluster():
     cluster = Cluster()
     kb = KB({"term": 5, "seq": 1})
     manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}}
-    deployer = Deployer("shop", "shop", {"web": [manifest]}, {"web": [{"cluster": "edge-1"}]},
-                        {"edge-1": Target("edge-1", "/nonexistent")}, client_factory=lambda t: cluster,
-                        wait=False, before_step=fence_guard(kb, {"term": 4, "seq": 9}))
+    deployer = Deployer(
+        "shop",
+        "shop",
+        {"web": [manifest]},
+        {"web": [{"cluster": "edge-1"}]},
+        {"edge-1": Target("edge-1", "/nonexistent")},
+        client_factory=lambda t: cluster,
+        wait=False,
+        before_step=fence_guard(kb, {"term": 4, "seq": 9}),
+    )
     with pytest.raises(FencedError, match="before apply"):
         deployer.run()
     assert cluster.writes == [] and kb.asked == 1

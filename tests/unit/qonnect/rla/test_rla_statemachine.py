@@ -11,8 +11,17 @@ from qonnect.rla.statemachine import FAILED, PENDING, RETRY, RUNNING, SUCCEEDED,
 
 
 def decide(app="shop", term=1, exclude=("edge-1",), **kw):
-    return {"op": "decide", "term": term, "node": "n1", "ts": 100.0, "app": app, "reason": "cluster edge-1 down",
-            "exclude": list(exclude), "kind": "cluster-down", **kw}
+    return {
+        "op": "decide",
+        "term": term,
+        "node": "n1",
+        "ts": 100.0,
+        "app": app,
+        "reason": "cluster edge-1 down",
+        "exclude": list(exclude),
+        "kind": "cluster-down",
+        **kw,
+    }
 
 
 def start(did, term=1, node="n1"):
@@ -20,8 +29,16 @@ def start(did, term=1, node="n1"):
 
 
 def finish(did, attempt, result=SUCCEEDED, term=1, **kw):
-    return {"op": "finish", "id": did, "attempt": attempt, "result": result, "term": term, "node": "n1",
-            "ts": 102.0, **kw}
+    return {
+        "op": "finish",
+        "id": did,
+        "attempt": attempt,
+        "result": result,
+        "term": term,
+        "node": "n1",
+        "ts": 102.0,
+        **kw,
+    }
 
 
 def test_decision_gets_token_and_blocks_second_decision_for_same_app():
@@ -56,7 +73,11 @@ def test_new_leader_takes_over_running_attempt_with_newer_token():
     did = log.apply(decide())["id"]
     old = log.apply(start(did, term=1, node="old"))["token"]
     new = log.apply(start(did, term=2, node="new"))
-    assert new["ok"] and new["attempt"] == 2 and (new["token"]["term"], new["token"]["seq"]) > (old["term"], old["seq"])
+    assert (
+        new["ok"]
+        and new["attempt"] == 2
+        and (new["token"]["term"], new["token"]["seq"]) > (old["term"], old["seq"])
+    )
     assert not log.apply(finish(did, 1, term=2))["ok"], "the deposed leader's attempt is not the running one"
 
 
@@ -82,15 +103,27 @@ def test_leader_entry_issues_the_token_the_new_leader_fences_with():
 def test_defer_keeps_the_decision_open_without_using_an_attempt_and_retarget_updates_exclusions():
     log = DecisionLog()
     did = log.apply(decide())["id"]
-    res = log.apply({"op": "defer", "id": did, "term": 1, "node": "n1", "detail": "ratings: no eligible cluster",
-                     "not_before": 50.0})
+    res = log.apply(
+        {
+            "op": "defer",
+            "id": did,
+            "term": 1,
+            "node": "n1",
+            "detail": "ratings: no eligible cluster",
+            "not_before": 50.0,
+        }
+    )
     assert res["ok"] and res["deferrals"] == 1
     decision = log.get(did)
     assert decision["status"] == "retry" and decision["attempts"] == 0 and decision["not_before"] == 50.0
     assert "no eligible" in decision["detail"] and "shop" in log.inflight
-    assert log.apply({"op": "retarget", "id": did, "term": 1, "node": "n1", "exclude": ["b", "a"]})["exclude"] == ["a", "b"]
+    assert log.apply({"op": "retarget", "id": did, "term": 1, "node": "n1", "exclude": ["b", "a"]})[
+        "exclude"
+    ] == ["a", "b"]
     log.apply(start(did))
-    assert not log.apply({"op": "defer", "id": did, "term": 1, "node": "n1", "detail": "x", "not_before": 1.0})["ok"]
+    assert not log.apply(
+        {"op": "defer", "id": did, "term": 1, "node": "n1", "detail": "x", "not_before": 1.0}
+    )["ok"]
 
 
 def test_stale_term_is_refused_and_counted():
@@ -108,7 +141,9 @@ def test_failed_for_good_releases_app_and_cancel_works():
     assert log.apply(finish(did, 1, FAILED, retry=False))["status"] == FAILED
     assert "shop" not in log.inflight
     did2 = log.apply(decide())["id"]
-    assert log.apply({"op": "cancel", "id": did2, "term": 1, "node": "n1", "ts": 5.0})["status"] == "cancelled"
+    assert (
+        log.apply({"op": "cancel", "id": did2, "term": 1, "node": "n1", "ts": 5.0})["status"] == "cancelled"
+    )
     assert not log.apply({"op": "cancel", "id": did2, "term": 1, "node": "n1"})["ok"]
 
 
@@ -130,13 +165,16 @@ def test_spec_version_recorded_on_success_and_observe():
     assert log.versions == {}
 
 
-@pytest.mark.parametrize("cmd, field", [
-    ({"op": "decide", "term": 1, "app": 3, "exclude": [], "reason": "x"}, "app"),
-    ({"op": "decide", "term": "1", "app": "a", "exclude": [], "reason": "x"}, "term"),
-    ({"op": "start", "term": 1, "node": "n"}, "id"),
-    ({"op": "bogus", "term": 1}, "op"),
-    ({"op": "decide", "term": True, "app": "a", "exclude": [], "reason": "x"}, "term"),
-])
+@pytest.mark.parametrize(
+    "cmd, field",
+    [
+        ({"op": "decide", "term": 1, "app": 3, "exclude": [], "reason": "x"}, "app"),
+        ({"op": "decide", "term": "1", "app": "a", "exclude": [], "reason": "x"}, "term"),
+        ({"op": "start", "term": 1, "node": "n"}, "id"),
+        ({"op": "bogus", "term": 1}, "op"),
+        ({"op": "decide", "term": True, "app": "a", "exclude": [], "reason": "x"}, "term"),
+    ],
+)
 def test_malformed_commands_name_the_field(cmd, field):
     with pytest.raises(CommandError, match=f"'{field}'"):
         DecisionLog().apply(cmd)
@@ -155,11 +193,19 @@ def test_snapshot_roundtrip_is_plain_data():
 ops = st.one_of(
     st.builds(lambda app, t: decide(app=app, term=t), st.sampled_from(["a", "b", "c"]), st.integers(1, 4)),
     st.builds(lambda n, t: start(f"d{t}.{n}", term=t), st.integers(1, 12), st.integers(1, 4)),
-    st.builds(lambda n, t, a, r, retry: finish(f"d{t}.{n}", a, r, term=t, retry=retry),
-              st.integers(1, 12), st.integers(1, 4), st.integers(1, 3), st.sampled_from([SUCCEEDED, FAILED]),
-              st.booleans()),
-    st.builds(lambda t, f: {"op": "leader", "term": t, "node": "x", "ts": 1.0, "kb_floor": f},
-              st.integers(1, 4), st.integers(0, 6)),
+    st.builds(
+        lambda n, t, a, r, retry: finish(f"d{t}.{n}", a, r, term=t, retry=retry),
+        st.integers(1, 12),
+        st.integers(1, 4),
+        st.integers(1, 3),
+        st.sampled_from([SUCCEEDED, FAILED]),
+        st.booleans(),
+    ),
+    st.builds(
+        lambda t, f: {"op": "leader", "term": t, "node": "x", "ts": 1.0, "kb_floor": f},
+        st.integers(1, 4),
+        st.integers(0, 6),
+    ),
 )
 
 

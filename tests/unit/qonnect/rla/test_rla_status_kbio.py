@@ -9,8 +9,13 @@ from qonnect.rla import kbio
 from qonnect.rla.raft import RaftConfigError, check_address, read_secret
 from qonnect.rla.status import Metrics, render
 
-DECISION = {"id": "d4.17", "app": "shop", "kind": "cluster-down", "exclude": ["edge-1", "fog-2"],
-            "token": {"term": 4, "seq": 17}}
+DECISION = {
+    "id": "d4.17",
+    "app": "shop",
+    "kind": "cluster-down",
+    "exclude": ["edge-1", "fog-2"],
+    "token": {"term": 4, "seq": 17},
+}
 
 
 def test_references_are_structured_fields_with_the_fencing_token():
@@ -18,7 +23,13 @@ def test_references_are_structured_fields_with_the_fencing_token():
     kbio.post(kb, kbio.DECISION, DECISION, "decided to re-place shop", fence={"term": 4, "seq": 16})
     kbio.post(kb, kbio.SUCCEEDED, DECISION, "attempt 2 succeeded", 2, {"term": 5, "seq": 20})
     first, second = kb.events
-    assert first["ref"] == {"id": "d4.17", "term": 4, "seq": 17, "attempt": None, "exclude": ["edge-1", "fog-2"]}
+    assert first["ref"] == {
+        "id": "d4.17",
+        "term": 4,
+        "seq": 17,
+        "attempt": None,
+        "exclude": ["edge-1", "fog-2"],
+    }
     assert first["fencing"] == {"term": 4, "seq": 16}
     assert "edge-1" in first["message"] and "fog-2" in first["message"], "both failed clusters are named"
     assert second["ref"] == {"id": "d4.17", "term": 5, "seq": 20, "attempt": 2, "exclude": []}
@@ -63,10 +74,24 @@ def test_events_not_written_under_a_controller_token_are_not_trusted():
 
 
 def status_doc(**kw):
-    doc = {"node": "10.0.0.1:9000", "state": "leader", "is_leader": True, "leader": "10.0.0.1:9000", "term": 7,
-           "commit_index": 42, "last_applied": 42, "has_quorum": True, "peers": {"10.0.0.2:9000": True, "10.0.0.3:9000": False},
-           "kb": "ok", "why": "leader of term 7: watching", "token": {"term": 7, "seq": 3},
-           "inflight": [], "recent": [], "log_counters": {"decisions": 3, "succeeded": 2}, "running_here": []}
+    doc = {
+        "node": "10.0.0.1:9000",
+        "state": "leader",
+        "is_leader": True,
+        "leader": "10.0.0.1:9000",
+        "term": 7,
+        "commit_index": 42,
+        "last_applied": 42,
+        "has_quorum": True,
+        "peers": {"10.0.0.2:9000": True, "10.0.0.3:9000": False},
+        "kb": "ok",
+        "why": "leader of term 7: watching",
+        "token": {"term": 7, "seq": 3},
+        "inflight": [],
+        "recent": [],
+        "log_counters": {"decisions": 3, "succeeded": 2},
+        "running_here": [],
+    }
     doc.update(kw)
     return doc
 
@@ -81,13 +106,23 @@ def test_metrics_text():
     assert "qonnect_controller_is_leader 1\n" in text and "qonnect_controller_term 7\n" in text
     assert 'qonnect_controller_migrations_total{result="succeeded"} 2' in text
     assert 'qonnect_controller_decisions_total{kind="cluster-down"} 1' in text
-    assert "qonnect_controller_recovery_seconds_count 1\nqonnect_controller_recovery_seconds_sum 9.500" in text
+    assert (
+        "qonnect_controller_recovery_seconds_count 1\nqonnect_controller_recovery_seconds_sum 9.500" in text
+    )
     assert 'qonnect_controller_log_decisions_total{outcome="decisions"} 3' in text
 
 
 def test_render_shows_leader_peers_inflight_and_unreachable():
-    inflight = [{"id": "d7.2", "app": "shop", "status": "running", "attempts": 1, "owner": "10.0.0.1:9000",
-                 "reason": "cluster edge-1 down"}]
+    inflight = [
+        {
+            "id": "d7.2",
+            "app": "shop",
+            "status": "running",
+            "attempts": 1,
+            "owner": "10.0.0.1:9000",
+            "reason": "cluster edge-1 down",
+        }
+    ]
     text = render({"http://a": status_doc(inflight=inflight), "http://b": "connection refused"})
     assert "LEADER  term 7  commit index 42" in text
     assert "10.0.0.3:9000 UNREACHABLE" in text and "10.0.0.2:9000 reachable" in text
@@ -100,7 +135,11 @@ def test_secret_file_checks(tmp_path):
     good.write_text(value + "\n")
     good.chmod(0o600)
     assert read_secret(str(good)) == value
-    for weak, why in (("x" * 20, "at least 32 bytes"), ("a" * 16, "at least 32 bytes"), ("ab" * 20, "not random")):
+    for weak, why in (
+        ("x" * 20, "at least 32 bytes"),
+        ("a" * 16, "at least 32 bytes"),
+        ("ab" * 20, "not random"),
+    ):
         bad = tmp_path / "weak"
         bad.write_text(weak)
         bad.chmod(0o600)

@@ -47,17 +47,29 @@ def test_rescaling_clusters_and_nodes():
 
 def test_explicit_cluster_list_json(tmp_path):
     path = tmp_path / "fleet.json"
-    path.write_text(json.dumps({
-        "name": "mine", "tiers": ["core", "site"],
-        "node_profiles": {"big": {"cpu": "8", "memory": "16Gi", "price_eur_h": 1.5}},
-        "clusters": [
-            {"name": "hq", "tier": "core", "location": "berlin", "labels": {"region": "eu"},
-             "nodes": [{"profile": "big"}, {"name": "tiny", "cpu": "500m", "memory": "512Mi",
-                                            "labels": {"gpu": "no"}}]},
-            {"name": "shop-1", "tier": "site", "nodes": [{"cpu": 2, "memory": "4G"}]},
-        ],
-        "latency_ms": {"tiers": {"core": {"site": 30}}, "locations": {"berlin": {"shop-1": 42}}},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "name": "mine",
+                "tiers": ["core", "site"],
+                "node_profiles": {"big": {"cpu": "8", "memory": "16Gi", "price_eur_h": 1.5}},
+                "clusters": [
+                    {
+                        "name": "hq",
+                        "tier": "core",
+                        "location": "berlin",
+                        "labels": {"region": "eu"},
+                        "nodes": [
+                            {"profile": "big"},
+                            {"name": "tiny", "cpu": "500m", "memory": "512Mi", "labels": {"gpu": "no"}},
+                        ],
+                    },
+                    {"name": "shop-1", "tier": "site", "nodes": [{"cpu": 2, "memory": "4G"}]},
+                ],
+                "latency_ms": {"tiers": {"core": {"site": 30}}, "locations": {"berlin": {"shop-1": 42}}},
+            }
+        )
+    )
     spec = fleet.expand(fleet.load(str(path)))
     hq = spec.clusters[0]
     assert hq.location == "berlin" and hq.labels == {"region": "eu"}
@@ -69,17 +81,24 @@ def test_explicit_cluster_list_json(tmp_path):
     assert [c.name for c in fleet.expand(fleet.load(str(path)), clusters=1).clusters] == ["hq"]
 
 
-@pytest.mark.parametrize(("data", "field"), [
-    ({"clusters": [{"name": "a", "tier": "moon"}], "node_profiles": {}}, "clusters[0].tier"),
-    ({"clusters": [{"name": "A_b", "tier": "cloud"}]}, "clusters[0].name"),
-    ({"clusters": [{"name": "a", "tier": "cloud", "nodes": [{"cpu": "lots", "memory": 1}]}]},
-     "clusters[0].nodes[0].cpu"),
-    ({"clusters": [{"name": "a", "tier": "cloud", "nodes": [{"profile": "nope"}]}]},
-     "clusters[0].nodes[0].profile"),
-    ({"clusters": [{"name": "a", "tier": "cloud", "nodes": [{"memory": 1}]}]}, "needs cpu and memory"),
-    ({"generate": {"clusters": 0}, "node_profiles": {"x": {"cpu": 1, "memory": 1}}}, "generate.clusters"),
-    ({"tiers": ["cloud"]}, "'clusters' list or a 'generate' section"),
-])
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"clusters": [{"name": "a", "tier": "moon"}], "node_profiles": {}}, "clusters[0].tier"),
+        ({"clusters": [{"name": "A_b", "tier": "cloud"}]}, "clusters[0].name"),
+        (
+            {"clusters": [{"name": "a", "tier": "cloud", "nodes": [{"cpu": "lots", "memory": 1}]}]},
+            "clusters[0].nodes[0].cpu",
+        ),
+        (
+            {"clusters": [{"name": "a", "tier": "cloud", "nodes": [{"profile": "nope"}]}]},
+            "clusters[0].nodes[0].profile",
+        ),
+        ({"clusters": [{"name": "a", "tier": "cloud", "nodes": [{"memory": 1}]}]}, "needs cpu and memory"),
+        ({"generate": {"clusters": 0}, "node_profiles": {"x": {"cpu": 1, "memory": 1}}}, "generate.clusters"),
+        ({"tiers": ["cloud"]}, "'clusters' list or a 'generate' section"),
+    ],
+)
 def test_bad_profiles_name_the_field(data, field):
     with pytest.raises(fleet.ProfileError, match=field.replace("[", r"\[").replace("]", r"\]")):
         fleet.expand(data)

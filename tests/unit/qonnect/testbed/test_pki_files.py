@@ -31,8 +31,9 @@ def test_kubeconfig_is_private_and_loadable_by_the_client(tmp_path):
     from kubernetes import client, config
 
     ca = pki.CertificateAuthority.create()
-    path = kubeconfig.write(tmp_path / "k" / "c.yaml",
-                            kubeconfig.build("c", "https://127.0.0.5:6443", "sekrit", ca.cert_pem))
+    path = kubeconfig.write(
+        tmp_path / "k" / "c.yaml", kubeconfig.build("c", "https://127.0.0.5:6443", "sekrit", ca.cert_pem)
+    )
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     cfg = client.Configuration()
     config.load_kube_config(config_file=str(path), client_configuration=cfg)

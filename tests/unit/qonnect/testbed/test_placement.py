@@ -6,10 +6,14 @@ from qonnect.testbed.sim.objects import parse_quantity, pod_requests
 
 
 def node(name="n1", cpu="4", memory="8Gi", pods="110", labels=None, ready="True", taints=None):
-    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-            "spec": {"taints": taints} if taints else {},
-            "status": {"allocatable": {"cpu": cpu, "memory": memory, "ephemeral-storage": "10Gi", "pods": pods},
-                       "conditions": [{"type": "Ready", "status": ready}]}}
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": {"taints": taints} if taints else {},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": memory, "ephemeral-storage": "10Gi", "pods": pods},
+            "conditions": [{"type": "Ready", "status": ready}],
+        },
+    }
 
 
 def pod(cpu=None, memory=None, selector=None, terms=None, tolerations=None):
@@ -18,8 +22,9 @@ def pod(cpu=None, memory=None, selector=None, terms=None, tolerations=None):
     if selector:
         spec["nodeSelector"] = selector
     if terms is not None:
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": terms}}}
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+        }
     if tolerations:
         spec["tolerations"] = tolerations
     return {"metadata": {"name": "p"}, "spec": spec}
@@ -75,10 +80,18 @@ def test_node_selector_and_affinity_operators():
     for e, expected in cases:
         assert placement.affinity_matches(pod(terms=[{"matchExpressions": [e]}]), n) is expected, e
     # terms are ORed, expressions within a term ANDed; an empty term matches nothing
-    assert placement.affinity_matches(pod(terms=[{"matchExpressions": [expr("tier", "In", "cloud")]},
-                                                 {"matchExpressions": [expr("tier", "In", "edge")]}]), n)
-    assert not placement.affinity_matches(pod(terms=[{"matchExpressions": [
-        expr("tier", "In", "edge"), expr("rank", "In", "1")]}]), n)
+    assert placement.affinity_matches(
+        pod(
+            terms=[
+                {"matchExpressions": [expr("tier", "In", "cloud")]},
+                {"matchExpressions": [expr("tier", "In", "edge")]},
+            ]
+        ),
+        n,
+    )
+    assert not placement.affinity_matches(
+        pod(terms=[{"matchExpressions": [expr("tier", "In", "edge"), expr("rank", "In", "1")]}]), n
+    )
     assert not placement.affinity_matches(pod(terms=[{}]), n)
     assert placement.affinity_matches(pod(terms=[{"matchFields": [expr("metadata.name", "In", "n1")]}]), n)
 
@@ -93,8 +106,9 @@ def test_score_prefers_least_allocated_and_message_format():
 def test_rolling_update_parameters_and_hash():
     assert _resolve("25%", 4, True) == 1 and _resolve("25%", 3, False) == 0 and _resolve(2, 9, True) == 2
     assert _surge_unavailable({}, 4) == (1, 1)
-    assert _surge_unavailable({"strategy": {"type": "RollingUpdate", "rollingUpdate": {
-        "maxSurge": 0, "maxUnavailable": 0}}}, 4) == (0, 1)
+    assert _surge_unavailable(
+        {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}}, 4
+    ) == (0, 1)
     assert _surge_unavailable({"strategy": {"type": "Recreate"}}, 3) == (0, 3)
     a = template_hash({"spec": {"containers": [{"image": "a"}]}})
     assert a == template_hash({"spec": {"containers": [{"image": "a"}]}})

@@ -14,9 +14,14 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def deployment(replicas: int, image: str, strategy: dict | None = None, cpu: str = "1") -> dict:
-    spec = {"replicas": replicas, "selector": {"matchLabels": {"app": "w"}},
-            "template": {"metadata": {"labels": {"app": "w"}}, "spec": {"containers": [
-                {"name": "c", "image": image, "resources": {"requests": {"cpu": cpu}}}]}}}
+    spec = {
+        "replicas": replicas,
+        "selector": {"matchLabels": {"app": "w"}},
+        "template": {
+            "metadata": {"labels": {"app": "w"}},
+            "spec": {"containers": [{"name": "c", "image": image, "resources": {"requests": {"cpu": cpu}}}]},
+        },
+    }
     if strategy:
         spec["strategy"] = strategy
     return {"metadata": {"name": "w"}, "spec": spec}
@@ -96,8 +101,11 @@ def test_node_down_without_room_leaves_pods_pending_until_node_up():
         await until(lambda: store.get("deployments", "default", "w")["status"].get("readyReplicas") == 2)
         victim = next(p["spec"]["nodeName"] for p in pods(store))
         sim.nodes.set_down(victim)
-        pending = await until(lambda: [p for p in pods(store) if p["status"]["phase"] == "Pending"
-                                       and p["status"].get("conditions")])
+        pending = await until(
+            lambda: [
+                p for p in pods(store) if p["status"]["phase"] == "Pending" and p["status"].get("conditions")
+            ]
+        )
         assert "Insufficient cpu" in pending[0]["status"]["conditions"][0]["message"]
         assert sim.summary()["nodes_ready"] == 1
         sim.nodes.set_up(victim)

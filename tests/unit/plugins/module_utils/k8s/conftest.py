@@ -59,8 +59,11 @@ class MemoryCluster:
         out = []
         for (av, k, ns, _name), obj in sorted(self.objects.items(), key=lambda kv: str(kv[0])):
             labels = obj["metadata"].get("labels") or {}
-            if av == api_version and k == kind and (namespace is None or ns == namespace) and all(
-                labels.get(a) == b for a, b in wanted.items()
+            if (
+                av == api_version
+                and k == kind
+                and (namespace is None or ns == namespace)
+                and all(labels.get(a) == b for a, b in wanted.items())
             ):
                 out.append(self._with_status(copy.deepcopy(obj)))
         return out
@@ -69,8 +72,13 @@ class MemoryCluster:
         if obj["kind"] == "Deployment":
             n = obj["spec"].get("replicas", 1)
             r = n if self.ready else 0
-            obj["status"] = {"observedGeneration": obj["metadata"]["generation"], "replicas": n,
-                             "updatedReplicas": n, "readyReplicas": r, "availableReplicas": r}
+            obj["status"] = {
+                "observedGeneration": obj["metadata"]["generation"],
+                "replicas": n,
+                "updatedReplicas": n,
+                "readyReplicas": r,
+                "availableReplicas": r,
+            }
         return obj
 
     def apply(self, obj, dry_run=False):
@@ -80,13 +88,17 @@ class MemoryCluster:
         if ns in self._terminating:
             raise K8sError(self.name, f"HTTP 403: namespace {ns} is being terminated", 403)
         if obj["kind"] != "Namespace" and self.get("v1", "Namespace", meta["namespace"]) is None:
-            raise K8sError(self.name, f"HTTP 404: namespaces \"{meta['namespace']}\" not found", 404)
+            raise K8sError(self.name, f'HTTP 404: namespaces "{meta["namespace"]}" not found', 404)
         key = self._key(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
         old = self.objects.get(key)
         new = copy.deepcopy(obj)
-        if old is not None and old["spec" if "spec" in old else "metadata"] == new.get(
-            "spec" if "spec" in old else "metadata") and old["metadata"].get("labels") == meta.get("labels") \
-                and old["metadata"].get("annotations") == meta.get("annotations"):
+        if (
+            old is not None
+            and old["spec" if "spec" in old else "metadata"]
+            == new.get("spec" if "spec" in old else "metadata")
+            and old["metadata"].get("labels") == meta.get("labels")
+            and old["metadata"].get("annotations") == meta.get("annotations")
+        ):
             return copy.deepcopy(old)
         self.rv += 1
         new["metadata"]["resourceVersion"] = str(self.rv)

@@ -13,8 +13,10 @@ DEPLOYMENT = {
     "spec": {
         "replicas": 1,
         "selector": {"matchLabels": {"app": "ratings"}},
-        "template": {"metadata": {"labels": {"app": "ratings"}},
-                     "spec": {"containers": [{"name": "ratings", "image": "x"}]}},
+        "template": {
+            "metadata": {"labels": {"app": "ratings"}},
+            "spec": {"containers": [{"name": "ratings", "image": "x"}]},
+        },
     },
 }
 
@@ -23,28 +25,39 @@ def test_prepare_labels_namespace_replicas_and_pinning():
     obj = apply.prepare(DEPLOYMENT, "bookinfo", "ratings", "bi", replicas=3, nodes=["n2", "n1"])
     meta = obj["metadata"]
     assert meta["namespace"] == "bi"
-    assert meta["labels"] == {"app": "ratings", "app.kubernetes.io/managed-by": "qonnect",
-                              "qonnect.io/application": "bookinfo", "qonnect.io/service": "ratings"}
+    assert meta["labels"] == {
+        "app": "ratings",
+        "app.kubernetes.io/managed-by": "qonnect",
+        "qonnect.io/application": "bookinfo",
+        "qonnect.io/service": "ratings",
+    }
     assert obj["spec"]["template"]["metadata"]["labels"]["qonnect.io/service"] == "ratings"
     assert obj["spec"]["selector"] == {"matchLabels": {"app": "ratings"}}  # selectors are immutable
     assert obj["spec"]["replicas"] == 3
     terms = obj["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchExpressions": [
-        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1", "n2"]}]}]
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert terms == [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1", "n2"]}]}
+    ]
     assert DEPLOYMENT["spec"]["replicas"] == 1  # the input is not modified
 
 
 def test_pinning_is_anded_with_existing_terms():
     dep = apply.prepare(DEPLOYMENT, "a", "s", "ns", nodes=["n1"])
     dep["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"].insert(
-        0, {"key": "disk", "operator": "In", "values": ["ssd"]})
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"][0]["matchExpressions"].insert(
+        0, {"key": "disk", "operator": "In", "values": ["ssd"]}
+    )
     again = apply.prepare(dep, "a", "s", "ns", nodes=["n3"])
     exprs = again["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
-    assert exprs == [{"key": "disk", "operator": "In", "values": ["ssd"]},
-                     {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n3"]}]
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"][0]["matchExpressions"]
+    assert exprs == [
+        {"key": "disk", "operator": "In", "values": ["ssd"]},
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n3"]},
+    ]
 
 
 def test_hash_changes_with_content_only():
@@ -56,8 +69,13 @@ def test_hash_changes_with_content_only():
     assert a["metadata"]["annotations"][h] != c["metadata"]["annotations"][h]
 
 
-@pytest.mark.parametrize("bad,field", [({"kind": "Service", "metadata": {"name": "x"}}, "apiVersion"),
-                                       ({"apiVersion": "v1", "kind": "Service"}, "metadata.name")])
+@pytest.mark.parametrize(
+    "bad,field",
+    [
+        ({"kind": "Service", "metadata": {"name": "x"}}, "apiVersion"),
+        ({"apiVersion": "v1", "kind": "Service"}, "metadata.name"),
+    ],
+)
 def test_prepare_rejects_incomplete_manifests(bad, field):
     with pytest.raises(ValueError, match=field):
         apply.prepare(bad, "a", "svc", "ns")
@@ -108,8 +126,17 @@ def test_service_type_switch_replaces_object(fleet):
     clusters, log = fleet
     c = clusters["c1"]
     apply.apply_one(c, apply.namespace_object("ns", "a"), None, False)
-    real = apply.prepare({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ratings"},
-                          "spec": {"ports": [{"port": 9080}]}}, "a", "ratings", "ns")
+    real = apply.prepare(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "ratings"},
+            "spec": {"ports": [{"port": 9080}]},
+        },
+        "a",
+        "ratings",
+        "ns",
+    )
     apply.apply_one(c, real, None, False)
     stub = apply.address_stub("ratings", "ns", "a", "ratings", "ratings.ns.svc.c2.qonnect.local")
     out = apply.apply_one(c, stub, c.get("v1", "Service", "ratings", "ns"), False)
@@ -124,8 +151,12 @@ def test_secret_values_never_reach_the_diff(fleet):
     clusters, _log = fleet
     c = clusters["c1"]
     apply.apply_one(c, apply.namespace_object("ns", "a"), None, False)
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
-              "stringData": {"password": "hunter2-first"}}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "db"},
+        "stringData": {"password": "hunter2-first"},
+    }
     first = apply.apply_one(c, apply.prepare(secret, "a", "s", "ns"), None, False)
     assert "hunter2" not in str(first)
     live = c.get("v1", "Secret", "db", "ns")

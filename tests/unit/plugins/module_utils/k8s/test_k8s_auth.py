@@ -8,19 +8,30 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s import auth
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
 
 RECORDS = {
-    "cloud-1": {"name": "cloud-1", "server": "https://10.0.0.1:6443", "kubeconfig": "/etc/k/cloud-1.yaml",
-                "context": None},
-    "edge-1": {"name": "edge-1", "server": "https://10.0.0.2:6443", "kubeconfig": "/etc/k/edge-1.yaml",
-               "context": "edge"},
+    "cloud-1": {
+        "name": "cloud-1",
+        "server": "https://10.0.0.1:6443",
+        "kubeconfig": "/etc/k/cloud-1.yaml",
+        "context": None,
+    },
+    "edge-1": {
+        "name": "edge-1",
+        "server": "https://10.0.0.2:6443",
+        "kubeconfig": "/etc/k/edge-1.yaml",
+        "context": "edge",
+    },
 }
 READER = {n: {k: v for k, v in r.items() if k not in ("kubeconfig", "context")} for n, r in RECORDS.items()}
 
 
 def kubeconfig(*contexts: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": c, "cluster": {"server": "https://x"}} for c in contexts],
-            "users": [{"name": c, "user": {"token": "t0ken-" + c}} for c in contexts],
-            "contexts": [{"name": c, "context": {"cluster": c, "user": c}} for c in contexts]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": c, "cluster": {"server": "https://x"}} for c in contexts],
+        "users": [{"name": c, "user": {"token": "t0ken-" + c}} for c in contexts],
+        "contexts": [{"name": c, "context": {"cluster": c, "user": c}} for c in contexts],
+    }
 
 
 def test_kb_paths_by_default():
@@ -30,20 +41,31 @@ def test_kb_paths_by_default():
 
 def test_precedence_overrides_then_host_then_shared_kubeconfig_then_kb():
     shared = kubeconfig("cloud-1", "edge")
-    params = {"k8s_kubeconfig": yaml.safe_dump(shared), "k8s_host": "https://10.0.0.1:6443/",
-              "k8s_api_key": "s3cret", "k8s_ca_cert": "/ca.pem"}
+    params = {
+        "k8s_kubeconfig": yaml.safe_dump(shared),
+        "k8s_host": "https://10.0.0.1:6443/",
+        "k8s_api_key": "s3cret",
+        "k8s_ca_cert": "/ca.pem",
+    }
     out = auth.resolve({"cloud-1", "edge-1"}, RECORDS, {}, params)
     cloud, context = out["cloud-1"]
     assert context == "cloud-1" and cloud["users"][0]["user"] == {"token": "s3cret"}
-    assert cloud["clusters"][0]["cluster"] == {"server": "https://10.0.0.1:6443/", "certificate-authority": "/ca.pem"}
+    assert cloud["clusters"][0]["cluster"] == {
+        "server": "https://10.0.0.1:6443/",
+        "certificate-authority": "/ca.pem",
+    }
     assert out["edge-1"] == (shared, "edge")  # the record's context names it in the shared kubeconfig
     out = auth.resolve({"cloud-1"}, RECORDS, {"cloud-1": "/mine.yaml"}, params)
     assert out["cloud-1"] == ("/mine.yaml", None)
 
 
 def test_host_applies_to_the_named_cluster_and_validate_certs_false():
-    params = {"k8s_host": "https://lb.example.org", "k8s_api_key": "k", "k8s_cluster": "edge-1",
-              "k8s_validate_certs": False}
+    params = {
+        "k8s_host": "https://lb.example.org",
+        "k8s_api_key": "k",
+        "k8s_cluster": "edge-1",
+        "k8s_validate_certs": False,
+    }
     cfg, context = auth.resolve({"edge-1"}, RECORDS, {}, params)["edge-1"]
     assert context == "edge-1" and cfg["clusters"][0]["cluster"]["insecure-skip-tls-verify"] is True
 
@@ -58,7 +80,9 @@ def test_reader_token_error_says_why_for_every_cluster_at_once():
         auth.resolve({"cloud-1", "edge-1"}, READER, {}, {})
     text = str(err.value)
     assert "cluster cloud-1: the KB token may not read kubeconfig paths" in text
-    assert "cluster edge-1: the KB token may not read kubeconfig paths" in text and "context named edge" in text
+    assert (
+        "cluster edge-1: the KB token may not read kubeconfig paths" in text and "context named edge" in text
+    )
     assert "no kubeconfig (register it" not in text
 
 
@@ -69,7 +93,9 @@ def test_registered_without_kubeconfig_is_a_different_error():
 
 
 def test_content_that_is_not_a_kubeconfig_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"kubeconfigs\.cloud-1: not a kubeconfig path and not kubeconfig YAML"):
+    with pytest.raises(
+        ValueError, match=r"kubeconfigs\.cloud-1: not a kubeconfig path and not kubeconfig YAML"
+    ):
         auth.resolve({"cloud-1"}, RECORDS, {"cloud-1": "just: [\ntext"}, {})
 
 
@@ -84,7 +110,12 @@ def test_client_error_on_content_never_shows_the_token():
 def test_argspec_reads_the_k8s_auth_environment_variables():
     spec = auth.k8s_auth_argspec()
     env = {name: opts["fallback"][1][0] for name, opts in spec.items()}
-    assert env == {"k8s_kubeconfig": "K8S_AUTH_KUBECONFIG", "k8s_host": "K8S_AUTH_HOST",
-                   "k8s_api_key": "K8S_AUTH_API_KEY", "k8s_ca_cert": "K8S_AUTH_SSL_CA_CERT",
-                   "k8s_validate_certs": "K8S_AUTH_VERIFY_SSL", "k8s_cluster": "QONNECT_K8S_CLUSTER"}
+    assert env == {
+        "k8s_kubeconfig": "K8S_AUTH_KUBECONFIG",
+        "k8s_host": "K8S_AUTH_HOST",
+        "k8s_api_key": "K8S_AUTH_API_KEY",
+        "k8s_ca_cert": "K8S_AUTH_SSL_CA_CERT",
+        "k8s_validate_certs": "K8S_AUTH_VERIFY_SSL",
+        "k8s_cluster": "QONNECT_K8S_CLUSTER",
+    }
     assert spec["k8s_api_key"]["no_log"] and spec["k8s_kubeconfig"]["no_log"]

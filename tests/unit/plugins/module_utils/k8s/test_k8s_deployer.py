@@ -14,7 +14,9 @@ def test_first_deploy_places_services_and_address_stubs(fleet):
     assert c1.get("apps/v1", "Deployment", "front-v1", "shop")["spec"]["replicas"] == 2
     assert c1.get("apps/v1", "Deployment", "back-v1", "shop") is None
     assert c1.get("v1", "Service", "back", "shop")["spec"] == {
-        "type": "ExternalName", "externalName": "back.shop.svc.c2.example"}
+        "type": "ExternalName",
+        "externalName": "back.shop.svc.c2.example",
+    }
     assert c2.get("v1", "Service", "front", "shop")["spec"]["externalName"] == "front.shop.svc.c1.example"
     assert c2.get("apps/v1", "Deployment", "back-v1", "shop")["spec"]["replicas"] == 1
     assert c3.get("v1", "Namespace", "shop") is None  # not part of the application
@@ -42,7 +44,10 @@ def test_migration_is_make_before_break(fleet):
     old_gone = ops.index(("c2", "delete", "Deployment", "back-v1"))
     switch = ops.index(("c1", "apply", "Service", "back"))  # the stub re-pointed to c3
     assert new_ready < switch < old_gone
-    assert clusters["c1"].get("v1", "Service", "back", "shop")["spec"]["externalName"] == "back.shop.svc.c3.example"
+    assert (
+        clusters["c1"].get("v1", "Service", "back", "shop")["spec"]["externalName"]
+        == "back.shop.svc.c3.example"
+    )
     assert clusters["c2"].get("v1", "Namespace", "shop") is None  # left the plan entirely
     assert out["clusters"]["c2"]["in_plan"] is False
 
@@ -57,7 +62,10 @@ def test_unready_new_placement_keeps_the_old_one(fleet):
     assert "Deployment/back-v1" in out["clusters"]["c3"]["not_ready"][0]
     assert out["clusters"]["c2"]["status"] == "skipped"
     assert clusters["c2"].get("apps/v1", "Deployment", "back-v1", "shop") is not None
-    assert clusters["c1"].get("v1", "Service", "back", "shop")["spec"]["externalName"] == "back.shop.svc.c2.example"
+    assert (
+        clusters["c1"].get("v1", "Service", "back", "shop")["spec"]["externalName"]
+        == "back.shop.svc.c2.example"
+    )
     assert "previous placement keeps serving" in out["message"]
 
 
@@ -90,10 +98,18 @@ def test_check_mode_touches_nothing(fleet):
 def test_remove_deletes_everything_it_applied(fleet):
     clusters = fleet[0]
     deployer(clusters, PLAN_A).run()
-    clusters["c1"].apply({"apiVersion": "v1", "kind": "ConfigMap",
-                          "metadata": {"name": "foreign", "namespace": "shop"}})
-    d = Deployer("shop", "shop", SERVICES, {}, {n: Target(n, "/k") for n in clusters},
-                 previous={"c1", "c2"}, client_factory=lambda t: clusters[t.name])
+    clusters["c1"].apply(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "foreign", "namespace": "shop"}}
+    )
+    d = Deployer(
+        "shop",
+        "shop",
+        SERVICES,
+        {},
+        {n: Target(n, "/k") for n in clusters},
+        previous={"c1", "c2"},
+        client_factory=lambda t: clusters[t.name],
+    )
     out = d.remove()
     assert out["changed"] and not out["failed"]
     assert clusters["c2"].get("v1", "Namespace", "shop") is None

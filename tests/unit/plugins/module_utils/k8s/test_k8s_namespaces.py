@@ -12,12 +12,21 @@ from shop_cases import PLAN_A, PLAN_B, deployer
 
 # As a real API server returns it while the namespace controller empties it.
 TERMINATING = {
-    "apiVersion": "v1", "kind": "Namespace",
+    "apiVersion": "v1",
+    "kind": "Namespace",
     "metadata": {"name": "shop", "deletionTimestamp": "2026-12-01T10:00:00Z"},
     "spec": {"finalizers": ["kubernetes"]},
-    "status": {"phase": "Terminating", "conditions": [
-        {"type": "NamespaceContentRemaining", "status": "True", "reason": "SomeResourcesRemain",
-         "message": "Some resources are remaining: pods. has 2 resource instances"}]},
+    "status": {
+        "phase": "Terminating",
+        "conditions": [
+            {
+                "type": "NamespaceContentRemaining",
+                "status": "True",
+                "reason": "SomeResourcesRemain",
+                "message": "Some resources are remaining: pods. has 2 resource instances",
+            }
+        ],
+    },
 }
 
 
@@ -44,8 +53,9 @@ def test_usable_namespace_waits_until_gone_and_gives_up_clearly():
     assert len(slept) == 2
     clock = iter([0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0])
     with pytest.raises(K8sError) as err:
-        usable_namespace(Sequence([TERMINATING]), "shop", 2.0, sleep=lambda s: None,
-                         clock=lambda: next(clock))
+        usable_namespace(
+            Sequence([TERMINATING]), "shop", 2.0, sleep=lambda s: None, clock=lambda: next(clock)
+        )
     assert err.value.status == 409 and "namespace shop is still terminating after 2s" in err.value.message
 
 

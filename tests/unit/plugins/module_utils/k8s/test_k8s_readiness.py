@@ -230,19 +230,33 @@ def test_progress_deadline_exceeded_is_kubernetes_saying_failed():
 
 def test_replica_failure_is_a_reason_not_a_failure():
     dep = load(DEPLOYMENT_ROLLING)
-    dep["status"]["conditions"].append({"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
-                                        "message": 'serviceaccount "web" not found'})
+    dep["status"]["conditions"].append(
+        {
+            "type": "ReplicaFailure",
+            "status": "True",
+            "reason": "FailedCreate",
+            "message": 'serviceaccount "web" not found',
+        }
+    )
     state = readiness(dep)
     assert not state.ready and not state.failed
     assert state.reason.startswith('ReplicaFailure: FailedCreate serviceaccount "web" not found')
 
 
 def test_counts_the_api_server_omits_are_zero():
-    dep = {"kind": "Deployment", "metadata": {"generation": 1}, "spec": {"replicas": 2},
-           "status": {"observedGeneration": 1}}
+    dep = {
+        "kind": "Deployment",
+        "metadata": {"generation": 1},
+        "spec": {"replicas": 2},
+        "status": {"observedGeneration": 1},
+    }
     assert readiness(dep).reason.startswith("0 of 2 replicas updated")
-    scaled_to_zero = {"kind": "Deployment", "metadata": {"generation": 4}, "spec": {"replicas": 0},
-                      "status": {"observedGeneration": 4}}
+    scaled_to_zero = {
+        "kind": "Deployment",
+        "metadata": {"generation": 4},
+        "spec": {"replicas": 0},
+        "status": {"observedGeneration": 4},
+    }
     assert workload_ready(scaled_to_zero)
 
 
@@ -259,13 +273,20 @@ class _Lister:
 def test_deploy_waiter_accepts_a_ready_daemonset_and_waits_for_a_statefulset():
     ds, sts = load(DAEMONSET_READY), load(STATEFULSET_NONE_UPDATED)
     client = _Lister([ds, sts])
-    pending = waiter.wait_ready(client, "default", "app",
-                                [("DaemonSet", "fluentd-elasticsearch"), ("StatefulSet", "web")], 0.3, 0.05)
-    assert pending == ["StatefulSet/web: 0 of 3 replicas updated; revision web-5c9c6bd7d4 not yet current "
-                       "(current web-7b6b8d4f65)"]
+    pending = waiter.wait_ready(
+        client, "default", "app", [("DaemonSet", "fluentd-elasticsearch"), ("StatefulSet", "web")], 0.3, 0.05
+    )
+    assert pending == [
+        "StatefulSet/web: 0 of 3 replicas updated; revision web-5c9c6bd7d4 not yet current "
+        "(current web-7b6b8d4f65)"
+    ]
     client.objects = [ds, load(STATEFULSET_DONE)]
-    assert waiter.wait_ready(client, "default", "app",
-                             [("DaemonSet", "fluentd-elasticsearch"), ("StatefulSet", "web")], 0.3) == []
+    assert (
+        waiter.wait_ready(
+            client, "default", "app", [("DaemonSet", "fluentd-elasticsearch"), ("StatefulSet", "web")], 0.3
+        )
+        == []
+    )
 
 
 def test_deploy_waiter_stops_early_when_kubernetes_declared_the_rollout_failed():

@@ -19,19 +19,33 @@ UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "value": "", "effect": "
 SOFT = {"key": "spot", "value": "true", "effect": "PreferNoSchedule"}
 
 
-@pytest.mark.parametrize(("toleration", "taint", "expected"), [
-    ({"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
-     CONTROL_PLANE, True),
-    ({"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}, CONTROL_PLANE, True),
-    ({"operator": "Exists"}, GPU, True),  # empty key + Exists tolerates everything
-    ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}, GPU, True),
-    ({"key": "nvidia.com/gpu", "value": "present"}, GPU, True),  # Equal is the default operator
-    ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "absent"}, GPU, False),
-    ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}, GPU, False),
-    ({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-      "tolerationSeconds": 300}, UNREACHABLE, True),
-    ({"key": "other", "operator": "Exists"}, GPU, False),
-])
+@pytest.mark.parametrize(
+    ("toleration", "taint", "expected"),
+    [
+        (
+            {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+            CONTROL_PLANE,
+            True,
+        ),
+        ({"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}, CONTROL_PLANE, True),
+        ({"operator": "Exists"}, GPU, True),  # empty key + Exists tolerates everything
+        ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}, GPU, True),
+        ({"key": "nvidia.com/gpu", "value": "present"}, GPU, True),  # Equal is the default operator
+        ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "absent"}, GPU, False),
+        ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}, GPU, False),
+        (
+            {
+                "key": "node.kubernetes.io/unreachable",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+            UNREACHABLE,
+            True,
+        ),
+        ({"key": "other", "operator": "Exists"}, GPU, False),
+    ],
+)
 def test_toleration_matching_follows_kubernetes(toleration, taint, expected):
     assert tolerates(toleration, taint) is expected
 
@@ -46,8 +60,14 @@ def test_only_noschedule_and_noexecute_taints_block():
 
 
 def test_a_service_needs_every_workload_to_tolerate_the_taint():
-    tolerant = {"kind": "Deployment", "spec": {"template": {"spec": {
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}], "containers": []}}}}
+    tolerant = {
+        "kind": "Deployment",
+        "spec": {
+            "template": {
+                "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}], "containers": []}
+            }
+        },
+    }
     plain = {"kind": "StatefulSet", "spec": {"template": {"spec": {"containers": []}}}}
     config = {"kind": "ConfigMap", "metadata": {"name": "c"}}
     assert blocks_service([GPU], manifest_tolerations([tolerant, config])) == []
@@ -59,9 +79,14 @@ def node(name, taints=None, labels=None, unschedulable=False):
     spec = {"taints": taints} if taints else {}
     if unschedulable:
         spec["unschedulable"] = True
-    return {"metadata": {"name": name, "labels": labels or {}}, "spec": spec,
-            "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                       "allocatable": {"cpu": "4", "memory": "8Gi"}}}
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": spec,
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "allocatable": {"cpu": "4", "memory": "8Gi"},
+        },
+    }
 
 
 class Nodes:
@@ -76,11 +101,15 @@ class Nodes:
 def test_node_facts_report_taints_and_a_tainted_control_plane_does_not_decide_the_tier():
     real_taint = dict(CONTROL_PLANE, timeAdded="2026-01-01T00:00:00Z")
     real_taint.pop("value")  # the API server omits an empty value
-    facts = node_facts(Nodes([
-        node("cp", [real_taint], {"node-role.kubernetes.io/control-plane": ""}),
-        node("w1", labels={"qonnect.io/tier": "edge", "qonnect.io/location": "lab"}),
-        node("w2", [SOFT], labels={"qonnect.io/tier": "edge", "qonnect.io/location": "lab"}),
-    ]))
+    facts = node_facts(
+        Nodes(
+            [
+                node("cp", [real_taint], {"node-role.kubernetes.io/control-plane": ""}),
+                node("w1", labels={"qonnect.io/tier": "edge", "qonnect.io/location": "lab"}),
+                node("w2", [SOFT], labels={"qonnect.io/tier": "edge", "qonnect.io/location": "lab"}),
+            ]
+        )
+    )
     by_name = {f["name"]: f for f in facts}
     assert by_name["cp"]["taints"] == [CONTROL_PLANE]
     assert by_name["cp"]["workloads"] is False and by_name["cp"]["schedulable"] is True
@@ -90,5 +119,7 @@ def test_node_facts_report_taints_and_a_tainted_control_plane_does_not_decide_th
 
 
 def test_node_taints_drop_malformed_entries():
-    raw = node("n", [{"key": "a", "effect": "NoSchedule"}, {"effect": "NoSchedule"}, {"key": "b", "effect": "Bogus"}])
+    raw = node(
+        "n", [{"key": "a", "effect": "NoSchedule"}, {"effect": "NoSchedule"}, {"key": "b", "effect": "Bogus"}]
+    )
     assert node_taints(raw) == [{"key": "a", "value": "", "effect": "NoSchedule"}]
