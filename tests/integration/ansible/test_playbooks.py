@@ -147,7 +147,9 @@ def test_inventory_plugin(federation, tmp_path):
 
 
 def test_inventory_cache(federation, tmp_path):
-    """With the cache on, a second run is answered from the cache even with the KB unreachable."""
+    """With the cache on, a second run is answered from the cache (a cluster registered since
+    does not show) until --flush-cache; the cache is per KB URL, so another KB never gets this
+    one's hosts."""
     source = tmp_path / "cached.qonnect.yml"
     source.write_text(
         f"plugin: qonnect.core.kb\ncache: true\ncache_plugin: ansible.builtin.jsonfile\n"
@@ -155,14 +157,25 @@ def test_inventory_cache(federation, tmp_path):
     )
     env = dict(federation.env, QONNECT_KB_TOKEN=federation.admin_token_file.read_text().strip())
     cmd = [str(BIN / "ansible-inventory"), "-i", str(source), "--list"]
-    first = json_out(subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False))
-    env["QONNECT_KB_URL"] = "http://127.0.0.1:9"  # nothing listens there
-    cached = json_out(subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False))
-    assert sorted(cached["_meta"]["hostvars"]) == sorted(first["_meta"]["hostvars"]) == sorted(CLUSTERS)
-    flushed = subprocess.run(
-        [*cmd, "--flush-cache"], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert "KB unreachable" in flushed.stdout + flushed.stderr
+
+    def inventory(environment: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*cmd, *extra], env=environment, capture_output=True, text=True, timeout=120, check=False
+        )
+
+    first = json_out(inventory(env))
+    assert sorted(first["_meta"]["hostvars"]) == sorted(CLUSTERS)
+    kb = federation.kb()
+    kb.register_cluster({"name": "cache-probe", "tier": "edge"})
+    try:
+        cached = json_out(inventory(env))
+        assert sorted(cached["_meta"]["hostvars"]) == sorted(CLUSTERS)  # from the cache
+        other = inventory(dict(env, QONNECT_KB_URL="http://127.0.0.1:9"))  # nothing listens there
+        assert "KB unreachable" in other.stdout + other.stderr
+        flushed = json_out(inventory(env, "--flush-cache"))
+        assert "cache-probe" in flushed["_meta"]["hostvars"]
+    finally:
+        kb.delete_cluster("cache-probe")
 
 
 def test_deploy_playbook_places_by_plan(federation, k8s):
