@@ -56,11 +56,15 @@ options:
         cluster's Services (default C(<name>.qonnect.local)).
     type: dict
   gather_nodes:
-    description: Read the cluster's nodes through O(kubeconfig) and return them as RV(nodes).
+    description:
+      - Read the cluster's nodes and return them as RV(nodes), through O(kubeconfig) or, without
+        it, the K8S_AUTH options (O(k8s_kubeconfig) with a context named after the cluster, or
+        O(k8s_host) with O(k8s_api_key), as AWX's Kubernetes credential injects them).
     type: bool
     default: false
 extends_documentation_fragment:
   - qonnect.core.kb
+  - qonnect.core.k8s_auth
 attributes:
   check_mode:
     support: full
@@ -111,6 +115,8 @@ from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
     kb_argspec,
     kb_client_from_params,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import k8s_auth_argspec
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.nodes import common_label, node_facts
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
@@ -140,6 +146,26 @@ def declared(record: dict) -> dict:
     return {k: record.get(k) for k in ("name", *FIELDS) if k in record}
 
 
+def gather_credentials(name: str, params: dict) -> tuple:
+    """How gather_nodes reaches the cluster: O(kubeconfig), else the K8S_AUTH options as the
+    deploy module takes them (a kubeconfig with a context named after the cluster, or an API
+    server URL with a bearer token, e.g. from AWX's Kubernetes credential)."""
+    if params.get("kubeconfig"):
+        return params["kubeconfig"], params.get("context")
+    if params.get("k8s_kubeconfig") or params.get("k8s_host"):
+        record = {
+            "name": name,
+            "server": params.get("k8s_host"),
+            "kubeconfig": None,
+            "context": params.get("context"),
+        }
+        return resolve_credentials({name}, {name: record}, {}, dict(params, k8s_cluster=name))[name]
+    raise ValueError(
+        "kubeconfig: required when gather_nodes is true (or the K8S_AUTH options: k8s_kubeconfig, "
+        "or k8s_host with k8s_api_key)"
+    )
+
+
 def run(module: AnsibleModule) -> dict:
     params = module.params
     kb = kb_client_from_params(params)
@@ -161,9 +187,7 @@ def run(module: AnsibleModule) -> dict:
 
     nodes = None
     if params["gather_nodes"]:
-        if not params.get("kubeconfig"):
-            raise ValueError("kubeconfig: required when gather_nodes is true")
-        nodes = node_facts(get_client(name, params["kubeconfig"], params.get("context")))
+        nodes = node_facts(get_client(name, *gather_credentials(name, params)))
         result["nodes"] = nodes
     record = desired_record(params, nodes)
     if existing is None:
@@ -196,6 +220,7 @@ def main() -> None:
             context={"type": "str"},
             labels={"type": "dict"},
             gather_nodes={"type": "bool", "default": False},
+            **k8s_auth_argspec(),
         ),
         supports_check_mode=True,
     )

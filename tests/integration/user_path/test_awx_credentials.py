@@ -392,3 +392,34 @@ def test_reader_token_gets_an_error_that_says_why(stack, tmp_path):
     assert run.returncode != 0
     assert f"cluster {cloud}: the KB token may not read kubeconfig paths" in run.stdout, run.stdout[-3000:]
     assert "no kubeconfig (register it" not in run.stdout
+
+
+def test_awx_kubernetes_credential_reads_a_cluster_for_registration(stack, tmp_path):
+    """qonnect.core.cluster with gather_nodes reads the cluster through AWX's own Kubernetes
+    credential (K8S_AUTH_* in the environment, no kubeconfig path) and takes its tier from it."""
+    edge = cluster_of("edge", stack)
+    doc = kubeconfig_of(stack, edge)
+    inputs = {
+        "host": doc["clusters"][0]["cluster"]["server"],
+        "bearer_token": doc["users"][0]["user"]["token"],
+        "verify_ssl": True,
+        "ssl_ca_cert": base64.b64decode(doc["clusters"][0]["cluster"]["certificate-authority-data"]).decode(),
+    }
+    env = (
+        base_env(tmp_path)
+        | kb_credential(stack, tmp_path, stack.admin)
+        | inject(AWX_KUBERNETES, inputs, tmp_path / "k8s-cred")
+    )
+    args = json.dumps({"name": "awx-probe", "gather_nodes": True})
+    run = subprocess.run(
+        [tool("ansible"), "localhost", "-m", "qonnect.core.cluster", "-a", args, "--check"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert '"tier": "edge"' in run.stdout and f"{edge}-" in run.stdout  # its nodes, read with the credential
+    assert inputs["bearer_token"] not in run.stdout + run.stderr
