@@ -35,6 +35,7 @@ import qonnect._collection as _collection_on_path  # noqa: F401 - puts the colle
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER
 
 from qonnect.rla import kbio, proctree
 from qonnect.rla.detector import (
@@ -83,6 +84,12 @@ class Config:
     name: str = ""  # the operator's name for this replica (--id); Raft knows it by self_addr
 
 
+def migration_vars(cfg: Config) -> dict[str, Any]:
+    """Variables of every migration run: the migration re-plans with the settings the detector
+    judged drift with (one hop from Python to Ansible), plus the operator's extra vars."""
+    return {"hysteresis": cfg.settings.hysteresis, "scorer": DEFAULT_SCORER, **cfg.extravars}
+
+
 class Controller:
     """A replica: Raft node + detector + executor + status server."""
 
@@ -103,7 +110,7 @@ class Controller:
             cfg.kb_url,
             cfg.token_file,
             cfg.run_timeout,
-            cfg.extravars,
+            migration_vars(cfg),
             owner=self.owner,
         )
         self.replan = replan

@@ -89,8 +89,6 @@ class Executor:
                 "kb_token_file": self.token_file,
             }
         )
-        if decision.get("service"):
-            extravars["service"] = decision["service"]
         bindir = os.path.dirname(sys.executable)
         envvars = {
             "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
