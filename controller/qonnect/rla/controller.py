@@ -733,5 +733,6 @@ class Controller:
             "inflight": [dict(d) for d in machine.open_decisions()],
             "recent": [dict(d) for d in machine.recent(10)],
             "log_counters": dict(machine.counters),
+            "versions": dict(machine.versions),  # app -> spec version placed or observed
             "running_here": sorted(self.runs),
         }
