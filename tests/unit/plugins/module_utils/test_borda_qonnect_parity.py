@@ -8,7 +8,7 @@ import json
 import pytest
 from ansible_collections.qonnect.core.plugins.module_utils.placement import place
 from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application
-from qonnect_reference import ROOT, inventory_from_csv
+from support.qonnect_evaluation import ROOT, inventory_from_csv
 
 EXAMPLE = ROOT / "examples" / "inventories" / "qonnect-evaluation.json"
 CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import Deployer, Target
-from shop_cases import PLAN_A, PLAN_B, SERVICES, deployer
+from support.shop_cases import PLAN_A, PLAN_B, SERVICES, deployer
 
 
 def test_first_deploy_places_services_and_address_stubs(fleet):

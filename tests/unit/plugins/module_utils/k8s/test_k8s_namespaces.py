@@ -8,7 +8,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.namespaces import
     is_terminating,
     usable_namespace,
 )
-from shop_cases import PLAN_A, PLAN_B, deployer
+from support.shop_cases import PLAN_A, PLAN_B, deployer
 
 # As a real API server returns it while the namespace controller empties it.
 TERMINATING = {

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from support import qonnect_reference
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = qonnect_reference()
 EVALUATION = REFERENCE / "evaluation-info"
 SAMPLE = REFERENCE / "sample-application"
