@@ -99,7 +99,20 @@ def test_up_tiers_serves_three_real_control_planes_with_the_profiles_nodes(tiers
         assert entry["server"].startswith("https://127.0.0.")
         with api(tiers.kubeconfig(name)) as c:
             assert client.VersionApi(c).get_code().git_version == KUBE_VERSION
-            nodes = {n.metadata.name: n for n in client.CoreV1Api(c).list_node().items}
+            core = client.CoreV1Api(c)
+
+            def settled(core=core):
+                found = {n.metadata.name: n for n in core.list_node().items}
+                lifecycle = [
+                    t
+                    for n in found.values()
+                    for t in n.spec.taints or []
+                    if t.key.startswith("node.kubernetes.io/")
+                ]
+                return None if lifecycle else found
+
+            # the node lifecycle controller lifts its not-ready taints a moment after Ready
+            nodes = wait_for(settled, 60, f"{name}'s nodes without node-lifecycle taints")
             assert sorted(nodes) == [f"{name}-control-plane", f"{name}-worker"]
             worker, control = nodes[f"{name}-worker"], nodes[f"{name}-control-plane"]
             assert worker.metadata.labels["qonnect.io/tier"] == entry["tier"]
