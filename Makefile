@@ -23,7 +23,7 @@ export PATH := $(BIN):$(PATH)
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt test-requirements.txt controller/pyproject.toml
+$(STAMP): requirements.txt test-requirements.txt services/pyproject.toml testbed/pyproject.toml
 	@bash scripts/setup-venv.sh "$(PYTHON)" "$(VENV)"
 	@touch $(STAMP)
 

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "controller"))
+sys.path.insert(0, str(ROOT / "services"))
 BIN = Path(sys.executable).parent
 TARGET_PLAYBOOK_S = 15.0
 SPEC = "examples/bookinfo/energy-first.yml"

@@ -43,13 +43,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "controller"))
+sys.path.insert(0, str(ROOT / "services"))
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "controller"))  # the real-process harness
 
 import qonnect._collection as _collection_on_path  # noqa: E402, F401  (puts the collection on sys.path)
-from _rla_stack import Stack, free_port, wait_for  # noqa: E402
+from _controller_stack import Stack, free_port, wait_for  # noqa: E402
 from qonnect.agent.cli import DEFAULT_INTERVAL  # noqa: E402
-from qonnect.rla import kbio  # noqa: E402
+from qonnect.controller import journal  # noqa: E402
 
 APP = "bookinfo"
 # The product's defaults: agents report every DEFAULT_INTERVAL seconds and the controller
@@ -76,7 +76,7 @@ def summary(values: list[float]) -> dict[str, Any]:
 
 def node_main(self_addr: str, peers: str, secret_file: str, count: int, out: str) -> None:
     """One replica of the latency group; the one that becomes leader runs the sequential commits."""
-    from qonnect.rla.raft import RaftNode, read_secret
+    from qonnect.controller.raft import RaftNode, read_secret
 
     node = RaftNode(self_addr, peers.split(","), read_secret(secret_file), None)
     deadline = time.monotonic() + 60
@@ -135,7 +135,7 @@ def commit_latency(size: int, count: int, workdir: Path) -> dict[str, Any]:
 
 
 def ours(stack: Stack, after: int) -> list[dict[str, Any]]:
-    return [e for e in stack.events(APP) if e["id"] > after and kbio.trusted(e)]
+    return [e for e in stack.events(APP) if e["id"] > after and journal.trusted(e)]
 
 
 def last_id(stack: Stack) -> int:
@@ -153,7 +153,9 @@ def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faul
     reelect = None
     faults.fail(stack, target)
     try:
-        wait_for(lambda: any(e["type"] == kbio.DECISION for e in ours(stack, after)), 60, 0.05, "a decision")
+        wait_for(
+            lambda: any(e["type"] == journal.DECISION for e in ours(stack, after)), 60, 0.05, "a decision"
+        )
         detect = time.monotonic() - t0
         if wipe_all:  # every replica dies at once and loses its journal: the KB has the record
             for r in stack.replicas:
@@ -164,7 +166,9 @@ def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faul
             for r in stack.replicas:
                 r.wait_serving()
         elif kill_leader:
-            wait_for(lambda: any(e["type"] == kbio.STARTED for e in ours(stack, after)), 30, 0.05, "a start")
+            wait_for(
+                lambda: any(e["type"] == journal.STARTED for e in ours(stack, after)), 30, 0.05, "a start"
+            )
             leader = stack.leader()
             if leader is not None:
                 leader.kill()
@@ -175,7 +179,7 @@ def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faul
         wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 120, 0.2, "recovery")
         recover = time.monotonic() - t0
         wait_for(
-            lambda: any(e["type"] in (kbio.SUCCEEDED, kbio.GAVE_UP) for e in ours(stack, after)),
+            lambda: any(e["type"] in (journal.SUCCEEDED, journal.GAVE_UP) for e in ours(stack, after)),
             120,
             0.2,
             "a decision to end",
@@ -183,11 +187,11 @@ def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faul
     finally:
         faults.recover(stack, target)
     events = ours(stack, after)
-    decisions = {e["ref"]["id"] for e in events if e["type"] == kbio.DECISION}
-    ended = {e["ref"]["id"] for e in events if e["type"] in kbio.DONE}
+    decisions = {e["ref"]["id"] for e in events if e["type"] == journal.DECISION}
+    ended = {e["ref"]["id"] for e in events if e["type"] in journal.DONE}
     successes: dict[str, int] = {}
     for e in events:
-        if e["type"] == kbio.SUCCEEDED:
+        if e["type"] == journal.SUCCEEDED:
             successes[e["ref"]["id"]] = successes.get(e["ref"]["id"], 0) + 1
     wait_for(
         lambda: all(c["healthy"] for c in stack.admin.inventory()["clusters"]), 60, 0.5, "clusters healthy"
@@ -235,7 +239,7 @@ class Faults:
 def false_failovers(stack: Stack, after: int, faults: Faults) -> int:
     count = 0
     for e in ours(stack, after):
-        if e["type"] == kbio.DECISION:
+        if e["type"] == journal.DECISION:
             count += sum(1 for c in (e["ref"].get("exclude") or []) if not faults.failed_near(c, e["ts"]))
     return count
 
@@ -244,11 +248,11 @@ def stale_writes(stack: Stack) -> tuple[int, int]:
     """(controller writes under a token older than an already recorded newer leader's, of which
     migration starts), from the KB's event records in id order and the stored placements."""
     newest, stale, starts = 0, 0, 0
-    for e in sorted((e for e in stack.events() if kbio.trusted(e)), key=lambda e: e["id"]):
+    for e in sorted((e for e in stack.events() if journal.trusted(e)), key=lambda e: e["id"]):
         term = int((e.get("fencing") or {}).get("term") or 0)
         if term < newest:
             stale += 1
-            starts += e["type"] == kbio.STARTED
+            starts += e["type"] == journal.STARTED
         newest = max(newest, term)
     fence = stack.admin.request("GET", "/api/v1/fence")
     for p in stack.admin.request("GET", "/api/v1/placements")["placements"]:
@@ -299,7 +303,7 @@ def sigstop_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     t0 = time.monotonic()
     faults.fail(stack, target)
     try:
-        wait_for(lambda: any(e["type"] == kbio.STARTED for e in ours(stack, after)), 60, 0.05, "a start")
+        wait_for(lambda: any(e["type"] == journal.STARTED for e in ours(stack, after)), 60, 0.05, "a start")
         leader = stack.leader()
         if leader is not None and leader.proc is not None:
             os.kill(leader.proc.pid, signal.SIGSTOP)
@@ -308,7 +312,7 @@ def sigstop_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
         wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 120, 0.2, "recovery")
         recover = time.monotonic() - t0
         wait_for(
-            lambda: any(e["type"] in (kbio.SUCCEEDED, kbio.GAVE_UP) for e in ours(stack, after)),
+            lambda: any(e["type"] in (journal.SUCCEEDED, journal.GAVE_UP) for e in ours(stack, after)),
             120,
             0.2,
             "a decision to end",
@@ -346,7 +350,7 @@ def tier_down_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     events = ours(stack, after)
     return {
         "fault": "edge tier down 25 s",
-        "playbook_runs": sum(e["type"] == kbio.STARTED for e in events),
+        "playbook_runs": sum(e["type"] == journal.STARTED for e in events),
         **count_trial(stack, after),
     }
 
@@ -369,7 +373,7 @@ def flapping_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     return {
         "fault": "flapping cluster",
         "recover": recover,
-        "decisions": sum(e["type"] == kbio.DECISION for e in events),
+        "decisions": sum(e["type"] == journal.DECISION for e in events),
         **count_trial(stack, after),
     }
 

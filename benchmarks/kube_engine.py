@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "controller"))
+sys.path.insert(0, str(ROOT / "services"))
 
 from kubernetes import client, config  # noqa: E402
-from qonnect.testbed.kube import KUBE_VERSION, KubeFederation, ensure_binaries, start_federation  # noqa: E402
+from qonnect_testbed.kube import KUBE_VERSION, KubeFederation, ensure_binaries, start_federation  # noqa: E402
 
 GRACE = 8
 MIB = 1 << 20

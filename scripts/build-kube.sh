@@ -2,7 +2,7 @@
 # Build the real Kubernetes control plane of the testbed (`qonnect testbed up --engine kube`)
 # once, from the Go module pinned in kube/ (kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl and etcd), into a cache outside the checkout keyed by the Kubernetes
-# version. (The kubelet is simulated in Python: controller/qonnect/testbed/kube/kubelet.py.) Idempotent: when every binary of that
+# version. (The kubelet is simulated in Python: testbed/qonnect_testbed/kube/kubelet.py.) Idempotent: when every binary of that
 # version is in the cache, nothing is built. Links kubectl into the venv's bin (.venv/bin/kubectl).
 #
 # Environment: QONNECT_KUBE_CACHE (default ~/.cache/qonnect/kube), GO (default go),

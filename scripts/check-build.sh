@@ -32,5 +32,5 @@ for f in "$installed"/plugins/inventory/*.py; do
   grep -q "qonnect.core.$name" <<<"$out" || { echo "ansible-doc did not render inventory qonnect.core.$name" >&2; exit 1; }
   count=$((count + 1))
 done
-[ -f "$installed/controller/pyproject.toml" ] || { echo "tarball lacks controller/ (roles install it)" >&2; exit 1; }
+[ -f "$installed/services/pyproject.toml" ] || { echo "tarball lacks services/ (roles install it)" >&2; exit 1; }
 echo "check-build: $(basename "$tarball") holds no secrets, installs; ansible-doc rendered $count plugins"

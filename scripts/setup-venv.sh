@@ -19,7 +19,7 @@ fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/test-requirements.txt"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root/controller[all]"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root/services[all]" -e "$root/testbed"
 
 # The checkout doubles as the installed collection: ansible finds it through
 # ANSIBLE_COLLECTIONS_PATH and plain Python through a .pth file.

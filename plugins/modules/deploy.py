@@ -243,12 +243,12 @@ from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import k8s_auth_argspec
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import with_grace
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import (
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import (
     Deployer,
     Target,
     service_domain,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import with_grace
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.keys import ADDRESS_LABEL
 from ansible_collections.qonnect.core.plugins.module_utils.qos import (

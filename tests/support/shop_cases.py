@@ -3,7 +3,7 @@ in-memory clusters (a module of its own: test modules do not import each other).
 
 from __future__ import annotations
 
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import Deployer, Target
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer, Target
 
 
 def svc(name):

@@ -2,7 +2,7 @@
 
 `make setup` installs it into the project venv; `ansible-test units --venv` builds its own venv
 from tests/unit/requirements.txt, where the package is not installed, so the tests (and the
-Python subprocesses some of them start) import it from controller/ beside the collection.
+Python subprocesses some of them start) import it from services/ and testbed/ beside the collection.
 """
 
 from __future__ import annotations
@@ -12,12 +12,17 @@ import os
 import sys
 from pathlib import Path
 
-_CONTROLLER = str(Path(__file__).resolve().parents[2] / "controller")
-if importlib.util.find_spec("qonnect") is None:
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_CONTROLLER, os.environ.get("PYTHONPATH")) if p)
+_ROOT = Path(__file__).resolve().parents[2]
+_SERVICES = str(_ROOT / "services")
+_TESTBED = str(_ROOT / "testbed")
+if importlib.util.find_spec("qonnect") is None or importlib.util.find_spec("qonnect_testbed") is None:
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (_SERVICES, _TESTBED, os.environ.get("PYTHONPATH")) if p
+    )
 # Always first on the path: pytest puts tests/unit there (for this conftest), where the folder
 # tests/unit/qonnect would otherwise pass for a namespace package of that name ahead of an
 # editable install, whose finder Python asks only after the path.
-sys.path.insert(0, _CONTROLLER)
+sys.path.insert(0, _SERVICES)
+sys.path.insert(1, _TESTBED)
 # tests/support (shared test helpers: `import support`), also under `ansible-test units`
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(2, str(Path(__file__).resolve().parents[1]))

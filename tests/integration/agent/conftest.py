@@ -27,7 +27,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         item.get_closest_marker("kube") and Path(str(item.fspath)).parent == here for item in session.items
     ):
         return
-    from qonnect.testbed.kube import BinariesError, ensure_binaries
+    from qonnect_testbed.kube import BinariesError, ensure_binaries
 
     try:
         _BUILD["bin"] = ensure_binaries()
@@ -40,7 +40,7 @@ def kube_bin() -> Path:
     """The real engine's bin directory (kube-apiserver, ..., kubectl)."""
     if "error" in _BUILD:
         raise _BUILD["error"]  # type: ignore[misc]
-    from qonnect.testbed.kube import ensure_binaries
+    from qonnect_testbed.kube import ensure_binaries
 
     return ensure_binaries()
 

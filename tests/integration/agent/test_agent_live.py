@@ -188,7 +188,7 @@ def test_restart_keeps_sequence_numbers_growing(start_agent, kb):
 
 
 def test_agent_reports_to_a_kb_over_verified_tls(tmp_path, testbed):
-    from qonnect.testbed.pki import CertificateAuthority, write_server_pair
+    from qonnect_testbed.pki import CertificateAuthority, write_server_pair
 
     ca = CertificateAuthority.create("agent-test-ca")
     ca_file = ca.save(tmp_path / "pki")

@@ -18,11 +18,11 @@ from _agent_harness import QONNECT, Agent, wait_for
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer, Target
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.nodes import node_facts
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import Deployer, Target
 from ansible_collections.qonnect.core.plugins.module_utils.placement import place
 from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application
-from qonnect.rla.detector import Settings, Snapshot, down_clusters
+from qonnect.controller.detector import Settings, Snapshot, down_clusters
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

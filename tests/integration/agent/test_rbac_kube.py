@@ -26,8 +26,8 @@ from _agent_harness import QONNECT, wait_for
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.k8s import waiter
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer, Target
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import readiness
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import Deployer, Target
 from qonnect.agent.collector import Collector, ForbiddenError
 
 ROOT = Path(__file__).resolve().parents[3]

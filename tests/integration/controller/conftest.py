@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _rla_stack import Stack
+from _controller_stack import Stack
 
 
 @pytest.fixture()

@@ -63,7 +63,7 @@ def test_a_restarted_kb_is_reached_on_a_new_connection(tmp_path, kb_process, mak
 
 
 def test_a_verified_tls_connection_is_kept_too(tmp_path, kb_process, make_token):
-    from qonnect.testbed.pki import CertificateAuthority, write_server_pair
+    from qonnect_testbed.pki import CertificateAuthority, write_server_pair
 
     ca = CertificateAuthority.create("kb-test-ca")
     ca_path = ca.save(tmp_path / "pki")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from qonnect.testbed.kube import BinariesError, KubeFederation, ensure_binaries, start_federation
+from qonnect_testbed.kube import BinariesError, KubeFederation, ensure_binaries, start_federation
 
 HERE = Path(__file__).parent
 GRACE_SECONDS = 8

@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from qonnect.testbed.kube import KUBE_VERSION
-from qonnect.testbed.kube.binaries import BUILD_SCRIPT
+from qonnect_testbed.kube import KUBE_VERSION
+from qonnect_testbed.kube.binaries import BUILD_SCRIPT
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -20,7 +20,7 @@ import pytest
 import urllib3
 import yaml
 from kubernetes import client, config
-from qonnect.testbed.kube import KUBE_VERSION, KubeFederation, start_federation
+from qonnect_testbed.kube import KUBE_VERSION, KubeFederation, start_federation
 
 PROFILE_LABELS = (
     "qonnect.io/tier",

@@ -22,7 +22,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
 
-from _rla_stack import REPO, Stack, qonnect_cmd, wait_for
+from _controller_stack import REPO, Stack, qonnect_cmd, wait_for
 
 pytestmark = [pytest.mark.timeout(600)]
 APP = "bookinfo"

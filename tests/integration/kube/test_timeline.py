@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from qonnect.testbed.kube import timeline
-from qonnect.testbed.kube.policy import ProfilePolicy
+from qonnect_testbed.kube import timeline
+from qonnect_testbed.kube.policy import ProfilePolicy
 
 
 def stamp(t: float) -> str:

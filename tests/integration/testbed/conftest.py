@@ -26,8 +26,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from kubernetes import client, config, dynamic
-from qonnect.testbed.apiserver import make_app
-from qonnect.testbed.store import Store
+from qonnect_testbed.apiserver import make_app
+from qonnect_testbed.store import Store
 
 
 def _cert(

@@ -52,7 +52,7 @@ spec:
 @pytest.fixture(scope="module")
 def kubectl(cluster, tmp_path_factory):
     """Run the built kubectl with the cluster's kubeconfig and a private cache dir."""
-    from qonnect.testbed.kube.binaries import BinariesError, ensure_binaries
+    from qonnect_testbed.kube.binaries import BinariesError, ensure_binaries
 
     try:
         binary = ensure_binaries() / "kubectl"

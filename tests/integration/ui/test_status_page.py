@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
-from qonnect.rla import kbio
+from qonnect.controller import journal
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -138,8 +138,8 @@ def test_page_shows_the_fleet_then_a_migration(federation, browser: webdriver.Ch
         "exclude": ["cloud-1"],
         "token": {"term": 4, "seq": 12},
     }
-    kbio.post(controller, kbio.DECISION, decision, "cluster cloud-1 is down: move productpage")
-    kbio.post(controller, kbio.STARTED, decision, "attempt 1: migrating", attempt=1)
+    journal.post(controller, journal.DECISION, decision, "cluster cloud-1 is down: move productpage")
+    journal.post(controller, journal.STARTED, decision, "attempt 1: migrating", attempt=1)
     moved = {
         svc: [{"cluster": "cloud-2" if where == "cloud-1" else where, "replicas": 1}]
         for svc, where in {
@@ -150,8 +150,8 @@ def test_page_shows_the_fleet_then_a_migration(federation, browser: webdriver.Ch
         }.items()
     }
     controller.put_placement("bookinfo", {"desired": moved, "current": moved}, fencing={"term": 4, "seq": 12})
-    kbio.post(
-        controller, kbio.SUCCEEDED, decision, "attempt 1 succeeded: productpage now on cloud-2", attempt=1
+    journal.post(
+        controller, journal.SUCCEEDED, decision, "attempt 1 succeeded: productpage now on cloud-2", attempt=1
     )
 
     WebDriverWait(browser, 20).until(

@@ -67,7 +67,7 @@ def test_scanner_names_every_secret_at_once_without_printing_it(tmp_path):
             "docs/notes.md": PEM.encode(),  # key hidden in a doc
             "examples/cluster.yaml": KUBECONFIG.encode(),  # kubeconfig with a token
             "roles/x/files/state.bin": sqlite_bytes(tmp_path),  # database, harmless name
-            "controller/qonnect.egg-info/PKG-INFO": b"Name: qonnect\n",  # local build state
+            "services/qonnect.egg-info/PKG-INFO": b"Name: qonnect\n",  # local build state
             "tests/fixture.txt": f"Authorization: Bearer {TOKEN}\n".encode(),
         },
     )
@@ -79,7 +79,7 @@ def test_scanner_names_every_secret_at_once_without_printing_it(tmp_path):
         "docs/notes.md: PEM private key",
         "examples/cluster.yaml: kubeconfig with credentials",
         "roles/x/files/state.bin: SQLite database",
-        "controller/qonnect.egg-info/PKG-INFO: local state directory qonnect.egg-info/",
+        "services/qonnect.egg-info/PKG-INFO: local state directory qonnect.egg-info/",
         "tests/fixture.txt: qonnect KB bearer token",
     ):
         assert expected in run.stderr, (expected, run.stderr)

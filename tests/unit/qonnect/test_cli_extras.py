@@ -15,14 +15,14 @@ def test_user_error_has_one_home():
 
 
 @pytest.mark.parametrize(
-    ("command", "module", "extra"),
+    ("command", "module", "hint"),
     [
-        ("kb", "qonnect.kb.cli", "kb"),
-        ("testbed", "qonnect.testbed.cli", "testbed"),
-        ("controller", "qonnect.rla.cli", "controller"),
+        ("kb", "qonnect.kb.cli", "pip install 'qonnect[kb]'"),
+        ("testbed", "qonnect_testbed.cli", "pip install qonnect-testbed"),
+        ("controller", "qonnect.controller.cli", "pip install 'qonnect[controller]'"),
     ],
 )
-def test_a_missing_extra_is_named(monkeypatch, capsys, command, module, extra):
+def test_a_missing_extra_is_named(monkeypatch, capsys, command, module, hint):
     real = importlib.import_module
 
     def import_module(name, *args):
@@ -34,8 +34,23 @@ def test_a_missing_extra_is_named(monkeypatch, capsys, command, module, extra):
     assert cli.main([command, "--help"]) == 2
     err = capsys.readouterr().err
     assert f"qonnect {command} needs the Python package 'somedep'" in err
-    assert f"pip install 'qonnect[{extra}]'" in err
+    assert hint in err
     assert "Traceback" not in err
+
+
+def test_a_missing_testbed_distribution_is_named(monkeypatch, capsys):
+    real = importlib.import_module
+
+    def import_module(name, *args):
+        if name == "qonnect_testbed.cli":
+            raise ModuleNotFoundError("No module named 'qonnect_testbed'", name="qonnect_testbed")
+        return real(name, *args)
+
+    monkeypatch.setattr(cli.importlib, "import_module", import_module)
+    assert cli.main(["testbed", "--help"]) == 2
+    err = capsys.readouterr().err
+    assert "qonnect testbed needs the Python package 'qonnect_testbed'" in err
+    assert "pip install qonnect-testbed" in err
 
 
 def test_help_lists_a_component_whose_extra_is_missing(monkeypatch, capsys):
@@ -73,7 +88,28 @@ def test_extras_cover_every_component():
 
     pyproject = tomllib.loads((Path(cli.__file__).parents[1] / "pyproject.toml").read_text())
     extras = pyproject["project"]["optional-dependencies"]
-    assert set(cli.EXTRAS.values()) <= set(extras)
+    named = {h.split("[")[1].split("]")[0] for h in cli.INSTALL_HINTS.values() if "qonnect[" in h}
+    assert named <= set(extras)
+    assert set(cli.INSTALL_HINTS) == set(cli.COMPONENTS) - {"status", "plan"}
     base = " ".join(pyproject["project"]["dependencies"])
     for server_only in ("fastapi", "uvicorn", "psycopg", "pysyncobj", "aiohttp", "kubernetes-validate"):
         assert server_only not in base, f"{server_only} belongs in an extra, not the base install"
+
+
+def test_the_product_package_ships_no_test_clusters():
+    """The testbed is its own distribution: the qonnect package holds the services only."""
+    from pathlib import Path
+
+    import setuptools
+    import tomllib
+
+    services = Path(cli.__file__).parents[1]
+    pyproject = tomllib.loads((services / "pyproject.toml").read_text())
+    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = setuptools.find_packages(str(services), include=include)
+    assert "qonnect.controller" in packages
+    assert not [p for p in packages if "testbed" in p], "the emulator ships in the product package"
+    for dependency in ("aiohttp", "cryptography", "kubernetes-validate"):
+        assert not any(
+            dependency in d for e in pyproject["project"]["optional-dependencies"].values() for d in e
+        )

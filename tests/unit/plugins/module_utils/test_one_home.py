@@ -10,7 +10,7 @@ from pathlib import Path
 from ansible_collections.qonnect.core.plugins.module_utils import keys, scorers
 
 ROOT = Path(__file__).resolve().parents[4]
-CODE = [p for base in ("plugins", "controller/qonnect", "benchmarks") for p in (ROOT / base).rglob("*.py")]
+CODE = [p for base in ("plugins", "services/qonnect", "benchmarks") for p in (ROOT / base).rglob("*.py")]
 PRODUCT = [p for p in CODE if "benchmarks" not in p.parts]  # benchmarks/deploy.py and agent.py play
 # a user's plain script, with the labels a user would write
 KEY = re.compile(r"^qonnect\.io/[a-z][a-z-]*$")

@@ -16,8 +16,8 @@ from ansible_collections.qonnect.core.plugins.module_utils.quantity import (
     parse_quantity_decimal,
 )
 from qonnect.agent import collector
-from qonnect.testbed import fleet
-from qonnect.testbed.sim import objects
+from qonnect_testbed import fleet
+from qonnect_testbed.sim import objects
 
 # (text, exact value) as k8s.io/apimachinery resource.Quantity reads them
 CASES = [

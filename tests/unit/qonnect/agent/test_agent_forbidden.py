@@ -24,9 +24,9 @@ from qonnect.agent.buffer import Outbox
 from qonnect.agent.collector import AGENT_RIGHTS, CollectError, Collector, ForbiddenError
 from qonnect.agent.runner import Agent
 from qonnect.agent.sequence import Sequence
+from qonnect.controller.detector import Settings, Snapshot, down_clusters
 from qonnect.kb.models import Report
 from qonnect.kb.queries import healthy
-from qonnect.rla.detector import Settings, Snapshot, down_clusters
 
 ROOT = Path(__file__).resolve().parents[4]
 NODE = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.service import Deployer, Target
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer, Target
 from support.shop_cases import PLAN_A, PLAN_B, SERVICES, deployer
 
 

@@ -1,0 +1,226 @@
+"""``qonnect controller run`` (one replica) and ``qonnect controller status``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from qonnect.controller.detector import PROGRESSING_BACKSTOP
+from qonnect.errors import UserError
+
+log = logging.getLogger("qonnect.controller")
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser("controller", help="Raft-replicated controller (Resource Lead Agents)")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+
+    run = sub.add_parser("run", help="run one controller replica")
+    run.add_argument("--id", required=True, help="replica name, used in logs and runs")
+    run.add_argument(
+        "--self", dest="self_addr", required=True, metavar="HOST:PORT", help="this replica's Raft address"
+    )
+    run.add_argument(
+        "--peers",
+        required=True,
+        metavar="HOST:PORT,...",
+        help="Raft addresses of all replicas (this one may be included)",
+    )
+    run.add_argument("--kb", required=True, metavar="URL", help="KB base URL")
+    run.add_argument("--token-file", required=True, help="file holding the controller's KB bearer token")
+    run.add_argument(
+        "--raft-secret-file", required=True, help="file (mode 0600) holding the shared Raft secret; required"
+    )
+    run.add_argument(
+        "--data-dir", help="journal, snapshot and run artifacts (default ./qonnect-controller-ID)"
+    )
+    run.add_argument(
+        "--http",
+        default="127.0.0.1:0",
+        metavar="HOST:PORT",
+        help="status endpoint (/healthz, /metrics, /status); port 0 picks a free one",
+    )
+    run.add_argument(
+        "--playbook", help="migration playbook (default: the collection's playbooks/migrate.yml)"
+    )
+    run.add_argument(
+        "--agent-interval",
+        type=float,
+        default=2.0,
+        help="Resource Agent report interval in seconds (heartbeat timeout default: 3x this)",
+    )
+    run.add_argument(
+        "--heartbeat-timeout", type=float, help="seconds without a report before a cluster is down"
+    )
+    run.add_argument("--tick", type=float, default=1.0, help="seconds between detector runs")
+    run.add_argument(
+        "--progressing-timeout",
+        type=float,
+        default=PROGRESSING_BACKSTOP,
+        help="backstop: seconds a workload may stay Progressing before its service moves "
+        "(default %(default)gs; the agent reports Failed earlier, after the workload's "
+        "own grace: the Deployment's progressDeadlineSeconds, 600 s by default)",
+    )
+    run.add_argument("--hysteresis", type=float, default=0.1, help="relative QoS gain needed to move (0..1)")
+    run.add_argument(
+        "--min-dwell", type=float, default=60.0, help="seconds an app stays put before a QoS move"
+    )
+    run.add_argument(
+        "--stable-seconds",
+        type=float,
+        default=30.0,
+        help="seconds a recovered cluster must stay healthy before apps move back to it",
+    )
+    run.add_argument("--max-attempts", type=int, default=4, help="playbook attempts per decision")
+    run.add_argument(
+        "--extra-var",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra variable for every migration run (not for secrets)",
+    )
+    run.add_argument(
+        "--ready-file", help="write {'http': PORT, ...} here once serving (for supervisors and tests)"
+    )
+    run.set_defaults(func=_run)
+
+    status = sub.add_parser("status", help="show leader, term, commit index, peers, in-flight migrations")
+    status.add_argument(
+        "--url",
+        required=True,
+        metavar="URL[,URL...]",
+        help="status endpoint(s) of one or more replicas, e.g. http://127.0.0.1:9101",
+    )
+    status.add_argument("--json", action="store_true", help="print the raw status documents")
+    status.add_argument("--timeout", type=float, default=3.0)
+    status.set_defaults(func=_status)
+
+
+def _positive(value: float, flag: str) -> float:
+    if not value > 0:
+        raise UserError(f"{flag}: expected a number of seconds > 0, got {value:g}")
+    return value
+
+
+def _read_token(path: str) -> str:
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise UserError(f"--token-file {path}: cannot read ({exc.strerror})") from None
+    if not token:
+        raise UserError(f"--token-file {path}: the file is empty; expected a KB bearer token")
+    return token
+
+
+def _run(args: argparse.Namespace) -> int:
+    from qonnect.controller.detector import Settings
+    from qonnect.controller.executor import default_playbook
+    from qonnect.controller.loop import Config, Controller
+    from qonnect.controller.raft import RaftConfigError, check_address, read_secret
+
+    try:
+        secret = read_secret(args.raft_secret_file)
+        check_address(args.self_addr, "--self")
+        peers = [check_address(p.strip(), "--peers") for p in args.peers.split(",") if p.strip()]
+        http_host, _colon, http_port = args.http.rpartition(":")
+        if not http_host or not http_port.isdigit():
+            raise RaftConfigError(f"--http: expected HOST:PORT, got {args.http!r}")
+    except RaftConfigError as exc:
+        raise UserError(str(exc)) from None
+    if not args.kb.startswith(("http://", "https://")):
+        raise UserError(f"--kb: expected an http:// or https:// URL, got {args.kb!r}")
+    interval = _positive(args.agent_interval, "--agent-interval")
+    timeout = (
+        _positive(args.heartbeat_timeout, "--heartbeat-timeout") if args.heartbeat_timeout else 3 * interval
+    )
+    if not 0 <= args.hysteresis < 1:
+        raise UserError(f"--hysteresis: expected a fraction in [0, 1), got {args.hysteresis:g}")
+    if args.max_attempts < 1:
+        raise UserError(f"--max-attempts: expected an integer >= 1, got {args.max_attempts}")
+    extravars = {}
+    for item in args.extra_var:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise UserError(f"--extra-var: expected KEY=VALUE with KEY an identifier, got {item!r}")
+        extravars[key] = value
+    playbook = args.playbook or default_playbook()
+    if not Path(playbook).is_file():
+        raise UserError(f"--playbook: {playbook} does not exist")
+    data_dir = args.data_dir or f"qonnect-controller-{args.id}"
+    settings = Settings(
+        heartbeat_timeout=timeout,
+        progressing_timeout=_positive(args.progressing_timeout, "--progressing-timeout"),
+        stable_seconds=args.stable_seconds,
+        min_dwell=args.min_dwell,
+        hysteresis=args.hysteresis,
+        node_grace=max(timeout, 10.0),
+    )
+    cfg = Config(
+        self_addr=args.self_addr,
+        peers=peers,
+        kb_url=args.kb,
+        token=_read_token(args.token_file),
+        token_file=os.path.abspath(args.token_file),
+        secret=secret,
+        data_dir=os.path.abspath(data_dir),
+        playbook=os.path.abspath(playbook),
+        http_host=http_host,
+        http_port=int(http_port),
+        tick=_positive(args.tick, "--tick"),
+        max_attempts=args.max_attempts,
+        settings=settings,
+        extravars=extravars,
+        name=args.id,
+    )
+    logging.getLogger("qonnect").setLevel(min(logging.getLogger().level, logging.INFO))
+    from qonnect.controller.replan import engine_feasibility, engine_replanner
+
+    controller = Controller(cfg, replan=engine_replanner(), feasible=engine_feasibility())
+    port = controller.start_http()
+    log.warning("replica %s: raft %s, status http://%s:%d/status", args.id, args.self_addr, http_host, port)
+    if args.ready_file:  # atomically: a supervisor polling for it never reads it half-written
+        tmp = Path(f"{args.ready_file}.tmp")
+        tmp.write_text(json.dumps({"http": port, "pid": os.getpid(), "id": args.id}))
+        os.replace(tmp, args.ready_file)
+
+    def stop(signum: int, frame: Any) -> None:
+        controller.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    controller.run_forever()
+    return 0
+
+
+def fetch_status(url: str, timeout: float) -> dict[str, Any] | str:
+    """One replica's /status document, or why it could not be read."""
+    target = url.rstrip("/") + "/status"
+    try:
+        with urllib.request.urlopen(target, timeout=timeout) as resp:
+            return json.loads(resp.read())
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return str(getattr(exc, "reason", exc))
+
+
+def _status(args: argparse.Namespace) -> int:
+    from qonnect.controller.status import render
+
+    urls = [u.strip() for u in args.url.split(",") if u.strip()]
+    for url in urls:
+        if not url.startswith(("http://", "https://")):
+            raise UserError(f"--url: expected http://HOST:PORT, got {url!r}")
+    statuses = {url: fetch_status(url, args.timeout) for url in urls}
+    if args.json:
+        print(json.dumps(statuses, indent=2, default=str))
+    else:
+        sys.stdout.write(render(statuses))
+    return 0 if any(isinstance(s, dict) for s in statuses.values()) else 1

@@ -1,0 +1,371 @@
+"""What needs doing: derives migration triggers from one snapshot of the KB.
+
+Pure functions over plain data (the KB's inventory, workloads and applications, the decision
+log, and the leader's own memory of how long things have been so), so every rule is
+unit-testable. The controller loop turns triggers into committed decisions.
+
+Rules (one trigger per application at most; the first rule that fires wins):
+1. cluster down: heartbeat older than ``heartbeat_timeout``, or its agent says the cluster API is
+   unreachable -> re-place every application with a service there, without the down clusters.
+   Heartbeat age is only evidence once the controller has heard from the KB for a whole
+   heartbeat timeout (``Snapshot.heard_for``): right after a KB outage every heartbeat is old
+   because nobody could report, not because every cluster failed.
+2. no ready node: every node of a cluster NotReady/unschedulable for longer than ``node_grace``
+   (the cluster could not reschedule) -> move the services placed there.
+3. workload Failed (the agent reports Failed once the workload's own grace is over: the
+   Deployment's progressDeadlineSeconds or qonnect.io/failure-grace-seconds, so a transient
+   ErrImagePull or a surge pod waiting for room is no reason to move), or Progressing for
+   longer than the backstop ``progressing_timeout`` -> re-place that service elsewhere.
+4. application spec changed (new version in the KB) -> re-place.
+5. QoS drift: the placement engine finds a placement better than the current one by more than
+   the hysteresis, using only clusters healthy for ``stable_seconds``, and the application has
+   not moved for ``min_dwell`` seconds -> re-place (so a flapping cluster does not bounce apps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from qonnect.controller.statemachine import FAILED, DecisionLog
+
+# Longer than Kubernetes' default progress deadline (600 s), after which the agent reports a
+# stuck workload Failed itself: the controller's own clock only catches an agent that never does.
+PROGRESSING_BACKSTOP = 900.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Detector thresholds in seconds; defaults meet the 15 s recovery target with 2 s agents."""
+
+    heartbeat_timeout: float = 6.0
+    node_grace: float = 10.0
+    progressing_timeout: float = PROGRESSING_BACKSTOP
+    stable_seconds: float = 30.0
+    min_dwell: float = 60.0
+    retry_cooldown: float = 30.0
+    hysteresis: float = 0.1
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A reason to re-place one application."""
+
+    app: str
+    kind: str
+    reason: str
+    exclude: tuple[str, ...] = ()
+    service: str | None = None
+    spec_version: int | None = None
+    failed_at: float | None = None  # best estimate of when the problem began (for detect_seconds)
+    pinned: tuple[str, ...] = ()  # clusters avoided for this trigger's own reason (not cluster health)
+
+    @property
+    def key(self) -> str:
+        """Identity of the trigger, to not retry the same failing thing in a tight loop."""
+        return f"{self.kind}:{self.app}:{self.service or '*'}:{','.join(self.exclude)}"
+
+
+@dataclass
+class Memory:
+    """The leader's own observations over time (not replicated; a new leader starts afresh,
+    which only makes it more patient)."""
+
+    healthy_since: dict[str, float] = field(default_factory=dict)
+    no_ready_node_since: dict[str, float] = field(default_factory=dict)
+    progressing_since: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    down_seen: set[str] = field(default_factory=set)  # clusters this leader saw down
+    recovered_at: dict[str, float] = field(default_factory=dict)  # seen down, then back: when
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the detector reads from the KB in one tick."""
+
+    inventory: dict[str, Any]
+    workloads: list[dict[str, Any]]
+    applications: list[dict[str, Any]]
+    now: float
+    heard_for: float | None = None  # seconds the controller has read the KB without a gap (None: unknown)
+
+
+# replan(app_record, inventory, current_placement, exclude, hysteresis) -> (new placement, why)
+# or None when the current placement is good enough.
+Replanner = Callable[
+    [dict[str, Any], dict[str, Any], dict[str, Any], tuple[str, ...], float],
+    "tuple[dict[str, Any], str] | None",
+]
+
+
+def placed_clusters(placement: dict[str, Any]) -> dict[str, set[str]]:
+    """service -> clusters it runs on, from a placement ``{service: [{"cluster": ...}]}``."""
+    result: dict[str, set[str]] = {}
+    for service, targets in (placement or {}).items():
+        if isinstance(targets, list):
+            result[service] = {t["cluster"] for t in targets if isinstance(t, dict) and t.get("cluster")}
+    return result
+
+
+def down_clusters(snapshot: Snapshot, settings: Settings) -> dict[str, tuple[str, float]]:
+    """cluster -> (why it is considered down, estimated time it went down)."""
+    down: dict[str, tuple[str, float]] = {}
+    now = snapshot.now
+    grace = snapshot.heard_for is not None and snapshot.heard_for < settings.heartbeat_timeout
+    for cluster in snapshot.inventory.get("clusters", []):
+        age = cluster.get("heartbeat_age")
+        if grace and (age is None or age > settings.heartbeat_timeout):
+            continue  # the KB was out of reach a moment ago: agents had no chance to report yet
+        if age is None:
+            down[cluster["name"]] = ("no heartbeat ever received", now)
+        elif age > settings.heartbeat_timeout:
+            down[cluster["name"]] = (
+                f"heartbeat {age:.1f}s old > timeout {settings.heartbeat_timeout:g}s",
+                now - age,
+            )
+        elif cluster.get("reachable") is False or cluster.get("healthy") is False:
+            down[cluster["name"]] = (
+                "the KB marks it unhealthy: its agent cannot reach the cluster API"
+                f" ({cluster.get('error') or 'no detail'})",
+                now,
+            )
+    return down
+
+
+def update_memory(memory: Memory, snapshot: Snapshot, down: dict[str, tuple[str, float]]) -> None:
+    """Advance the leader's clocks: since when is each cluster healthy / without a ready node."""
+    now = snapshot.now
+    for cluster in snapshot.inventory.get("clusters", []):
+        name = cluster["name"]
+        if name in down:
+            memory.healthy_since.pop(name, None)
+            memory.down_seen.add(name)
+            memory.recovered_at.pop(name, None)
+        else:
+            memory.healthy_since.setdefault(name, now)
+            if name in memory.down_seen:
+                memory.down_seen.discard(name)
+                memory.recovered_at[name] = now
+        nodes = cluster.get("nodes") or []
+        if nodes and not any(n.get("ready") and n.get("schedulable", True) for n in nodes):
+            memory.no_ready_node_since.setdefault(name, now)
+        else:
+            memory.no_ready_node_since.pop(name, None)
+    seen = set()
+    for w in snapshot.workloads:
+        key = (w.get("cluster", ""), w.get("application", ""), w.get("service", ""))
+        seen.add(key)
+        if w.get("status") == "Progressing":
+            memory.progressing_since.setdefault(key, float(w.get("since") or now))
+        else:
+            memory.progressing_since.pop(key, None)
+    for key in set(memory.progressing_since) - seen:
+        del memory.progressing_since[key]
+
+
+def detect(
+    snapshot: Snapshot, log: DecisionLog, memory: Memory, settings: Settings, replan: Replanner | None = None
+) -> tuple[list[Trigger], list[tuple[str, int | None]]]:
+    """Triggers for this tick, and (app, version) pairs to record as observed without moving.
+
+    Applications with a migration in flight are skipped (at most one per application).
+    """
+    down = down_clusters(snapshot, settings)
+    update_memory(memory, snapshot, down)
+    now = snapshot.now
+    placements: dict[str, Any] = snapshot.inventory.get("placements") or {}
+    apps = {a["name"]: a for a in snapshot.applications if isinstance(a, dict) and a.get("name")}
+    triggers: list[Trigger] = []
+    observe: list[tuple[str, int | None]] = []
+    no_node = {
+        c: since
+        for c, since in memory.no_ready_node_since.items()
+        if now - since > settings.node_grace and c not in down
+    }
+    for app in sorted(set(placements) | set(apps)):
+        if app in log.inflight:
+            continue
+        record = apps.get(app)
+        version = _version(record)
+        if record is None:
+            if app in log.versions:
+                observe.append((app, None))  # deleted: forget its version
+            continue
+        services = placed_clusters(placements.get(app) or {})
+        if not services:
+            continue  # never deployed: deploying is the user's job, not the controller's
+        trigger = _first_trigger(app, services, snapshot, memory, settings, down, no_node, version, log)
+        if trigger is None and app not in log.versions and version is not None:
+            observe.append((app, version))
+            continue
+        if trigger is None and replan is not None and _may_drift(app, log, now, settings):
+            trigger = _drift(app, record, snapshot, memory, settings, services, version, replan)
+        if trigger is not None and not _cooling_down(trigger, log, now, settings):
+            triggers.append(trigger)
+    return triggers, observe
+
+
+def _version(record: dict[str, Any] | None) -> int | None:
+    if not record:
+        return None
+    value = record.get("version")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _first_trigger(
+    app: str,
+    services: dict[str, set[str]],
+    snapshot: Snapshot,
+    memory: Memory,
+    settings: Settings,
+    down: dict[str, tuple[str, float]],
+    no_node: dict[str, float],
+    version: int | None,
+    log: DecisionLog,
+) -> Trigger | None:
+    now = snapshot.now
+    on_down = sorted({c for cs in services.values() for c in cs if c in down})
+    unstable = recently_recovered(services, memory, settings, now)
+    if on_down:
+        why = "; ".join(f"cluster {c} down: {down[c][0]}" for c in on_down)
+        hit = sorted(s for s, cs in services.items() if cs & set(on_down))
+        return Trigger(
+            app,
+            "cluster-down",
+            f"{why} (services {', '.join(hit)})",
+            tuple(sorted(set(down) | unstable)),
+            None,
+            version,
+            min(down[c][1] for c in on_down),
+        )
+    on_no_node = sorted({c for cs in services.values() for c in cs if c in no_node})
+    if on_no_node:
+        why = "; ".join(
+            f"cluster {c} has no Ready schedulable node for {now - no_node[c]:.0f}s" for c in on_no_node
+        )
+        return Trigger(
+            app,
+            "node-not-ready",
+            f"{why} (> {settings.node_grace:g}s) and could not reschedule",
+            tuple(sorted(set(on_no_node) | set(down) | unstable)),
+            None,
+            version,
+            min(no_node[c] for c in on_no_node),
+            tuple(on_no_node),
+        )
+    for w in sorted(snapshot.workloads, key=lambda w: (w.get("service", ""), w.get("cluster", ""))):
+        if w.get("application") != app or w.get("cluster") not in services.get(w.get("service", ""), ()):
+            continue
+        cluster, service = w["cluster"], w.get("service")
+        if w.get("status") == "Failed":
+            return Trigger(
+                app,
+                "workload-failed",
+                f"service {service} Failed on {cluster}: {w.get('reason') or 'no reason given'}",
+                tuple(sorted({cluster} | set(down) | unstable)),
+                service,
+                version,
+                float(w.get("since") or now),
+                (cluster,),
+            )
+        since = memory.progressing_since.get((cluster, app, service or ""))
+        if (
+            w.get("status") == "Progressing"
+            and since is not None
+            and now - since > settings.progressing_timeout
+        ):
+            return Trigger(
+                app,
+                "workload-stuck",
+                f"service {service} Progressing on {cluster} for "
+                f"{now - since:.0f}s > {settings.progressing_timeout:g}s",
+                tuple(sorted({cluster} | set(down) | unstable)),
+                service,
+                version,
+                since,
+                (cluster,),
+            )
+    known = log.versions.get(app)
+    if version is not None and known is not None and version != known:
+        return Trigger(
+            app,
+            "spec-changed",
+            f"application spec changed: version {known} -> {version}",
+            tuple(sorted(down)),
+            None,
+            version,
+            now,
+        )
+    return None
+
+
+def recently_recovered(
+    services: dict[str, set[str]], memory: Memory, settings: Settings, now: float
+) -> set[str]:
+    """Clusters back for less than ``stable_seconds`` that run none of the app's services: a
+    migration must not move other services onto them (a flapping cluster)."""
+    hosting = {c for cs in services.values() for c in cs}
+    return {
+        c
+        for c, since in memory.recovered_at.items()
+        if now - since < settings.stable_seconds and c not in hosting
+    }
+
+
+def exclusions_now(
+    snapshot: Snapshot, memory: Memory, settings: Settings, app: str, pinned: tuple[str, ...] | list[str]
+) -> tuple[set[str], set[str], set[str]]:
+    """(clusters that must be avoided as health is now, clusters better avoided because they came
+    back less than ``stable_seconds`` ago, the down ones on which the app runs), for a retry or a
+    takeover: a decision's exclusions are re-read, never frozen."""
+    down = down_clusters(snapshot, settings)
+    placement = (snapshot.inventory.get("placements") or {}).get(app) or {}
+    services = placed_clusters(placement)
+    on_down = {c for cs in services.values() for c in cs if c in down}
+    return set(down) | set(pinned), recently_recovered(services, memory, settings, snapshot.now), on_down
+
+
+def _may_drift(app: str, log: DecisionLog, now: float, settings: Settings) -> bool:
+    last = log.last_for(app)
+    ended = (last or {}).get("ended_at") or (last or {}).get("decided_at") or 0.0
+    return last is None or now - ended >= settings.min_dwell
+
+
+def _drift(
+    app: str,
+    record: dict[str, Any],
+    snapshot: Snapshot,
+    memory: Memory,
+    settings: Settings,
+    services: dict[str, set[str]],
+    version: int | None,
+    replan: Replanner,
+) -> Trigger | None:
+    now = snapshot.now
+    unstable = tuple(
+        sorted(
+            c["name"]
+            for c in snapshot.inventory.get("clusters", [])
+            if now - memory.healthy_since.get(c["name"], now) < settings.stable_seconds
+            and not any(c["name"] in cs for cs in services.values())
+        )
+    )
+    current = (snapshot.inventory.get("placements") or {}).get(app) or {}
+    found = replan(record, snapshot.inventory, current, unstable, settings.hysteresis)
+    if found is None:
+        return None
+    new, why = found
+    if placed_clusters(new) == services:
+        return None
+    return Trigger(app, "qos-drift", f"QoS drift: {why}", unstable, None, version, now)
+
+
+def _cooling_down(trigger: Trigger, log: DecisionLog, now: float, settings: Settings) -> bool:
+    """Do not re-decide the same trigger right after it failed for good."""
+    last = log.last_for(trigger.app)
+    return bool(
+        last
+        and last["status"] == FAILED
+        and last.get("key") == trigger.key
+        and now - (last.get("ended_at") or 0.0) < settings.retry_cooldown
+    )

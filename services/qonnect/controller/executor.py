@@ -1,0 +1,158 @@
+"""Runs playbooks/migrate.yml for one attempt of a committed decision, through ansible-runner.
+
+Each attempt gets its own private data dir (kept, so the artifacts tell what happened). Secrets
+never go into extra vars or environment variables (the runner's ``command`` artifact records
+the environment): the playbook gets the *path* of the KB token file. The run is cancelled as
+soon as ``still_valid()`` turns false (the leader lost its term), so a deposed leader stops:
+every process of the run is killed, wherever it moved (see proctree), not only its process
+group. The playbook also checks the KB fence before each cluster-changing step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qonnect.controller import proctree
+
+log = logging.getLogger(__name__)
+
+SUCCEEDED, FAILED, CANCELLED = "succeeded", "failed", "cancelled"
+
+
+def default_playbook() -> str:
+    """playbooks/migrate.yml of the installed qonnect.core collection."""
+    from qonnect._collection import ensure_importable
+
+    ensure_importable()
+    from ansible_collections.qonnect import core
+
+    return str(Path(next(iter(core.__path__))) / "playbooks" / "migrate.yml")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt ended."""
+
+    result: str  # succeeded | failed | cancelled
+    detail: str
+    artifacts: str
+    rc: int | None
+
+
+@dataclass
+class Executor:
+    """Configuration shared by every run."""
+
+    playbook: str
+    runs_dir: str
+    kb_url: str
+    token_file: str
+    timeout: float = 300.0
+    extra: dict[str, Any] | None = None  # extra vars added to every run (e.g. kb_ca_path)
+    owner: str = ""  # this replica's process-tree owner id (proctree); set by the controller
+
+    def mark(self, ident: str) -> str:
+        return f"{self.owner or 'unowned'}/{ident}"
+
+    def kill_all(self) -> int:
+        """Kill every process of every run of this replica (shutdown)."""
+        return proctree.kill_marked(f"{self.owner or 'unowned'}/")
+
+    def run(
+        self, decision: dict[str, Any], attempt: int, token: dict[str, int], still_valid: Callable[[], bool]
+    ) -> Outcome:
+        """Run the playbook once; never raises for a failing playbook."""
+        import ansible_runner
+
+        ident = f"{decision['id']}-a{attempt}"
+        pdd = Path(self.runs_dir) / ident
+        if pdd.exists():  # a retry of the same attempt number by a restarted leader
+            shutil.rmtree(pdd)
+        pdd.mkdir(parents=True, mode=0o700)
+        extravars = dict(self.extra or {})
+        extravars.update(
+            {
+                "app": decision["app"],
+                "reason": decision["reason"],
+                "exclude": list(decision["exclude"]),
+                "fencing": {"term": int(token["term"]), "seq": int(token["seq"])},
+                "decision_id": decision["id"],
+                "kb_url": self.kb_url,
+                "kb_token_file": self.token_file,
+            }
+        )
+        bindir = os.path.dirname(sys.executable)
+        envvars = {
+            "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            proctree.MARK: self.mark(ident),
+        }
+        if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
+            envvars["ANSIBLE_COLLECTIONS_PATH"] = os.environ["ANSIBLE_COLLECTIONS_PATH"]
+        cancelled = threading.Event()
+
+        def cancel() -> bool:
+            if not cancelled.is_set() and not still_valid():
+                cancelled.set()
+                killed = proctree.kill_marked(self.mark(ident))  # at once, not at the runner's pace
+                log.warning(
+                    "decision %s attempt %d cancelled: killed %d process(es)", decision["id"], attempt, killed
+                )
+            return cancelled.is_set()
+
+        log.info(
+            "decision %s attempt %d: running %s for %s (token %s)",
+            decision["id"],
+            attempt,
+            os.path.basename(self.playbook),
+            decision["app"],
+            token,
+        )
+        try:
+            runner = ansible_runner.run(
+                private_data_dir=str(pdd),
+                playbook=self.playbook,
+                ident="run",
+                extravars=extravars,
+                envvars=envvars,
+                quiet=True,
+                cancel_callback=cancel,
+                timeout=int(self.timeout),
+                settings={"pexpect_timeout": 0.25},  # how often the cancel callback is polled
+            )
+        except Exception as exc:  # runner could not even start (missing playbook, bad dir)
+            return Outcome(FAILED, f"ansible-runner could not run: {exc}", str(pdd), None)
+        finally:  # nothing of the run outlives it (timeout, cancel, a worker that setsid()ed)
+            proctree.kill_marked(self.mark(ident))
+        artifacts = str(pdd / "artifacts" / "run")
+        if cancelled.is_set() or runner.status == "canceled":
+            return Outcome(
+                CANCELLED, "cancelled: this replica lost its leadership term", artifacts, runner.rc
+            )
+        if runner.status == "successful" and runner.rc == 0:
+            return Outcome(SUCCEEDED, "playbook succeeded", artifacts, runner.rc)
+        return Outcome(
+            FAILED, f"playbook {runner.status} (rc {runner.rc}): {_failure(runner)}", artifacts, runner.rc
+        )
+
+
+def _failure(runner: Any) -> str:
+    """The first failed task's message, for the decision's record."""
+    try:
+        for event in runner.events:
+            if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+                data = event.get("event_data", {})
+                res = data.get("res") or {}
+                return f"task '{data.get('task', '?')}': {str(res.get('msg', ''))[:500]}"
+    except (OSError, ValueError):
+        pass
+    return "see the run's stdout artifact"

@@ -1,0 +1,171 @@
+"""The controller's reads from and writes to the KB.
+
+The KB is the durable record of every decision (pysyncobj's journal is not fsynced): a decision
+is written as an event before anything acts on it, each attempt's start and outcome too, so a
+new leader - even one whose replicas all lost their logs - can tell what was done. Each event
+carries a structured reference to its decision (``ref``: id, token, attempt, exclusions) and
+the writer's fencing token (``fencing``), which the KB refuses once a newer leader raised the
+fence. Only events the KB says were written under a controller token are trusted: an agent or a
+person cannot make the controller re-commit a decision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import qonnect._collection as _collection_on_path  # noqa: F401 - puts the collection (the KB client) on the path
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+
+from qonnect.controller.detector import Snapshot
+
+DECISION = "controller.decision"
+STARTED = "controller.migration.started"
+SUCCEEDED = "controller.migration.succeeded"
+FAILED = "controller.migration.failed"
+CANCELLED = "controller.migration.cancelled"
+ENDED = {SUCCEEDED: "succeeded", FAILED: "failed", CANCELLED: "cancelled"}
+GAVE_UP = "controller.decision.ended"  # a decision ended without success (gave up, cancelled)
+SUPERSEDED = "controller.decision.superseded"  # lost with every replica's log; re-decided as another
+DEFERRED = "controller.decision.deferred"  # no attempt now: e.g. no eligible cluster; retried later
+RECONCILED = "controller.cluster.reconciled"  # a recovered cluster was cleaned of what the KB does not place
+DONE = (SUCCEEDED, GAVE_UP, SUPERSEDED)  # a decision with one of these events has ended
+
+
+def ref(
+    decision: dict[str, Any], attempt: int | None = None, token: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """The structured reference of an event to its decision (the exclusions only on the decision)."""
+    token = token or decision["token"]
+    return {
+        "id": decision["id"],
+        "term": int(token["term"]),
+        "seq": int(token["seq"]),
+        "attempt": attempt,
+        "exclude": list(decision["exclude"]) if attempt is None else [],
+    }
+
+
+def post(
+    kb: Any,
+    etype: str,
+    decision: dict[str, Any],
+    text: str,
+    attempt: int | None = None,
+    token: dict[str, int] | None = None,
+    fence: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """Write one event about a decision under fencing token ``fence`` (default: the attempt's or
+    the decision's own token). Raises KBError when the KB refuses (409: a newer leader) or is away."""
+    excluded = decision["exclude"]
+    cluster = excluded[0] if len(excluded) == 1 else None
+    names = f" (clusters {', '.join(excluded)})" if len(excluded) > 1 and attempt is None else ""
+    fencing = fence or token or decision["token"]
+    return kb.post_event(
+        {
+            "type": etype,
+            "reason": decision.get("kind") or "",
+            "message": (text + names)[-8000:],
+            "application": decision["app"],
+            "cluster": cluster,
+            "ref": ref(decision, attempt, token),
+            "fencing": {"term": int(fencing["term"]), "seq": int(fencing["seq"])},
+        }
+    )
+
+
+def raise_fence(kb: Any, token: dict[str, int]) -> dict[str, Any]:
+    """Announce a new leader's token to the KB; from then on older tokens are refused."""
+    return kb.raise_fence(token)
+
+
+def fence(kb: Any) -> tuple[int, int]:
+    """The KB's controller fence (term, seq)."""
+    found = kb.get_fence()
+    return int(found.get("term") or 0), int(found.get("seq") or 0)
+
+
+def current_placement(record: dict[str, Any]) -> dict[str, Any]:
+    """Where an application runs: the placement's ``current`` if known, else ``desired``."""
+    return record.get("current") or record.get("desired") or {}
+
+
+def read_snapshot(kb: Any, now: float) -> tuple[Snapshot, list[dict[str, Any]]]:
+    """One consistent-enough view of the KB for the detector, plus the raw placement records."""
+    inventory = kb.inventory()
+    placements = kb.request("GET", "/api/v1/placements")["placements"]
+    inventory = dict(inventory)
+    inventory["placements"] = {p["application"]: current_placement(p) for p in placements}
+    snapshot = Snapshot(
+        inventory=inventory, workloads=kb.list_workloads(), applications=kb.list_applications(), now=now
+    )
+    return snapshot, placements
+
+
+def kb_floor(placements: list[dict[str, Any]], fence_term: int = 0) -> int:
+    """The newest fencing term the KB has accepted (placements and the controller fence)."""
+    return max([int((p.get("fencing") or {}).get("term") or 0) for p in placements] + [fence_term])
+
+
+def trusted(event: dict[str, Any]) -> bool:
+    """A controller event the KB says a controller token wrote, with its structured reference."""
+    return (
+        str(event.get("type", "")).startswith("controller.")
+        and event.get("role") == "controller"
+        and isinstance(event.get("ref"), dict)
+        and bool(event["ref"].get("id"))
+    )
+
+
+def decision_story(kb: Any, app: str, limit: int = 500) -> list[dict[str, Any]]:
+    """Our events about an application, oldest first (only those written under a controller token)."""
+    events = kb.list_events(application=app, limit=limit)
+    return sorted((e for e in events if trusted(e)), key=lambda e: e.get("id", 0))
+
+
+def done_in_kb(kb: Any, decision: dict[str, Any]) -> str | None:
+    """Whether the KB shows the running attempt of a decision already succeeded, and why we think so.
+
+    Either its success event is there, or the application's placement was last written with that
+    attempt's fencing token (the playbook finished its write but the leader died before reporting).
+    """
+    token = decision.get("attempt_token")
+    if not token:
+        return None
+    for event in decision_story(kb, decision["app"]):
+        r = event["ref"]
+        if r["id"] == decision["id"] and r["attempt"] == decision["attempts"] and event["type"] == SUCCEEDED:
+            return f"KB event {event.get('id')} records attempt {r['attempt']} succeeded"
+    try:
+        record = kb.get_placement(decision["app"])
+    except KBError as exc:
+        if exc.status == 404:  # no placement yet: not done
+            return None
+        raise
+    fencing = record.get("fencing") or {}
+    if (fencing.get("term"), fencing.get("seq")) == (token["term"], token["seq"]):
+        return (
+            f"the KB placement of {decision['app']} was written with attempt {decision['attempts']}'s token"
+        )
+    return None
+
+
+def unfinished_in_kb(kb: Any, newest: tuple[int, int], apps: list[str]) -> list[dict[str, Any]]:
+    """Decisions the KB recorded without an outcome and with a token newer than any in the
+    replicated log (so the log lost them: every replica lost its data): the newest such decision
+    event per application, to be decided again."""
+    found = []
+    for app in apps:
+        story = decision_story(kb, app)
+        ended = {e["ref"]["id"] for e in story if e["type"] in DONE}
+        lost = [
+            e
+            for e in story
+            if e["type"] == DECISION
+            and e["ref"]["id"] not in ended
+            and (e["ref"]["term"], e["ref"]["seq"]) > newest
+        ]
+        if lost:
+            found.append(lost[-1])
+    return found

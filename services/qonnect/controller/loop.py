@@ -1,0 +1,740 @@
+"""One controller replica: the loop that turns KB observations into committed decisions and
+committed decisions into migration runs.
+
+Safety rules (why the code is shaped like this):
+- Only the leader acts, and only after committing a 'leader' entry in its term: that proves a
+  majority accepted it and that its state machine holds every earlier decision.
+- Nothing runs on an uncommitted decision: 'decide', then 'start' (which issues the attempt's
+  fencing token) are committed first, and each is written to the KB (the durable record) before
+  the playbook runs.
+- A run is cancelled as soon as this replica stops being leader of the term that started it.
+- A new leader takes over another leader's running attempt only after that leader's lease ran
+  out (it has stepped down and cancelled by then), and first asks the KB whether the attempt
+  already succeeded; if so it records that instead of migrating again (exactly once).
+- By construction, not by timing: a new leader raises the KB's fence to the token of its leader
+  entry before it acts, so every older token (placements, controller events, and the fence check
+  the migration makes before each cluster-changing step) is refused from then on; and a run's
+  whole process tree dies on cancel and with the replica (proctree).
+- Heartbeat staleness counts only after the controller has heard from the KB for a whole
+  heartbeat timeout: a KB outage is not a mass failover.
+- Before each attempt the exclusions are re-read from current health (never frozen); an
+  unplaceable application waits in an explained state with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import qonnect._collection as _collection_on_path  # noqa: F401 - puts the collection (the KB client) on the path
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER
+
+from qonnect.controller import journal, proctree
+from qonnect.controller.detector import (
+    Memory,
+    Replanner,
+    Settings,
+    Snapshot,
+    Trigger,
+    detect,
+    down_clusters,
+    exclusions_now,
+)
+from qonnect.controller.executor import CANCELLED, SUCCEEDED, Executor, Outcome
+from qonnect.controller.raft import ProposalError, RaftNode, Timing
+from qonnect.controller.reconcile import Reconciler
+from qonnect.controller.replan import Feasibility
+from qonnect.controller.statemachine import PENDING, RETRY, RUNNING
+from qonnect.controller.status import Metrics, StatusServer
+
+log = logging.getLogger("qonnect.controller")
+
+
+@dataclass
+class Config:
+    """Everything one replica needs; built by cli.py from the command line."""
+
+    self_addr: str
+    peers: list[str]
+    kb_url: str
+    token: str
+    token_file: str
+    secret: str
+    data_dir: str
+    playbook: str
+    http_host: str = "127.0.0.1"
+    http_port: int = 0
+    tick: float = 1.0
+    commit_timeout: float = 3.0
+    max_attempts: int = 4
+    backoff: float = 2.0
+    defer_max: float = 60.0  # longest wait between checks of an unplaceable application
+    run_timeout: float = 300.0
+    settings: Settings = field(default_factory=Settings)
+    timing: Timing = field(default_factory=Timing)
+    extravars: dict[str, Any] = field(default_factory=dict)
+    name: str = ""  # the operator's name for this replica (--id); Raft knows it by self_addr
+
+
+def migration_vars(cfg: Config) -> dict[str, Any]:
+    """Variables of every migration run: the migration re-plans with the settings the detector
+    judged drift with (one hop from Python to Ansible), plus the operator's extra vars."""
+    return {"hysteresis": cfg.settings.hysteresis, "scorer": DEFAULT_SCORER, **cfg.extravars}
+
+
+class Controller:
+    """A replica: Raft node + detector + executor + status server."""
+
+    def __init__(
+        self, cfg: Config, replan: Replanner | None = None, feasible: Feasibility | None = None
+    ) -> None:
+        from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
+
+        self.cfg = cfg
+        self.kb = KBClient(cfg.kb_url, cfg.token, timeout=max(2.0, cfg.tick * 3))
+        self.node = RaftNode(cfg.self_addr, cfg.peers, cfg.secret, cfg.data_dir, cfg.timing)
+        self.owner = proctree.new_owner(cfg.name or cfg.self_addr)
+        self.watchdog = proctree.Watchdog(self.owner)
+        self.watchdog.start()  # kills this replica's runs if it dies, even by SIGKILL
+        self.executor = Executor(
+            cfg.playbook,
+            f"{cfg.data_dir}/runs",
+            cfg.kb_url,
+            cfg.token_file,
+            cfg.run_timeout,
+            migration_vars(cfg),
+            owner=self.owner,
+        )
+        self.replan = replan
+        self.feasible = feasible
+        self.lead_token: dict[str, int] | None = None  # the fence this leader raised in the KB
+        self.kb_ok_since: float | None = None  # monotonic start of the current run of good KB reads
+        self.deferred_why: dict[str, str] = {}  # decision id -> why it waits (announced once)
+        self.reconciler = Reconciler(
+            self.kb, lambda app: app in self.node.machine.inflight, self._still_leader
+        )
+        self.metrics = Metrics()
+        self.memory = Memory()
+        # a deposed leader stops within leader_fallback (+ a tick and the runner's cancel poll)
+        self.lease_wait = cfg.timing.leader_fallback + 0.5
+        self.lead_term: int | None = None
+        self.lead_since = 0.0
+        self.reconciled = False
+        self.runs: dict[str, threading.Thread] = {}
+        self.finished: queue.Queue[tuple[dict[str, Any], int, dict[str, int], Outcome]] = queue.Queue()
+        self.unreported: list[tuple[dict[str, Any], int, dict[str, int], Outcome]] = []
+        self.recorded: set[str] = set()  # decisions whose KB decision event this replica wrote or saw
+        self.apps: set[str] | None = None
+        self.kb_state = "not contacted yet"
+        self.why = "starting"
+        self.stop_event = threading.Event()
+        self.wake = threading.Event()  # a finished run wakes the loop to report it at once
+        self.http: StatusServer | None = None
+        self._last_kb_ping = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start_http(self) -> int:
+        self.http = StatusServer(self.cfg.http_host, self.cfg.http_port, self.status, self.metrics)
+        self.http.start()
+        return self.http.port
+
+    def run_forever(self) -> None:
+        log.info(
+            "replica %s up: peers %s, KB %s", self.node.node_id, ", ".join(self.cfg.peers), self.cfg.kb_url
+        )
+        while not self.stop_event.is_set():
+            started = time.monotonic()
+            try:
+                self.step()
+            except Exception:  # one bad tick must not kill the replica
+                log.exception("controller tick failed")
+            self.wake.wait(max(0.05, self.cfg.tick - (time.monotonic() - started)))
+            self.wake.clear()
+        self.shutdown()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.wake.set()
+
+    def shutdown(self) -> None:
+        killed = self.executor.kill_all()  # SIGTERM: no run of ours outlives us
+        if killed:
+            log.warning("stopping: killed %d process(es) of running migrations", killed)
+        for thread in list(self.runs.values()):
+            thread.join(timeout=5)
+        if self.http:
+            self.http.stop()
+        self.node.destroy()
+        self.watchdog.stop()
+
+    # -- one tick ------------------------------------------------------------------------------
+
+    def step(self) -> None:
+        self._collect_finished()
+        if not self.node.is_leader():
+            if self.lead_term is not None:
+                log.warning("no longer leader of term %d", self.lead_term)
+            self.lead_term = None
+            self.why = self._follower_why()
+            self._ping_kb()
+            return
+        term = self.node.term()
+        if self.lead_term != term and not self._take_lead(term):
+            return
+        if not self.reconciled:
+            self._reconcile_lost()
+        try:
+            snapshot, _placements = journal.read_snapshot(self.kb, time.time())
+        except KBError as exc:
+            self._kb_heard(False, exc)
+            self.why = f"leader of term {term}, but no decisions: cannot read the KB ({exc})"
+            return
+        self._kb_heard(True)
+        snapshot = dataclasses.replace(
+            snapshot, heard_for=time.monotonic() - (self.kb_ok_since or time.monotonic())
+        )
+        self.apps = {a["name"] for a in snapshot.applications}
+        if snapshot.heard_for < self.cfg.settings.heartbeat_timeout:
+            self.why = (
+                f"leader of term {term}: the KB answers again since {snapshot.heard_for:.1f}s; waiting "
+                f"{self.cfg.settings.heartbeat_timeout:g}s for agents to report before judging clusters"
+            )
+            return
+        self._drive_open(snapshot)
+        if self._detect(snapshot):
+            self._drive_open(snapshot)  # start what was just decided now, not a tick later
+        down = set(down_clusters(snapshot, self.cfg.settings))
+        self.reconciler.tick(snapshot, self.memory, down, self.lead_term, self.lead_token)
+
+    def _kb_heard(self, ok: bool, exc: Exception | None = None) -> None:
+        """Track since when the KB answers without a gap (a gap restarts the heartbeat grace)."""
+        if ok:
+            self.kb_state = "ok"
+            if self.kb_ok_since is None:
+                self.kb_ok_since = time.monotonic()
+        else:
+            self.kb_state = f"unreachable: {exc}"
+            self.kb_ok_since = None
+
+    def _take_lead(self, term: int) -> bool:
+        """Commit a 'leader' entry (proves a majority, brings the state machine up to date), then
+        raise the KB's fence to its token before acting: older leaders' writes are refused."""
+        try:  # tokens must stay above what the KB holds, even if every replica lost its log
+            floor = journal.kb_floor(
+                self.kb.request("GET", "/api/v1/placements")["placements"], journal.fence(self.kb)[0]
+            )
+        except KBError as exc:
+            self._kb_heard(False, exc)
+            self.why = f"elected leader of term {term}, but no decisions: cannot read the KB ({exc})"
+            return False
+        try:
+            res = self.node.propose({"op": "leader", "kb_floor": floor}, self.cfg.commit_timeout)
+        except ProposalError as exc:
+            self.why = f"elected leader of term {term} but no decisions: {exc} (no majority acknowledges it)"
+            return False
+        if not res.get("ok"):
+            self.why = f"leader entry refused: {res.get('why')}"
+            return False
+        token = res["token"]
+        try:
+            fence = journal.raise_fence(self.kb, token)
+        except KBError as exc:
+            self.why = f"elected leader of term {term}, but no decisions: cannot raise the KB fence ({exc})"
+            log.warning("leader of term %d: cannot raise the KB fence to %s: %s", term, token, exc)
+            return False
+        if (fence["term"], fence["seq"]) != (token["term"], token["seq"]):
+            self.why = f"leader entry's token {token} is older than the KB fence {fence}"
+            return False
+        log.warning("became leader of term %d; KB fence raised to %s/%s", term, token["term"], token["seq"])
+        self.lead_term, self.lead_since, self.reconciled = term, time.monotonic(), False
+        self.lead_token = dict(token)
+        self.memory = Memory()
+        self.deferred_why = {}
+        self.reconciler.everything()  # every cluster once: nobody may have cleaned them
+        return True
+
+    def _still_leader(self, term: int) -> bool:
+        return self.node.is_leader() and self.node.term() == term and not self.stop_event.is_set()
+
+    # -- decisions -----------------------------------------------------------------------------
+
+    def _detect(self, snapshot: Snapshot) -> int:
+        """Commit decisions for this snapshot's triggers; returns how many were taken."""
+        machine = self.node.machine
+        triggers, observe = detect(snapshot, machine, self.memory, self.cfg.settings, self.replan)
+        for app, version in observe:
+            self._propose({"op": "observe", "app": app, "version": version})
+        taken = sum(1 for trigger in triggers if self._decide(trigger, snapshot.now))
+        inflight = len(machine.inflight)
+        waiting = [
+            f"{d['app']} waits ({d['detail']})"
+            for d in machine.open_decisions()
+            if d["status"] == RETRY and str(d.get("detail", "")).startswith("unplaceable")
+        ]
+        self.why = (
+            f"leader of term {self.lead_term}: watching {len(snapshot.inventory.get('clusters', []))} "
+            f"clusters and {len(self.apps or ())} applications; {inflight} migration(s) in flight"
+            + "".join(f"; {w}" for w in waiting)
+            + ("" if triggers or inflight else "; nothing needs doing")
+        )
+        return taken
+
+    def _decide(self, trigger: Trigger, now: float) -> bool:
+        res = self._propose(
+            {
+                "op": "decide",
+                "app": trigger.app,
+                "service": trigger.service,
+                "kind": trigger.kind,
+                "reason": trigger.reason,
+                "exclude": list(trigger.exclude),
+                "key": trigger.key,
+                "detected_at": trigger.failed_at,
+                "spec_version": trigger.spec_version,
+                "ts": now,
+                "pinned": list(trigger.pinned),
+            }
+        )
+        if not res or not res.get("ok"):
+            if res:
+                log.info("decision on %s not taken: %s", trigger.app, res.get("why"))
+            return False
+        decision = self.node.machine.get(res["id"])
+        self.metrics.count_decision(trigger.kind)
+        if trigger.failed_at is not None:
+            self.metrics.observe("detection_seconds", max(0.0, time.time() - trigger.failed_at))
+        log.warning(
+            "decision %s (token %s): re-place %s excluding %s because %s",
+            res["id"],
+            res["token"],
+            trigger.app,
+            list(trigger.exclude) or "nothing",
+            trigger.reason,
+        )
+        self._record(decision, fresh=True)
+        return True
+
+    def _record(self, decision: dict[str, Any], fresh: bool = False) -> bool:
+        """Write the decision to the KB (once); False if the KB is unreachable. A decision this
+        replica did not just take may already be there (written by an earlier leader)."""
+        if decision["id"] in self.recorded:
+            return True
+        try:
+            if fresh or not any(
+                e["ref"]["id"] == decision["id"] and e["type"] == journal.DECISION
+                for e in journal.decision_story(self.kb, decision["app"], limit=50)
+            ):
+                journal.post(
+                    self.kb,
+                    journal.DECISION,
+                    decision,
+                    f"decided to re-place {decision['app']}: {decision['reason']}",
+                    fence=self.lead_token,
+                )
+        except KBError as exc:
+            log.warning("cannot record decision %s in the KB: %s", decision["id"], exc)
+            return False
+        self.recorded.add(decision["id"])
+        return True
+
+    def _reconcile_lost(self) -> None:
+        """Re-decide decisions the KB recorded but the log lost (every replica lost its data)."""
+        machine = self.node.machine
+        newest = machine.newest_decision_token()  # not last_token: this leader's own entry issued one
+        try:
+            apps = [a["name"] for a in self.kb.list_applications()]
+            lost = journal.unfinished_in_kb(self.kb, newest, apps)
+        except KBError as exc:
+            log.info("cannot check the KB for lost decisions yet: %s", exc)
+            return
+        for event in lost:
+            r = event["ref"]
+            if event["application"] in machine.inflight:
+                continue
+            res = self._propose(
+                {
+                    "op": "decide",
+                    "app": event["application"],
+                    "kind": event.get("reason") or "recovered",
+                    "reason": f"recovered from the KB record of decision {r['id']}: {event['message'][:500]}",
+                    "exclude": list(r.get("exclude") or []),
+                    "key": f"recovered:{r['id']}",
+                    "detected_at": event.get("ts"),
+                }
+            )
+            if res and res.get("ok"):
+                log.warning(
+                    "decision %s re-committed from the KB record of lost decision %s", res["id"], r["id"]
+                )
+                self._record(machine.get(res["id"]), fresh=True)
+                superseded = {
+                    "id": r["id"],
+                    "app": event["application"],
+                    "kind": event.get("reason") or "",
+                    "exclude": r["exclude"],
+                    "token": {"term": r["term"], "seq": r["seq"]},
+                }
+                try:
+                    journal.post(
+                        self.kb,
+                        journal.SUPERSEDED,
+                        superseded,
+                        f"every replica lost its log; carried on as decision {res['id']}",
+                        fence=self.lead_token,
+                    )
+                except KBError as exc:
+                    log.info("could not mark %s superseded: %s", r["id"], exc)
+        self.reconciled = True
+
+    # -- migrations ------------------------------------------------------------------------------
+
+    def _drive_open(self, snapshot: Snapshot) -> None:
+        machine = self.node.machine
+        now = time.time()
+        for decision in machine.open_decisions():
+            did = decision["id"]
+            if did in self.runs:
+                continue
+            if self.apps is not None and decision["app"] not in self.apps:
+                self._end_decision(decision, "cancel", f"application {decision['app']} was deleted")
+                continue
+            status = decision["status"]
+            if status == RUNNING:
+                if decision["owner"] == self.node.node_id and decision["attempt_term"] == self.node.term():
+                    continue  # our own run: its outcome is being reported
+                waited = time.monotonic() - self.lead_since
+                if waited < self.lease_wait:
+                    log.info(
+                        "decision %s: waiting %.1fs for the previous leader's lease before taking over",
+                        did,
+                        self.lease_wait - waited,
+                    )
+                    continue
+                if self._completed_before(decision):
+                    continue
+                log.warning(
+                    "decision %s: taking over attempt %d of %s (its leader is gone)",
+                    did,
+                    decision["attempts"],
+                    decision["owner"],
+                )
+                if self._prepare(decision, snapshot):
+                    self._start(machine.get(did) or decision)
+            elif (status == PENDING or (status == RETRY and now >= decision["not_before"])) and self._prepare(
+                decision, snapshot
+            ):
+                self._start(machine.get(did) or decision)
+            elif status == RETRY:
+                self._gone(decision, snapshot)  # a waiting decision ends as soon as its trigger is gone
+
+    def _gone(self, decision: dict[str, Any], snapshot: Snapshot) -> bool:
+        """End a retried cluster-down decision whose application runs on no down cluster any more."""
+        if decision["kind"] != "cluster-down" or decision["attempts"] + decision.get("deferrals", 0) == 0:
+            return False
+        _must, _unstable, on_down = exclusions_now(
+            snapshot, self.memory, self.cfg.settings, decision["app"], decision.get("pinned") or []
+        )
+        if on_down:
+            return False
+        self._end_decision(
+            decision,
+            "cancel",
+            f"no longer needed: {decision['app']} runs on no down cluster "
+            f"now ({', '.join(decision['exclude']) or 'none'} back or left)",
+        )
+        return True
+
+    def _prepare(self, decision: dict[str, Any], snapshot: Snapshot) -> bool:
+        """Before an attempt: re-read health (exclusions as they are now), drop a decision whose
+        trigger is gone, and wait - explained, with backoff - while nothing can be placed."""
+        did, app = decision["id"], decision["app"]
+        if self._gone(decision, snapshot):
+            return False
+        must, unstable, _on_down = exclusions_now(
+            snapshot, self.memory, self.cfg.settings, app, decision.get("pinned") or []
+        )
+        record = next((a for a in snapshot.applications if a.get("name") == app), None)
+
+        def why_not(avoid: set[str]) -> str | None:
+            return (
+                self.feasible(record, snapshot.inventory, tuple(sorted(avoid)))
+                if self.feasible and record
+                else None
+            )
+
+        avoid = must | unstable
+        why = why_not(avoid)
+        if why is not None and unstable and why_not(must) is None:
+            avoid, why = (
+                must,
+                None,
+            )  # healing beats stability: use a just-recovered cluster if it is the only way
+        exclude, was = sorted(avoid), list(decision["exclude"])
+        if exclude != was:
+            res = self._propose({"op": "retarget", "id": did, "exclude": exclude})
+            if not res or not res.get("ok"):
+                return False
+            log.warning(
+                "decision %s: exclusions re-read from current health: %s -> %s",
+                did,
+                ", ".join(was) or "none",
+                ", ".join(exclude) or "none",
+            )
+        if why is None:
+            self.deferred_why.pop(did, None)
+            return True
+        current = self.node.machine.get(did) or decision
+        wait = min(self.cfg.defer_max, self.cfg.backoff * 2 ** int(current.get("deferrals", 0)))
+        detail = f"unplaceable: {why}; next check in {wait:.0f}s"
+        res = self._propose({"op": "defer", "id": did, "detail": detail, "not_before": time.time() + wait})
+        if res and res.get("ok") and self.deferred_why.get(did) != why:
+            self.deferred_why[did] = why
+            log.warning("decision %s: %s waits: %s", did, app, detail)
+            try:
+                journal.post(
+                    self.kb,
+                    journal.DEFERRED,
+                    self.node.machine.get(did) or decision,
+                    f"{app} waits: {why}; checked again with exponential backoff",
+                    fence=self.lead_token,
+                )
+            except KBError as exc:
+                log.info("cannot record that %s waits: %s", did, exc)
+        return False
+
+    def _completed_before(self, decision: dict[str, Any]) -> bool:
+        """The previous leader's attempt finished (per the KB): record success instead of rerunning."""
+        try:
+            done = journal.done_in_kb(self.kb, decision)
+        except KBError as exc:
+            log.warning(
+                "decision %s: cannot check the KB record (%s); not taking over yet", decision["id"], exc
+            )
+            return True
+        if not done:
+            return False
+        res = self._propose(
+            {
+                "op": "finish",
+                "id": decision["id"],
+                "attempt": decision["attempts"],
+                "result": SUCCEEDED,
+                "detail": f"completed by the previous leader: {done}",
+                "artifacts": decision.get("artifacts"),
+            }
+        )
+        if res and res.get("ok"):
+            log.warning(
+                "decision %s: completed by the previous leader (%s); not migrating again",
+                decision["id"],
+                done,
+            )
+            try:
+                journal.post(
+                    self.kb,
+                    journal.SUCCEEDED,
+                    decision,
+                    f"confirmed after leader change: {done}",
+                    decision["attempts"],
+                    decision["attempt_token"],
+                    fence=self.lead_token,
+                )
+            except KBError as exc:
+                log.info("could not post confirmation for %s: %s", decision["id"], exc)
+        return True
+
+    def _start(self, decision: dict[str, Any]) -> None:
+        if not self._record(decision):
+            return  # the durable record comes first
+        res = self._propose({"op": "start", "id": decision["id"]})
+        if not res or not res.get("ok"):
+            if res:
+                log.info("decision %s: start refused: %s", decision["id"], res.get("why"))
+            return
+        term = self.node.term()
+        attempt, token = res["attempt"], res["token"]
+        snapshot = dict(self.node.machine.get(decision["id"]))
+        try:
+            journal.post(
+                self.kb,
+                journal.STARTED,
+                snapshot,
+                f"attempt {attempt} by {self.node.node_id}: migrating "
+                f"{snapshot['app']} away from {', '.join(snapshot['exclude']) or 'nothing'}",
+                attempt,
+                token,
+            )
+        except KBError as exc:
+            log.warning(
+                "decision %s: cannot record the start in the KB (%s); retrying later", decision["id"], exc
+            )
+            self._finish(
+                snapshot, attempt, Outcome("failed", f"KB unreachable before start: {exc}", "", None)
+            )
+            return
+
+        def work() -> None:
+            outcome = self.executor.run(snapshot, attempt, token, lambda: self._still_leader(term))
+            self.finished.put((snapshot, attempt, token, outcome))
+            self.wake.set()
+
+        thread = threading.Thread(target=work, name=f"run-{decision['id']}", daemon=True)
+        self.runs[decision["id"]] = thread
+        thread.start()
+
+    def _collect_finished(self) -> None:
+        pending = self.unreported
+        self.unreported = []
+        while True:
+            try:
+                pending.append(self.finished.get_nowait())
+            except queue.Empty:
+                break
+        for decision, attempt, token, outcome in pending:
+            self.runs.pop(decision["id"], None)
+            self.metrics.count_migration(outcome.result)
+            etype = {SUCCEEDED: journal.SUCCEEDED, CANCELLED: journal.CANCELLED}.get(
+                outcome.result, journal.FAILED
+            )
+            log.warning(
+                "decision %s attempt %d %s: %s (artifacts %s)",
+                decision["id"],
+                attempt,
+                outcome.result,
+                outcome.detail,
+                outcome.artifacts,
+            )
+            try:  # the truth goes to the KB even if this replica is no longer leader
+                journal.post(
+                    self.kb,
+                    etype,
+                    decision,
+                    f"attempt {attempt} by {self.node.node_id} {outcome.result}: "
+                    f"{outcome.detail}; artifacts {outcome.artifacts}",
+                    attempt,
+                    token,
+                )
+            except KBError as exc:
+                log.warning("cannot report decision %s outcome to the KB: %s", decision["id"], exc)
+            if outcome.result == CANCELLED:
+                continue  # deposed: the next leader takes over
+            if not self._finish(decision, attempt, outcome) and self.node.is_leader():
+                self.unreported.append((decision, attempt, token, outcome))
+
+    def _finish(self, decision: dict[str, Any], attempt: int, outcome: Outcome) -> bool:
+        succeeded = outcome.result == SUCCEEDED
+        retry = not succeeded and attempt < self.cfg.max_attempts
+        res = self._propose(
+            {
+                "op": "finish",
+                "id": decision["id"],
+                "attempt": attempt,
+                "result": outcome.result if succeeded else "failed",
+                "detail": outcome.detail,
+                "artifacts": outcome.artifacts,
+                "retry": retry,
+                "not_before": time.time() + self.cfg.backoff * 2 ** (attempt - 1),
+            }
+        )
+        if res is None:
+            return False
+        if succeeded and decision.get("detected_at"):
+            self.metrics.observe("recovery_seconds", max(0.0, time.time() - decision["detected_at"]))
+        if res.get("ok") and res.get("status") == "failed":
+            self._gave_up(decision, f"gave up after {attempt} attempts: {outcome.detail}")
+        return True
+
+    def _end_decision(self, decision: dict[str, Any], op: str, why: str) -> None:
+        res = self._propose({"op": op, "id": decision["id"], "detail": why})
+        if res and res.get("ok"):
+            log.warning("decision %s %s: %s", decision["id"], res.get("status"), why)
+            self._gave_up(decision, why)
+
+    def _gave_up(self, decision: dict[str, Any], why: str) -> None:
+        try:
+            journal.post(
+                self.kb,
+                journal.GAVE_UP,
+                decision,
+                f"decision ended without success: {why}",
+                fence=self.lead_token,
+            )
+        except KBError as exc:
+            log.info("cannot post end of %s: %s", decision["id"], exc)
+
+    def _propose(self, cmd: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            return self.node.propose(cmd, self.cfg.commit_timeout)
+        except ProposalError as exc:
+            log.warning("could not commit %s: %s", cmd.get("op"), exc)
+            self.why = f"no decisions: commit failed ({exc})"
+            return None
+
+    # -- status --------------------------------------------------------------------------------
+
+    def _ping_kb(self) -> None:
+        """Followers keep track of the KB too, so a new leader knows whether it just came back."""
+        if time.monotonic() - self._last_kb_ping < min(5.0, self.cfg.settings.heartbeat_timeout / 3):
+            return
+        self._last_kb_ping = time.monotonic()
+        try:
+            self.kb.healthz()
+            self._kb_heard(True)
+        except KBError as exc:
+            self._kb_heard(False, exc)
+
+    def _follower_why(self) -> str:
+        peers = self.node.peer_status()
+        total = len(peers) + 1
+        reach = 1 + sum(peers.values())
+        need = total // 2 + 1
+        leader = self.node.leader()
+        if reach < need:
+            gone = ", ".join(p for p, ok in sorted(peers.items()) if not ok)
+            return (
+                f"no decisions: no quorum - this replica reaches {reach} of {total} replicas "
+                f"(unreachable: {gone}); a decision must be committed by a majority of {need}"
+            )
+        if leader is None:
+            return "no decisions yet: election in progress"
+        return f"follower: {leader} is the leader and makes the decisions"
+
+    def status(self) -> dict[str, Any]:
+        raw: dict[str, Any] = {}
+        for _try in range(3):  # pysyncobj mutates its dicts on its own thread
+            try:
+                raw = self.node.getStatus()
+                break
+            except RuntimeError:
+                time.sleep(0.01)
+        machine = self.node.machine
+        state = {0: "follower", 1: "candidate", 2: "leader"}.get(raw.get("state"), "unknown")
+        return {
+            "node": self.node.node_id,
+            "name": self.cfg.name or self.node.node_id,
+            "state": state,
+            "is_leader": self.node.is_leader(),
+            "leader": self.node.leader(),
+            "term": raw.get("raft_term", self.node.term()),
+            "commit_index": raw.get("commit_idx", 0),
+            "last_applied": raw.get("last_applied", 0),
+            "has_quorum": bool(raw.get("has_quorum")),
+            "peers": self.node.peer_status(),
+            "kb": self.kb_state,
+            "why": self.why,
+            "token": dict(machine.last_token),
+            "inflight": [dict(d) for d in machine.open_decisions()],
+            "recent": [dict(d) for d in machine.recent(10)],
+            "log_counters": dict(machine.counters),
+            "versions": dict(machine.versions),  # app -> spec version placed or observed
+            "running_here": sorted(self.runs),
+        }

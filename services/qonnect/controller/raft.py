@@ -1,0 +1,327 @@
+"""The pysyncobj node: replicates the decision log (statemachine.DecisionLog) between replicas.
+
+Only transport, election and persistence live here (etcd raftexample-style split): the state
+machine is pure, and the controller loop decides what to propose.
+
+pysyncobj's wire format is pickle; with a password it is Fernet-encrypted and authenticated
+(HMAC checked before anything is unpickled), so a shared secret is mandatory: a node refuses to
+start without one, or with one shorter than 32 bytes or visibly not random. The journal is a
+memory-mapped file that is not fsynced per entry, which is why the controller also writes every
+decision to the KB before acting on it.
+
+Before authentication pysyncobj buffers whatever a connection sends (a frame header claiming
+2 GiB, then megabytes, cost the leader seconds of CPU in quadratic byte concatenation and forced
+an election). Here (``GuardedTransport``) only configured peers' addresses may connect, only a
+configured peer may identify itself (no read-only nodes, no utility commands), a frame and the
+per-connection buffer are bounded - tightly until the first authenticated message - and a frame
+over the bound closes the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj import tcp_connection as _tcp
+from pysyncobj.dns_resolver import globalDnsResolver
+from pysyncobj.monotonic import monotonic
+from pysyncobj.syncobj import SyncObjException
+from pysyncobj.transport import TCPTransport
+
+from qonnect.controller.statemachine import DecisionLog
+
+log = logging.getLogger(__name__)
+
+MIN_SECRET_BYTES = 32
+MIN_SECRET_DISTINCT = 12  # 32 bytes from a CSPRNG (hex, base64) have far more distinct characters
+PRE_AUTH_MAX_BYTES = 64 * 1024  # a peer's first messages (key exchange, its address) are < 1 KiB
+MAX_FRAME_BYTES = 64 * 1024 * 1024  # an authenticated peer's frame (entries, snapshot chunks)
+
+
+class RaftConfigError(ValueError):
+    """Bad replica configuration (missing secret, bad address): a user error, not a crash."""
+
+
+def read_secret(path: str | os.PathLike[str] | None) -> str:
+    """Read the shared Raft secret; refuse a missing, empty, short or world-readable file."""
+    if not path:
+        raise RaftConfigError(
+            "--raft-secret-file is required: without a shared secret pysyncobj "
+            "accepts unauthenticated pickle from anyone who can reach the port"
+        )
+    file = Path(path)
+    try:
+        mode = file.stat().st_mode
+        secret = file.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise RaftConfigError(f"--raft-secret-file {path}: cannot read ({exc.strerror})") from None
+    if mode & 0o077:
+        raise RaftConfigError(
+            f"--raft-secret-file {path}: permissions {oct(mode & 0o777)} let other "
+            "users read the secret; expected 0600 or stricter"
+        )
+    if len(secret.encode()) < MIN_SECRET_BYTES:
+        raise RaftConfigError(
+            f"--raft-secret-file {path}: secret must be at least {MIN_SECRET_BYTES} bytes "
+            "(generate one: python -c 'import secrets; print(secrets.token_hex(32))')"
+        )
+    if len(set(secret)) < MIN_SECRET_DISTINCT:
+        raise RaftConfigError(
+            f"--raft-secret-file {path}: secret is not random (only {len(set(secret))} "
+            "distinct characters); generate one: python -c 'import secrets; "
+            "print(secrets.token_hex(32))'"
+        )
+    return secret
+
+
+def check_address(value: str, field: str) -> str:
+    """A HOST:PORT string with a numeric port in range."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise RaftConfigError(f"{field}: expected HOST:PORT with a port in 1..65535, got {value!r}")
+    return value
+
+
+# -- transport hardening --------------------------------------------------------------------------
+
+
+def _guarded_read(self: Any) -> bool:
+    """pysyncobj's read step with a bound on what one connection may have buffered."""
+    sock = self._TcpConnection__socket
+    try:
+        incoming = sock.recv(self._TcpConnection__recvBufferSize)
+    except OSError as e:
+        if e.errno not in (_tcp.socket.errno.EAGAIN, _tcp.socket.errno.EWOULDBLOCK):
+            self.disconnect()
+        return False
+    if sock.getsockopt(_tcp.socket.SOL_SOCKET, _tcp.socket.SO_ERROR) or not incoming:
+        self.disconnect()
+        return False
+    buffer = self._TcpConnection__readBuffer
+    if not isinstance(buffer, bytearray):  # appending to bytes copies it all: quadratic
+        buffer = self._TcpConnection__readBuffer = bytearray(buffer)
+    buffer += incoming
+    limit = MAX_FRAME_BYTES + 4 if getattr(self, "qonnect_authenticated", False) else PRE_AUTH_MAX_BYTES
+    if len(buffer) > limit:
+        log.warning("raft: closing a connection that sent %d bytes unparsed (limit %d)", len(buffer), limit)
+        self.disconnect()
+        return False
+    return True
+
+
+def _guarded_parse(self: Any) -> Any:
+    """pysyncobj's frame parser, refusing frame lengths over the bound before buffering them."""
+    buffer = self._TcpConnection__readBuffer
+    if len(buffer) < 4:
+        return None
+    length = _tcp.struct.unpack("i", bytes(buffer[:4]))[0]
+    limit = MAX_FRAME_BYTES if getattr(self, "qonnect_authenticated", False) else PRE_AUTH_MAX_BYTES - 4
+    if length < 0 or length > limit:
+        log.warning("raft: closing a connection announcing a %d-byte frame (limit %d)", length, limit)
+        self.disconnect()
+        return None
+    if isinstance(buffer, bytearray):  # pysyncobj's parser and Fernet expect bytes
+        self._TcpConnection__readBuffer = bytes(buffer)
+    message = _original_parse(self)
+    if message is not None and self.encryptor is not None:
+        self.qonnect_authenticated = True  # it decrypted: the sender holds the secret
+    return message
+
+
+_original_parse = _tcp.TcpConnection._TcpConnection__processParseMessage  # type: ignore[attr-defined]
+_tcp.TcpConnection._TcpConnection__processRead = _guarded_read  # type: ignore[attr-defined]
+_tcp.TcpConnection._TcpConnection__processParseMessage = _guarded_parse  # type: ignore[attr-defined]
+
+
+class GuardedTransport(TCPTransport):
+    """Accepts connections only from configured peers' addresses, and only a configured peer's
+    identity after the key exchange (no read-only nodes, no utility commands)."""
+
+    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
+        super().__init__(syncObj, selfNode, otherNodes)
+        self.allowed_hosts = set()
+        for node in otherNodes:
+            host = node.address.rsplit(":", 1)[0]
+            self.allowed_hosts.add(globalDnsResolver().resolve(host) or host)
+
+    def _onNewIncomingConnection(self, conn: Any) -> None:
+        try:
+            peer = conn._TcpConnection__socket.getpeername()[0]
+        except OSError:
+            peer = None
+        if peer not in self.allowed_hosts:
+            log.warning("raft: refused a connection from %s (not a configured peer)", peer)
+            conn.disconnect()
+            return
+        super()._onNewIncomingConnection(conn)
+
+    def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
+        if self._syncObj.encryptor and not conn.sendRandKey:
+            super()._onIncomingMessageReceived(conn, message)
+            return
+        if not isinstance(message, str) or message not in self._nodeAddrToNode:
+            log.warning(
+                "raft: refused a connection that identified as %r (not a configured peer)", str(message)[:80]
+            )
+            conn.disconnect()
+            self._unknownConnections.discard(conn)
+            return
+        super()._onIncomingMessageReceived(conn, message)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Raft timing. Defaults give re-election well under 2 s and a deposed leader stepping down
+    after 1.5 s without a majority (pysyncobj's default is 30 s)."""
+
+    tick: float = 0.05
+    election_min: float = 0.7
+    election_max: float = 1.4
+    heartbeat: float = 0.1
+    leader_fallback: float = 1.5
+    connection_timeout: float = 2.0
+    connection_retry: float = 0.5
+
+
+class ReplicatedDecisions(SyncObjConsumer):
+    """pysyncobj consumer holding the DecisionLog; one replicated entry point for all commands."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.machine = DecisionLog()
+        self.applied = 0  # commands applied by this replica since start or snapshot load
+
+    @replicated
+    def submit(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        try:
+            result = self.machine.apply(cmd)
+        except ValueError as exc:  # a malformed command is refused identically on every replica
+            result = {"ok": False, "why": str(exc)}
+        self.applied += 1
+        return result
+
+    def _serialize(self) -> dict[str, Any]:
+        return {"machine": self.machine.to_dict(), "applied": self.applied}
+
+    def _deserialize(self, data: dict[str, Any]) -> None:
+        self.machine = DecisionLog.from_dict(data["machine"])
+        self.applied = int(data.get("applied", 0))
+
+
+class RaftNode(SyncObj):
+    """One replica of the decision log."""
+
+    def __init__(
+        self,
+        self_addr: str,
+        peers: list[str],
+        secret: str,
+        data_dir: str | os.PathLike[str] | None,
+        timing: Timing | None = None,
+    ) -> None:
+        if not secret:
+            raise RaftConfigError("a Raft secret is required")
+        timing = timing or Timing()
+        check_address(self_addr, "--self")
+        others = [check_address(p, "--peers") for p in peers if p != self_addr]
+        journal = dump = None
+        if data_dir is not None:
+            Path(data_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+            journal = str(Path(data_dir) / "raft.journal")
+            dump = str(Path(data_dir) / "raft.dump")
+        conf = SyncObjConf(
+            password=secret,
+            autoTickPeriod=timing.tick,
+            raftMinTimeout=timing.election_min,
+            raftMaxTimeout=timing.election_max,
+            appendEntriesPeriod=timing.heartbeat,
+            leaderFallbackTimeout=timing.leader_fallback,
+            connectionTimeout=timing.connection_timeout,
+            connectionRetryTime=timing.connection_retry,
+            journalFile=journal,
+            fullDumpFile=dump,
+            logCompactionMinEntries=2000,
+            logCompactionMinTime=600,
+            useFork=False,
+            maxBindRetries=0,
+        )
+        self.decisions = ReplicatedDecisions()
+        self.peers = others
+        super().__init__(
+            self_addr, others, conf=conf, consumers=[self.decisions], transportClass=GuardedTransport
+        )
+
+    # -- fast failover --------------------------------------------------------------------------
+
+    def _SyncObj__onNodeDisconnected(self, node: Any) -> None:
+        """When the leader's connection drops (its process died: the kernel reset the socket),
+        start the election soon instead of waiting out the full election timeout. Raft allows an
+        early election at any time (it only costs liveness, never safety); a partition does not
+        drop connections, so there the normal timeout and leaderFallbackTimeout apply."""
+        super()._SyncObj__onNodeDisconnected(node)  # type: ignore[misc]
+        if node == self._getLeader() and not self._isLeader():
+            soon = monotonic() + random.uniform(0.02, 0.4)
+            if soon < self._SyncObj__raftElectionDeadline:
+                self._SyncObj__raftElectionDeadline = soon
+
+    # -- views used by the controller --------------------------------------------------------
+
+    @property
+    def machine(self) -> DecisionLog:
+        return self.decisions.machine
+
+    @property
+    def node_id(self) -> str:
+        return self.selfNode.id
+
+    def is_leader(self) -> bool:
+        return bool(self._isLeader())
+
+    def leader(self) -> str | None:
+        """The leader as far as this replica knows; None if it is another replica it cannot reach
+        (pysyncobj keeps naming a dead leader while no election can start)."""
+        node = self._getLeader()
+        if node is None or (node != self.selfNode and not self.isNodeConnected(node)):
+            return None
+        return node.id
+
+    def term(self) -> int:
+        return int(self.raftCurrentTerm)
+
+    def peer_status(self) -> dict[str, bool]:
+        """Each peer and whether this replica has a live connection to it."""
+        return {p.id: bool(self.isNodeConnected(p)) for p in self.otherNodes}
+
+    def propose(self, cmd: dict[str, Any], timeout: float = 3.0) -> dict[str, Any]:
+        """Commit a command and return its result once applied here; raises on timeout or loss
+        of leadership (the command may still commit later, so callers re-read the state)."""
+        stamped = dict(cmd, term=self.term(), node=self.node_id)
+        stamped.setdefault("ts", time.time())
+        try:
+            return self.decisions.submit(stamped, sync=True, timeout=timeout)
+        except SyncObjException as exc:
+            raise ProposalError(f"not committed: {_fail_reason(exc)}") from None
+
+
+class ProposalError(RuntimeError):
+    """A proposal did not commit in time (no quorum, lost leadership, timeout)."""
+
+
+def _fail_reason(exc: SyncObjException) -> str:
+    names = {
+        0: "success",
+        1: "queue full",
+        2: "missing leader",
+        3: "discarded",
+        4: "not leader",
+        5: "leader changed",
+        6: "request denied",
+    }
+    code = exc.errorCode
+    return names.get(code, str(code)) if isinstance(code, int) else str(code)

@@ -1,0 +1,273 @@
+"""Reconcile a cluster that came back: remove what the KB does not place there.
+
+A migration cannot prune a cluster that is down, so the copies it left (workloads, address
+stubs pointing at old locations) would run forever. When a cluster the leader saw down is
+healthy again - and once for every cluster when a replica becomes leader - the leader lists the
+objects labelled ``qonnect.io/application`` on it and removes, through the same deployer the
+deploy module uses, every application the KB does not place there, or the services of an
+application that the KB placed elsewhere. Each removal is fenced like a migration step.
+"""
+
+from __future__ import annotations
+
+import calendar
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import qonnect._collection as _collection_on_path  # noqa: F401 - puts the collection (the KB client) on the path
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+
+from qonnect.controller import journal
+
+log = logging.getLogger(__name__)
+
+# A deploy applies on its new clusters before it writes the placement (make before break): what
+# is younger than this may be a deploy in progress, not an orphan.
+MIN_AGE_SECONDS = 60.0
+
+
+def _created(obj: dict[str, Any]) -> float:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp") or ""
+    try:
+        return float(calendar.timegm(time.strptime(str(stamp)[:19], "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return 0.0
+
+
+def placed_on(placement: dict[str, Any], cluster: str) -> set[str]:
+    """The services of one placement that run on ``cluster``."""
+    return {
+        svc
+        for svc, targets in (placement or {}).items()
+        if any(isinstance(t, dict) and t.get("cluster") == cluster for t in targets or [])
+    }
+
+
+def found_on(client: Any) -> dict[str, dict[str, Any]]:
+    """app -> {namespace, services (real objects), stubs} of what qonnect applied on a cluster."""
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import WORKLOAD_KINDS
+    from ansible_collections.qonnect.core.plugins.module_utils.keys import (
+        APP_LABEL,
+        ROLE_LABEL,
+        SERVICE_LABEL,
+    )
+
+    found: dict[str, dict[str, Any]] = {}
+    kinds = [("apps/v1", k) for k in WORKLOAD_KINDS] + [("v1", "Service"), ("v1", "ConfigMap")]
+    for api_version, kind in kinds:
+        for obj in client.list(api_version, kind, None, APP_LABEL):
+            meta = obj.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            entry = found.setdefault(
+                labels[APP_LABEL],
+                {"namespace": meta.get("namespace"), "services": set(), "objects": 0, "newest": 0.0},
+            )
+            entry["objects"] += 1
+            entry["newest"] = max(entry["newest"], _created(obj))
+            if labels.get(ROLE_LABEL) != "address" and labels.get(SERVICE_LABEL):
+                entry["services"].add(labels[SERVICE_LABEL])
+    for ns in client.list("v1", "Namespace", None, APP_LABEL):
+        labels = (ns.get("metadata") or {}).get("labels") or {}
+        found.setdefault(
+            labels[APP_LABEL],
+            {"namespace": ns["metadata"]["name"], "services": set(), "objects": 0, "newest": _created(ns)},
+        )
+    return found
+
+
+def reconcile_cluster(
+    cluster: str, kb: Any, busy: Callable[[str], bool], before_step: Callable[[str], None]
+) -> tuple[list[tuple[str, str]], bool]:
+    """Remove from ``cluster`` what the KB does not place there; returns what was done (app,
+    text) and whether to look again later (something was too young or busy to judge).
+
+    ``busy(app)`` is true while a migration of the application is in flight (left alone);
+    ``before_step`` is the fence check, called before every change.
+    """
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import (
+        Deployer,
+        Target,
+        service_domain,
+    )
+    from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+
+    records = {c["name"]: c for c in kb.list_clusters()}
+    if cluster not in records or not records[cluster].get("kubeconfig"):
+        return [], False
+    record = records[cluster]
+    target = Target(
+        cluster, record["kubeconfig"], record.get("context"), service_domain(cluster, record.get("labels"))
+    )
+    client = get_client(cluster, target.kubeconfig, target.context)
+    placements = {
+        p["application"]: (p.get("current") or p.get("desired") or {})
+        for p in kb.request("GET", "/api/v1/placements")["placements"]
+    }
+    done = []
+    later = False
+    for app, seen in sorted(found_on(client).items()):
+        if busy(app) or time.time() - seen["newest"] < MIN_AGE_SECONDS:
+            later = True
+            continue
+        placement = placements.get(app) or {}
+        here = placed_on(placement, cluster)
+        extra = seen["services"] - here
+        if here and not extra:
+            continue
+        try:
+            spec = kb.get_application(app)
+            application = Application.from_dict(spec["application"])
+            services = {s.name: s.manifests for s in application.services}
+            namespace = application.namespace
+        except KBError as exc:
+            if exc.status != 404:
+                raise
+            services, namespace = {}, seen["namespace"] or app  # deleted: nothing of it should run
+        if not here:
+            deployer = Deployer(
+                app,
+                namespace,
+                services,
+                {},
+                {cluster: target},
+                previous={cluster},
+                client_factory=lambda t: client,
+                before_step=before_step,
+            )
+            result = deployer.remove()
+            done.append(
+                (
+                    app,
+                    f"removed {app} ({seen['objects']} object(s)): the KB places none of it on {cluster}"
+                    + (f" ({result.get('message')})" if result.get("failed") else ""),
+                )
+            )
+            continue
+        plan = {svc: targets for svc, targets in placement.items() if svc in services}
+        clusters = {t["cluster"] for targets in plan.values() for t in targets}
+        targets_ = {
+            name: Target(
+                name,
+                records[name].get("kubeconfig") or "",
+                records[name].get("context"),
+                service_domain(name, records[name].get("labels")),
+            )
+            for name in clusters
+            if name in records
+        }
+        deployer = Deployer(
+            app,
+            namespace,
+            services,
+            plan,
+            targets_,
+            previous={cluster},
+            client_factory=lambda t: (
+                client if t.name == cluster else get_client(t.name, t.kubeconfig, t.context)
+            ),
+            before_step=before_step,
+            wait=False,
+        )
+        work = deployer.work[cluster]
+        work.desired = deployer.desired_for(cluster)
+        deployer._step("apply")
+        deployer._each([cluster], deployer._make)
+        deployer._step("switch")
+        deployer._each([cluster], deployer._switch)
+        deployer._step("prune")
+        deployer._each([cluster], deployer._break)
+        done.append(
+            (
+                app,
+                f"removed {app} service(s) {', '.join(sorted(extra))} from {cluster}: the KB "
+                f"places them elsewhere ({work.result.status})",
+            )
+        )
+    return done, later
+
+
+class Reconciler:
+    """The leader's queue of clusters to reconcile, worked by one background thread at a time."""
+
+    def __init__(self, kb: Any, busy: Callable[[str], bool], still_leader: Callable[[int], bool]) -> None:
+        self.kb = kb
+        self.busy = busy
+        self.still_leader = still_leader
+        self.todo: set[str] = set()
+        self.queued: dict[str, float] = {}  # cluster -> the recovery already queued
+        self.after: dict[str, float] = {}  # cluster -> look again from then (monotonic)
+        self.thread: threading.Thread | None = None
+
+    def everything(self) -> None:
+        """A new leader: every cluster once (nobody may have cleaned them)."""
+        self.todo = {"*"}
+
+    def tick(
+        self, snapshot: Any, memory: Any, down: set[str], term: int | None, token: dict[str, int] | None
+    ) -> None:
+        """Queue clusters that came back, and start a pass over the ready ones if none runs."""
+        for name, since in memory.recovered_at.items():
+            if self.queued.get(name) != since:
+                self.queued[name] = since
+                self.todo.add(name)
+        for name, when in list(self.after.items()):
+            if time.monotonic() >= when:
+                del self.after[name]
+                self.todo.add(name)
+        if self.thread is not None and self.thread.is_alive():
+            return
+        if "*" in self.todo:
+            self.todo = {c["name"] for c in snapshot.inventory.get("clusters", [])}
+        ready = sorted(c for c in self.todo if c not in down)
+        if not ready or term is None or not token:
+            return
+        self.todo -= set(ready)
+        self.thread = threading.Thread(
+            target=self._run, args=(ready, term, dict(token)), name="reconcile", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, clusters: list[str], term: int, token: dict[str, int]) -> None:
+        from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
+
+        guard = fence_guard(self.kb, token)
+
+        def before_step(step: str) -> None:
+            if not self.still_leader(term):
+                raise FencedError(f"no longer leader of term {term}: stopped before {step}")
+            guard(step)  # type: ignore[misc]
+
+        for cluster in clusters:
+            try:
+                done, later = reconcile_cluster(cluster, self.kb, self.busy, before_step)
+            except (KBError, K8sError, FencedError) as exc:  # the KB, the cluster or the fence said no
+                log.warning("reconciling %s failed: %s; retried later", cluster, exc)
+                later, done = True, []
+            except Exception:  # a bug: shown with its traceback; the other clusters still get their turn
+                log.exception("reconciling %s failed", cluster)
+                later, done = True, []
+            if later:
+                self.after[cluster] = time.monotonic() + 10.0
+            for app, line in done:
+                log.warning("reconciled %s: %s", cluster, line)
+                try:
+                    self.kb.post_event(
+                        {
+                            "type": journal.RECONCILED,
+                            "reason": "orphans-removed",
+                            "message": line,
+                            "cluster": cluster,
+                            "application": app,
+                            "fencing": token,
+                        }
+                    )
+                except KBError as exc:
+                    log.info("cannot record the reconciliation of %s: %s", cluster, exc)

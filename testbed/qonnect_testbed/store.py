@@ -1,0 +1,1216 @@
+"""Object store of one emulated Kubernetes cluster: the registry behind its API server.
+
+It plays the part etcd plus the generic registry play in a real API server: it assigns uid,
+creationTimestamp, generation and a cluster-wide resourceVersion, applies the defaults real
+servers apply, enforces optimistic concurrency, cascades deletes through ownerReferences and
+namespaces, filters by label and field selectors, and keeps a short event history so that
+watches can resume from a resourceVersion. The API server app and the simulation controllers
+both go through these methods, so the simulation changes objects exactly as a client would.
+
+Stored objects are never mutated in place (every write stores a new dict), which lets the API
+server serialise them without copying; the public methods hand out copies.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import collections
+import ipaddress
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterator
+
+from qonnect_testbed.quantities import UPSTREAM_PATTERN, canonicalise
+
+Callback = Callable[[str, str, dict], None]
+
+
+class ApiError(Exception):
+    """A failed request; the API server turns it into a metav1 Status with the same fields."""
+
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def status(self) -> dict:
+        """The metav1 Status object real servers send for this error."""
+        out: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            out["details"] = self.details
+        return out
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """How one served resource is named and scoped (the data behind discovery)."""
+
+    plural: str
+    singular: str
+    kind: str
+    group: str
+    version: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_version(self) -> str:
+        return self.api_version
+
+
+RESOURCES: dict[str, ResourceType] = {
+    r.plural: r
+    for r in (
+        ResourceType("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",), ("status",)),
+        ResourceType("nodes", "node", "Node", "", "v1", False, ("no",), ("status",)),
+        ResourceType("pods", "pod", "Pod", "", "v1", True, ("po",), ("status", "binding"), ("all",)),
+        ResourceType("services", "service", "Service", "", "v1", True, ("svc",), ("status",), ("all",)),
+        ResourceType("serviceaccounts", "serviceaccount", "ServiceAccount", "", "v1", True, ("sa",)),
+        ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
+        ResourceType("secrets", "secret", "Secret", "", "v1", True),
+        ResourceType("events", "event", "Event", "", "v1", True, ("ev",)),
+        ResourceType(
+            "deployments",
+            "deployment",
+            "Deployment",
+            "apps",
+            "v1",
+            True,
+            ("deploy",),
+            ("status", "scale"),
+            ("all",),
+        ),
+        ResourceType(
+            "replicasets",
+            "replicaset",
+            "ReplicaSet",
+            "apps",
+            "v1",
+            True,
+            ("rs",),
+            ("status", "scale"),
+            ("all",),
+        ),
+        ResourceType(
+            "statefulsets",
+            "statefulset",
+            "StatefulSet",
+            "apps",
+            "v1",
+            True,
+            ("sts",),
+            ("status", "scale"),
+            ("all",),
+        ),
+        ResourceType(
+            "daemonsets", "daemonset", "DaemonSet", "apps", "v1", True, ("ds",), ("status",), ("all",)
+        ),
+        ResourceType("endpoints", "endpoints", "Endpoints", "", "v1", True, ("ep",)),
+        ResourceType("leases", "lease", "Lease", "coordination.k8s.io", "v1", True),
+        # served so real applications' bundles apply whole (QONNECT's Bookinfo has Ingresses);
+        # stored only: the emulator runs no ingress controller
+        ResourceType("ingresses", "ingress", "Ingress", "networking.k8s.io", "v1", True, ("ing",)),
+    )
+}
+
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_PROTECTED_NAMESPACES = frozenset(("default", "kube-system", "kube-public"))
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def resource_type(resource: str) -> ResourceType:
+    """The served resource named by its plural, or 404 NotFound like a real server."""
+    try:
+        return RESOURCES[resource]
+    except KeyError:
+        raise ApiError(
+            404, "NotFound", f"the server could not find the requested resource ({resource})"
+        ) from None
+
+
+def now_rfc3339() -> str:
+    """Timestamps as Kubernetes writes them (second precision, UTC, 'Z')."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def json_copy(obj: Any) -> Any:
+    """Deep copy of JSON-like data; several times faster than copy.deepcopy."""
+    if isinstance(obj, dict):
+        return {k: json_copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [json_copy(v) for v in obj]
+    return obj
+
+
+# --------------------------------------------------------------------------- selectors
+
+_KEY = r"[A-Za-z0-9](?:[-A-Za-z0-9_./]*[A-Za-z0-9])?"
+_VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
+_RE_SET = re.compile(rf"^({_KEY})\s+(in|notin)\s*\((.*)\)$")
+_RE_CMP = re.compile(rf"^({_KEY})\s*(==|=|!=|>|<)\s*({_VALUE})$")
+_RE_EXISTS = re.compile(rf"^({_KEY})$")
+_RE_NOT_EXISTS = re.compile(rf"^!\s*({_KEY})$")
+_RE_VALUE = re.compile(rf"^{_VALUE}$")
+
+Requirement = tuple[str, str, tuple[str, ...]]  # key, operator, values
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def parse_label_selector(selector: str | None) -> list[Requirement]:
+    """Parse a labelSelector string (=, ==, !=, in, notin, exists, !key, >, <); 400 if invalid."""
+    if not selector or not selector.strip():
+        return []
+    reqs: list[Requirement] = []
+    for raw in _split_top_level(selector):
+        part = raw.strip()
+        if m := _RE_SET.match(part):
+            values = tuple(v.strip() for v in m.group(3).split(",") if v.strip())
+            if not all(_RE_VALUE.match(v) for v in values):
+                raise _bad_selector(part)
+            reqs.append((m.group(1), m.group(2), values))
+        elif m := _RE_CMP.match(part):
+            op = "=" if m.group(2) == "==" else m.group(2)
+            if op in (">", "<") and not re.fullmatch(r"-?\d+", m.group(3)):
+                raise _bad_selector(part)
+            reqs.append((m.group(1), op, (m.group(3),)))
+        elif m := _RE_NOT_EXISTS.match(part):
+            reqs.append((m.group(1), "!", ()))
+        elif m := _RE_EXISTS.match(part):
+            reqs.append((m.group(1), "exists", ()))
+        else:
+            raise _bad_selector(part)
+    return reqs
+
+
+def _bad_selector(part: str) -> ApiError:
+    return ApiError(
+        400,
+        "BadRequest",
+        f"unable to parse requirement: found '{part}', expected a label selector requirement",
+    )
+
+
+def labels_match(reqs: list[Requirement], labels: dict | None) -> bool:
+    """Whether labels satisfy every requirement (absent keys match != and notin, as in k8s)."""
+    labels = labels or {}
+    for key, op, values in reqs:
+        present = key in labels
+        value = labels.get(key)
+        if op == "=":
+            ok = present and value == values[0]
+        elif op == "!=":
+            ok = not present or value != values[0]
+        elif op == "in":
+            ok = present and value in values
+        elif op == "notin":
+            ok = not present or value not in values
+        elif op == "exists":
+            ok = present
+        elif op == "!":
+            ok = not present
+        else:  # > and <: integer comparison, unparsable label values never match
+            try:
+                ok = present and (int(value) > int(values[0]) if op == ">" else int(value) < int(values[0]))
+            except (TypeError, ValueError):
+                ok = False
+        if not ok:
+            return False
+    return True
+
+
+_COMMON_FIELDS = ("metadata.name", "metadata.namespace")
+FIELD_LABELS: dict[str, tuple[str, ...]] = {
+    "pods": (
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    ),
+    "nodes": ("spec.unschedulable",),
+    "namespaces": ("status.phase",),
+    "secrets": ("type",),
+    "events": (
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ),
+}
+FieldRequirement = tuple[list[str], bool, str]  # path, negated, value
+
+
+def parse_field_selector(resource: str, selector: str | None) -> list[FieldRequirement]:
+    """Parse a fieldSelector (=, ==, != on the fields real servers index); 400 otherwise."""
+    if not selector or not selector.strip():
+        return []
+    allowed = _COMMON_FIELDS + FIELD_LABELS.get(resource, ())
+    reqs: list[FieldRequirement] = []
+    for raw in selector.split(","):
+        part = raw.strip()
+        m = re.match(r"^([A-Za-z0-9.]+)\s*(==|=|!=)\s*(.*)$", part)
+        if not m:
+            raise ApiError(
+                400, "BadRequest", f"invalid field selector: '{part}': expected field=value or field!=value"
+            )
+        field, op, value = m.groups()
+        if field not in allowed:
+            kind = RESOURCES[resource].kind if resource in RESOURCES else resource
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"field label not supported: {field} (for {kind}; supported: {', '.join(allowed)})",
+            )
+        reqs.append((field.split("."), op == "!=", value))
+    return reqs
+
+
+def _field_value(obj: dict, path: list[str]) -> str:
+    cur: Any = obj
+    for key in path:
+        cur = cur.get(key) if isinstance(cur, dict) else None
+    if isinstance(cur, bool):
+        return "true" if cur else "false"
+    if cur is None:
+        return "false" if path in (["spec", "unschedulable"], ["spec", "hostNetwork"]) else ""
+    return str(cur)
+
+
+def fields_match(reqs: list[FieldRequirement], obj: dict) -> bool:
+    """Whether obj satisfies every field requirement."""
+    return all((_field_value(obj, path) == value) != negated for path, negated, value in reqs)
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def _apply_defaults(resource: str, obj: dict, store: Store) -> None:  # noqa: C901 - over the budget before it was set; split when next changed
+    """The defaults a real API server fills in on create, for the fields clients look at."""
+    spec = obj.get("spec")
+    if resource == "namespaces":
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        obj["status"] = {"phase": "Active"}
+        obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+    elif resource == "pods" and isinstance(spec, dict):
+        _default_pod_spec(spec)
+        _requests_from_limits(spec)
+        obj.setdefault("status", {}).setdefault("phase", "Pending")
+        obj["status"].setdefault("qosClass", _qos_class(spec))
+    elif resource == "deployments" and isinstance(spec, dict):
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        strategy = spec.setdefault("strategy", {"type": "RollingUpdate"})
+        if strategy.get("type", "RollingUpdate") == "RollingUpdate":
+            strategy["type"] = "RollingUpdate"
+            strategy.setdefault("rollingUpdate", {}).setdefault("maxUnavailable", "25%")
+            strategy["rollingUpdate"].setdefault("maxSurge", "25%")
+        template_spec = spec.get("template", {}).get("spec")
+        if isinstance(template_spec, dict):
+            _default_pod_spec(template_spec)
+        obj.setdefault("status", {})
+    elif resource in ("statefulsets", "daemonsets", "replicasets") and isinstance(spec, dict):
+        if resource != "daemonsets":
+            spec.setdefault("replicas", 1)
+        if resource == "statefulsets":
+            spec.setdefault("podManagementPolicy", "OrderedReady")
+            strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+            if isinstance(strategy, dict) and strategy.setdefault("type", "RollingUpdate") == "RollingUpdate":
+                strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+            spec.setdefault(
+                "persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"}
+            )
+        if resource == "daemonsets":
+            strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+            if isinstance(strategy, dict) and strategy.setdefault("type", "RollingUpdate") == "RollingUpdate":
+                strategy.setdefault("rollingUpdate", {}).setdefault("maxUnavailable", 1)
+                strategy["rollingUpdate"].setdefault("maxSurge", 0)
+        if resource != "replicasets":
+            spec.setdefault("revisionHistoryLimit", 10)
+        template_spec = (spec.get("template") or {}).get("spec")
+        if isinstance(template_spec, dict):
+            _default_pod_spec(template_spec)
+        obj.setdefault(
+            "status",
+            {"replicas": 0}
+            if resource != "daemonsets"
+            else {
+                "currentNumberScheduled": 0,
+                "numberMisscheduled": 0,
+                "desiredNumberScheduled": 0,
+                "numberReady": 0,
+            },
+        )
+    elif resource == "services" and isinstance(spec, dict):
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        if spec.get("clusterIP") != "None":
+            spec.setdefault("clusterIP", store.allocate_cluster_ip())
+            spec["clusterIPs"] = [spec["clusterIP"]]
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+        for port in spec.get("ports") or []:
+            if isinstance(port, dict):
+                port.setdefault("protocol", "TCP")
+                port.setdefault("targetPort", port.get("port"))
+        obj.setdefault("status", {"loadBalancer": {}})
+    elif resource == "secrets":
+        obj.setdefault("type", "Opaque")
+    elif resource == "nodes":
+        obj.setdefault("spec", {})
+        obj.setdefault("status", {})
+
+
+def _default_pod_spec(spec: dict) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    for container in spec.get("containers") or []:
+        if isinstance(container, dict):
+            tag = str(container.get("image", "")).rsplit("/", 1)[-1]
+            latest = ":" not in tag or tag.endswith(":latest")
+            container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
+            container.setdefault("terminationMessagePath", "/dev/termination-log")
+            container.setdefault("terminationMessagePolicy", "File")
+            container.setdefault("resources", {})
+            for port in container.get("ports") or []:
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
+
+
+def _requests_from_limits(spec: dict) -> None:
+    """SetDefaults_Pod: a limit without a request is also the request (pods, not templates)."""
+    for field in ("containers", "initContainers"):
+        for container in spec.get(field) or []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            limits = resources.get("limits") if isinstance(resources, dict) else None
+            if isinstance(limits, dict) and limits:
+                requests = resources.setdefault("requests", {})
+                if isinstance(requests, dict):
+                    for key, value in limits.items():
+                        requests.setdefault(key, value)
+
+
+TOLERATED_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def admit_pod(obj: dict, toleration_seconds: dict[str, int]) -> None:
+    """What the default admission plugins add to a new pod: ServiceAccount, Priority and
+    DefaultTolerationSeconds (NoExecute tolerations of not-ready and unreachable nodes)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+    spec["serviceAccountName"] = spec["serviceAccount"] = account
+    spec.setdefault("priority", 0)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+    for key in TOLERATED_TAINTS:
+        if any(
+            isinstance(t, dict)
+            and ((t.get("key") in (key, None, "") and t.get("operator") == "Exists") or t.get("key") == key)
+            and t.get("effect") in ("NoExecute", None, "")
+            for t in tolerations
+        ):
+            continue
+        tolerations.append(
+            {
+                "key": key,
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": int(toleration_seconds.get(key, 300)),
+            }
+        )
+    spec["tolerations"] = tolerations
+
+
+def _qos_class(spec: dict) -> str:
+    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    resources = [c.get("resources") or {} for c in containers]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    guaranteed = all(
+        (r.get("limits") or {}).get(k)
+        and (r.get("requests") or {}).get(k, (r.get("limits") or {}).get(k)) == r["limits"][k]
+        for r in resources
+        for k in ("cpu", "memory")
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _invalid(kind: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
+    """422 Invalid with field causes, as real servers report validation failures."""
+    text = "; ".join(f"{field}: {msg}" for field, msg in causes)
+    return ApiError(
+        422,
+        "Invalid",
+        f'{kind} "{name}" is invalid: {text}',
+        {
+            "name": name,
+            "kind": kind,
+            "causes": [
+                {"reason": "FieldValueInvalid", "message": msg, "field": field} for field, msg in causes
+            ],
+        },
+    )
+
+
+def _validate(rt: ResourceType, obj: dict) -> None:  # noqa: C901 - over the budget before it was set; split when next changed
+    meta = obj["metadata"]
+    name = meta.get("name", "")
+    causes: list[tuple[str, str]] = []
+    pattern = _DNS1123_LABEL if rt.plural in ("namespaces", "services") else _DNS1123_SUBDOMAIN
+    if not isinstance(name, str) or len(name) > 253 or not pattern.match(name):
+        causes.append(("metadata.name", f'Invalid value: "{name}": must be a lowercase RFC 1123 name'))
+    for field in ("labels", "annotations"):
+        value = meta.get(field)
+        if value is not None and (
+            not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())
+        ):
+            causes.append(
+                (f"metadata.{field}", "Invalid value: must be a map of string keys to string values")
+            )
+    for key, value in (meta.get("labels") or {}).items():
+        if isinstance(value, str) and (
+            not _RE_EXISTS.match(key) or not _RE_VALUE.match(value) or len(value) > 63
+        ):
+            causes.append(("metadata.labels", f'Invalid value: "{key}={value}": not a valid label'))
+    spec = obj.get("spec")
+    if rt.plural == "pods":
+        _validate_pod_spec(spec, "spec", causes)
+    elif rt.plural in ("deployments", "statefulsets", "daemonsets", "replicasets"):
+        if not isinstance(spec, dict):
+            causes.append(("spec", "Required value"))
+        else:
+            selector = (spec.get("selector") or {}).get("matchLabels")
+            template = spec.get("template") or {}
+            tlabels = (template.get("metadata") or {}).get("labels") or {}
+            if not spec.get("selector"):
+                causes.append(("spec.selector", "Required value"))
+            elif selector and any(tlabels.get(k) != v for k, v in selector.items()):
+                causes.append(
+                    (
+                        "spec.template.metadata.labels",
+                        "Invalid value: `selector` does not match template `labels`",
+                    )
+                )
+            replicas = spec.get("replicas", 1)
+            if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+                causes.append(("spec.replicas", "Invalid value: must be greater than or equal to 0"))
+            _validate_pod_spec(template.get("spec"), "spec.template.spec", causes)
+    elif rt.plural == "services" and isinstance(spec, dict):
+        for i, port in enumerate(spec.get("ports") or []):
+            p = port.get("port") if isinstance(port, dict) else None
+            if not isinstance(p, int) or not 0 < p < 65536:
+                causes.append(
+                    (f"spec.ports[{i}].port", "Invalid value: must be between 1 and 65535, inclusive")
+                )
+    elif rt.plural in ("configmaps", "secrets"):
+        for field in ("data", "stringData", "binaryData"):
+            value = obj.get(field)
+            if value is not None and (
+                not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())
+            ):
+                causes.append((field, "Invalid value: must be a map of string keys to string values"))
+        if rt.plural == "secrets":
+            for key, value in (obj.get("data") or {}).items():
+                try:
+                    base64.b64decode(value, validate=True)
+                except (binascii.Error, ValueError):
+                    causes.append((f"data[{key}]", "Invalid value: must be base64-encoded"))
+    if causes:
+        raise _invalid(rt.kind, name if isinstance(name, str) else "", causes)
+
+
+def _validate_pod_spec(spec: Any, path: str, causes: list[tuple[str, str]]) -> None:
+    if not isinstance(spec, dict):
+        causes.append((path, "Required value"))
+        return
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        causes.append((f"{path}.containers", "Required value"))
+        return
+    for i, container in enumerate(containers):
+        if not isinstance(container, dict) or not container.get("name"):
+            causes.append((f"{path}.containers[{i}].name", "Required value"))
+        elif not container.get("image"):
+            causes.append((f"{path}.containers[{i}].image", "Required value"))
+
+
+# --------------------------------------------------------------------------- store
+
+_Key = tuple[str, str]  # namespace ("" for cluster-scoped), name
+Event = tuple[int, str, str, dict]  # resourceVersion, type, resource, stored object
+
+
+class Store:
+    """All objects of one emulated cluster; synchronous, used from one asyncio loop."""
+
+    def __init__(self, cluster_name: str, *, history: int = 1000, root_ca: str = "") -> None:
+        self.cluster_name = cluster_name
+        self.root_ca = root_ca
+        # DefaultTolerationSeconds of new pods (kube-apiserver --default-*-toleration-seconds)
+        self.toleration_seconds = dict.fromkeys(TOLERATED_TAINTS, 300)
+        # Called with a namespace's name when it starts terminating; None: clean it up at once.
+        self.namespace_terminating: Callable[[str], None] | None = None
+        self._objects: dict[str, dict[_Key, dict]] = {r: {} for r in RESOURCES}
+        self._rv = 0
+        self._history: collections.deque[Event] = collections.deque(maxlen=history)
+        self._oldest_rv = 0  # events after this rv are all still in the history
+        self._subscribers: list[tuple[Callback, bool]] = []
+        self._encoded: dict[int, tuple[dict, bytes]] = {}  # id(stored object) -> (object, its JSON)
+        self._ips = ipaddress.ip_network("10.96.0.0/12").hosts()
+        next(self._ips)  # 10.96.0.1 is the kubernetes service's address
+        for name in INITIAL_NAMESPACES:
+            self.create("namespaces", None, {"metadata": {"name": name}})
+
+    # ----------------------------------------------------------------- reads
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def get(self, resource: str, namespace: str | None, name: str) -> dict:
+        """A copy of one object; 404 NotFound if absent."""
+        return json_copy(self.get_ref(resource, namespace, name))
+
+    def get_ref(self, resource: str, namespace: str | None, name: str) -> dict:
+        """The stored object itself (read-only: the server serialises it without a copy)."""
+        rt = resource_type(resource)
+        obj = self._objects[resource].get(self._key(rt, namespace, name))
+        if obj is None:
+            raise ApiError(
+                404,
+                "NotFound",
+                f'{self._qualified(rt)} "{name}" not found',
+                {"name": name, "group": rt.group, "kind": rt.plural},
+            )
+        return obj
+
+    def list(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[dict], str]:
+        """Copies of the matching objects, sorted by namespace and name, and the list resourceVersion."""
+        items, rv, _continuation = self.list_refs(resource, namespace, label_selector, field_selector)
+        return [json_copy(o) for o in items], rv
+
+    def list_refs(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        *,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> tuple[list[dict], str, tuple[str, int] | None]:
+        """Stored objects matching the selectors, one page of them if limit is set.
+
+        Returns (items, resourceVersion, (continue token, remaining count) or None).
+        """
+        rt = resource_type(resource)
+        matcher = self.matcher(resource, label_selector, field_selector)
+        start: _Key | None = None
+        if continue_token:
+            start = self._decode_continue(continue_token)
+        table = self._objects[resource]
+        keys = sorted(table)
+        if rt.namespaced and namespace:
+            keys = [k for k in keys if k[0] == namespace]
+        if start is not None:
+            keys = [k for k in keys if k > start]
+        items: list[dict] = []
+        more: tuple[str, int] | None = None
+        last: _Key | None = None
+        for i, key in enumerate(keys):
+            obj = table[key]
+            if not matcher(obj):
+                continue
+            if limit and len(items) == limit and last is not None:
+                remaining = sum(1 for k in keys[i:] if matcher(table[k]))
+                more = (self._encode_continue(last), remaining)
+                break
+            items.append(obj)
+            last = key
+        return items, str(self._rv), more
+
+    def matcher(
+        self, resource: str, label_selector: str | None, field_selector: str | None
+    ) -> Callable[[dict], bool]:
+        """A predicate for the selectors (parsed once; 400 BadRequest if malformed)."""
+        lreqs = parse_label_selector(label_selector)
+        freqs = parse_field_selector(resource, field_selector)
+        if not lreqs and not freqs:
+            return lambda obj: True
+        return lambda obj: (
+            labels_match(lreqs, obj.get("metadata", {}).get("labels")) and fields_match(freqs, obj)
+        )
+
+    def _encode_continue(self, last: _Key) -> str:
+        payload = {"rv": self._rv, "ns": last[0], "name": last[1]}
+        return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode()
+
+    @staticmethod
+    def _decode_continue(token: str) -> _Key:
+        try:
+            payload = json.loads(base64.urlsafe_b64decode(token.encode()))
+            return (str(payload["ns"]), str(payload["name"]))
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            raise ApiError(
+                400, "BadRequest", "continue key is not valid: expected a token from a previous list"
+            ) from None
+
+    def encoded(self, resource: str, obj: dict) -> bytes:
+        """Compact JSON of a stored object, cached until the object is replaced or deleted."""
+        hit = self._encoded.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        data = json.dumps(obj, separators=(",", ":")).encode()
+        meta = obj.get("metadata", {})
+        rt = RESOURCES.get(resource)
+        if (
+            rt is not None
+            and self._objects[resource].get(self._key(rt, meta.get("namespace"), meta.get("name", ""))) is obj
+        ):
+            self._encoded[id(obj)] = (obj, data)
+        return data
+
+    def events_since(self, resource: str, resource_version: int) -> list[Event]:
+        """History events of resource after resource_version; 410 Expired if they were dropped."""
+        if resource_version < self._oldest_rv:
+            raise ApiError(
+                410, "Expired", f"too old resource version: {resource_version} ({self._oldest_rv})"
+            )
+        return [e for e in self._history if e[0] > resource_version and e[2] == resource]
+
+    # ----------------------------------------------------------------- writes
+
+    def create(self, resource: str, namespace: str | None, obj: dict, *, dry_run: bool = False) -> dict:
+        """Store a new object (uid, creationTimestamp, generation, resourceVersion, defaults)."""
+        rt = resource_type(resource)
+        obj = self._prepare(rt, namespace, obj)
+        meta = obj["metadata"]
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = self._generate_name(rt, namespace, str(meta["generateName"]))
+        if not meta.get("name"):
+            raise _invalid(
+                rt.kind, "", [("metadata.name", "Required value: name or generateName is required")]
+            )
+        if rt.namespaced:
+            self._require_namespace(namespace or "", rt, meta["name"])
+        _apply_defaults(resource, obj, self)
+        if resource == "pods":
+            admit_pod(obj, self.toleration_seconds)
+            self._require_service_account(obj, namespace or "")
+        _validate(rt, obj)
+        key = self._key(rt, namespace, meta["name"])
+        existing = self._objects[resource].get(key)
+        if existing is not None:
+            being_deleted = (
+                "object is being deleted: " if existing["metadata"].get("deletionTimestamp") else ""
+            )
+            raise ApiError(
+                409,
+                "AlreadyExists",
+                f'{being_deleted}{self._qualified(rt)} "{meta["name"]}" already exists',
+                {"name": meta["name"], "group": rt.group, "kind": rt.plural},
+            )
+        for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            meta.pop(field, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
+        meta["generation"] = 1
+        if dry_run:
+            meta["resourceVersion"] = str(self._rv)
+            return obj
+        self._commit(rt, key, obj, "ADDED")
+        if resource == "namespaces":
+            self.create("serviceaccounts", meta["name"], {"metadata": {"name": "default"}})
+            if self.root_ca:  # the root-ca-cert-publisher's ConfigMap
+                self.create(
+                    "configmaps",
+                    meta["name"],
+                    {"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": self.root_ca}},
+                )
+        return json_copy(obj)
+
+    def update(
+        self,
+        resource: str,
+        namespace: str | None,
+        obj: dict,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> dict:
+        """Replace an object; stale resourceVersion -> 409 Conflict; "status" changes only status.
+
+        An update that changes nothing keeps the resourceVersion and sends no event, as real
+        servers do. generation grows when anything outside metadata and status changes.
+        """
+        rt = resource_type(resource)
+        obj = self._prepare(rt, namespace, obj)
+        meta = obj["metadata"]
+        name = meta.get("name")
+        if not name:
+            raise _invalid(rt.kind, "", [("metadata.name", "Required value: name is required")])
+        old = self.get_ref(resource, namespace, name)
+        old_meta = old["metadata"]
+        wanted_rv = meta.get("resourceVersion")
+        if wanted_rv not in (None, "") and str(wanted_rv) != old_meta["resourceVersion"]:
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {self._qualified(rt)} "{name}": the object has been modified; '
+                "please apply your changes to the latest version and try again",
+                {"name": name, "group": rt.group, "kind": rt.plural},
+            )
+        if meta.get("uid") not in (None, "", old_meta["uid"]):
+            raise _invalid(rt.kind, name, [("metadata.uid", "Invalid value: field is immutable")])
+        if subresource == "status":
+            new = dict(old)
+            new["status"] = obj.get("status", {})
+            new["metadata"] = dict(old_meta)
+        elif subresource is None:
+            new = obj
+            for field in (
+                "uid",
+                "creationTimestamp",
+                "generation",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+            ):
+                if field in old_meta:
+                    meta[field] = old_meta[field]
+            _keep_allocations(resource, new, old)
+            _apply_defaults(resource, new, self)  # real servers default every write, not just creates
+            if "status" in rt.subresources:
+                if "status" in old:
+                    new["status"] = old["status"]
+                else:
+                    new.pop("status", None)
+            if "managedFields" not in meta and "managedFields" in old_meta:
+                meta["managedFields"] = old_meta["managedFields"]
+            if _spec_part(new) != _spec_part(old):
+                meta["generation"] = old_meta.get("generation", 1) + 1
+            _validate(rt, new)
+        else:
+            raise ApiError(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource ({resource}/{subresource})",
+            )
+        new["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
+        if _same(new, old):
+            return json_copy(old)
+        if dry_run:
+            return new
+        key = self._key(rt, namespace, name)
+        if (
+            new["metadata"].get("deletionTimestamp")
+            and not new["metadata"].get("finalizers")
+            and not (resource == "namespaces" and (new.get("spec") or {}).get("finalizers"))
+        ):
+            self._commit(rt, key, new, "MODIFIED")
+            return json_copy(self._remove(rt, key, cascade=True))  # the last finalizer went
+        self._commit(rt, key, new, "MODIFIED")
+        return json_copy(new)
+
+    def delete(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: str = "Background",
+        dry_run: bool = False,
+        precondition_uid: str | None = None,
+        precondition_rv: str | None = None,
+    ) -> dict:
+        """Remove an object and (unless propagation is Orphan) its dependents and namespace contents."""
+        rt = resource_type(resource)
+        obj = self.get_ref(resource, namespace, name)
+        meta = obj["metadata"]
+        if precondition_uid and precondition_uid != meta["uid"]:
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {precondition_uid}, UID in object meta: {meta['uid']}",
+            )
+        if precondition_rv and precondition_rv != meta["resourceVersion"]:
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Precondition failed: ResourceVersion in precondition: {precondition_rv}, "
+                f"ResourceVersion in object meta: {meta['resourceVersion']}",
+            )
+        if resource == "namespaces" and name in _PROTECTED_NAMESPACES:
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                {"name": name, "kind": "namespaces"},
+            )
+        gone = dict(obj)
+        gone["metadata"] = dict(meta, deletionTimestamp=now_rfc3339())
+        if resource == "namespaces" and meta.get("deletionTimestamp"):
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on namespaces "{name}": The system is '
+                "ensuring all content is removed from this namespace.  Upon completion, this namespace "
+                "will automatically be purged by the system.",
+                {"name": name, "kind": "namespaces"},
+            )
+        if dry_run:
+            return json_copy(gone)
+        key = self._key(rt, namespace, name)
+        if resource == "namespaces":
+            gone["metadata"]["deletionGracePeriodSeconds"] = 0
+            gone["status"] = dict(gone.get("status") or {}, phase="Terminating")
+            self._commit(rt, key, gone, "MODIFIED")
+            if self.namespace_terminating is not None:
+                self.namespace_terminating(name)
+            else:
+                self.finalize_namespace(name)
+            return json_copy(self._objects[resource].get(key, gone))
+        if meta.get("finalizers"):  # marked for deletion; gone when the last finalizer is removed
+            if meta.get("deletionTimestamp"):
+                return json_copy(obj)
+            gone["metadata"]["deletionGracePeriodSeconds"] = 0
+            self._commit(rt, key, gone, "MODIFIED")
+            return json_copy(gone)
+        deleted = self._remove(rt, key, cascade=propagation != "Orphan")
+        return json_copy(deleted)
+
+    def finalize_namespace(self, name: str) -> bool:
+        """The namespace controller's pass over a Terminating namespace: delete its content;
+        once nothing is left, remove the namespace. Returns True when it is gone."""
+        rt = RESOURCES["namespaces"]
+        ns = self._objects["namespaces"].get(("", name))
+        if ns is None or not ns["metadata"].get("deletionTimestamp"):
+            return ns is None
+        remaining: dict[str, int] = {}
+        finalizers: dict[str, int] = {}
+        for other, table in self._objects.items():
+            if not RESOURCES[other].namespaced:
+                continue
+            for key in [k for k in table if k[0] == name]:
+                obj = table.get(key)
+                if obj is None:
+                    continue
+                if not obj["metadata"].get("deletionTimestamp"):
+                    self.delete(other, name, key[1])
+                obj = table.get(key)
+                if obj is not None:
+                    remaining[other] = remaining.get(other, 0) + 1
+                    for fin in obj["metadata"].get("finalizers") or []:
+                        finalizers[fin] = finalizers.get(fin, 0) + 1
+        if not remaining:
+            self._remove(rt, ("", name), cascade=False)
+            return True
+        stamp = now_rfc3339()
+        content = ", ".join(f"{r}. has {n} resource instances" for r, n in sorted(remaining.items()))
+        fins = ", ".join(f"{f} in {n} resource instances" for f, n in sorted(finalizers.items()))
+        conditions = [
+            {
+                "type": "NamespaceDeletionDiscoveryFailure",
+                "status": "False",
+                "reason": "ResourcesDiscovered",
+                "message": "All resources successfully discovered",
+                "lastTransitionTime": stamp,
+            },
+            {
+                "type": "NamespaceDeletionGroupVersionParsingFailure",
+                "status": "False",
+                "reason": "ParsedGroupVersions",
+                "message": "All legacy kube types successfully parsed",
+                "lastTransitionTime": stamp,
+            },
+            {
+                "type": "NamespaceDeletionContentFailure",
+                "status": "False",
+                "reason": "ContentDeleted",
+                "message": "All content successfully deleted, may be waiting on finalization",
+                "lastTransitionTime": stamp,
+            },
+            {
+                "type": "NamespaceContentRemaining",
+                "status": "True",
+                "reason": "SomeResourcesRemain",
+                "message": f"Some resources are remaining: {content}",
+                "lastTransitionTime": stamp,
+            },
+            {
+                "type": "NamespaceFinalizersRemaining",
+                "status": "True" if finalizers else "False",
+                "reason": "SomeFinalizersRemain" if finalizers else "ContentHasNoFinalizers",
+                "message": f"Some content in the namespace has finalizers remaining: {fins}"
+                if finalizers
+                else "All content-preserving finalizers finished",
+                "lastTransitionTime": stamp,
+            },
+        ]
+        old = {c["type"]: c for c in (ns.get("status") or {}).get("conditions") or []}
+        for cond in conditions:
+            before = old.get(cond["type"])
+            if before and before.get("status") == cond["status"]:
+                cond["lastTransitionTime"] = before.get("lastTransitionTime", stamp)
+        if [dict(c, lastTransitionTime=None) for c in conditions] != [
+            dict(c, lastTransitionTime=None) for c in (ns.get("status") or {}).get("conditions") or []
+        ]:
+            new = dict(ns, status={"phase": "Terminating", "conditions": conditions})
+            self._commit(rt, ("", name), new, "MODIFIED")
+        return False
+
+    def subscribe(self, callback: Callback, *, copy: bool = True) -> Callable[[], None]:
+        """Call callback(event_type, resource, obj) after every change; returns unsubscribe.
+
+        With copy=False obj is the stored object itself and must not be modified.
+        """
+        entry = (callback, copy)
+        self._subscribers.append(entry)
+
+        def unsubscribe() -> None:
+            if entry in self._subscribers:
+                self._subscribers.remove(entry)
+
+        return unsubscribe
+
+    def allocate_cluster_ip(self) -> str:
+        """The next free Service clusterIP from 10.96.0.0/12."""
+        return str(next(self._ips))
+
+    # ----------------------------------------------------------------- internals
+
+    def _prepare(self, rt: ResourceType, namespace: str | None, obj: dict) -> dict:
+        if not isinstance(obj, dict):
+            raise ApiError(400, "BadRequest", f"the body of a {rt.kind} must be a JSON object")
+        obj = json_copy(obj)
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise ApiError(400, "BadRequest", "metadata: expected an object")
+        if rt.namespaced:
+            if not namespace:
+                raise ApiError(400, "BadRequest", f"a namespace is required for {rt.plural}")
+            if meta.get("namespace") not in (None, "", namespace):
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                )
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        for field, expected in (("kind", rt.kind), ("apiVersion", rt.api_version)):
+            if obj.get(field) not in (None, "", expected):
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f"{field}: expected {expected!r} for {rt.plural}, got {obj.get(field)!r}",
+                )
+        obj["kind"] = rt.kind
+        obj["apiVersion"] = rt.api_version
+        if canonicalise(rt.kind, rt.api_version, obj):
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                f"quantities must match the regular expression '{UPSTREAM_PATTERN}'",
+            )
+        if rt.plural == "secrets" and isinstance(obj.get("stringData"), dict):
+            # real servers fold write-only stringData into base64 data
+            data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
+            for key, value in obj.pop("stringData").items():
+                data[key] = base64.b64encode(str(value).encode()).decode()
+            obj["data"] = data
+        return obj
+
+    def _require_service_account(self, pod: dict, namespace: str) -> None:
+        """The ServiceAccount admission plugin: a pod's service account must exist (403)."""
+        account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        if (namespace, account) in self._objects["serviceaccounts"]:
+            return
+        meta = pod["metadata"]
+        shown = meta.get("generateName") or meta.get("name", "")
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'pods "{shown}" is forbidden: error looking up service account '
+            f'{namespace}/{account}: serviceaccount "{account}" not found',
+            {"name": shown, "kind": "pods"},
+        )
+
+    def _require_namespace(self, namespace: str, rt: ResourceType | None = None, name: str = "") -> None:
+        ns = self._objects["namespaces"].get(("", namespace))
+        if ns is None:
+            raise ApiError(
+                404,
+                "NotFound",
+                f'namespaces "{namespace}" not found',
+                {"name": namespace, "kind": "namespaces"},
+            )
+        if ns["metadata"].get("deletionTimestamp") and rt is not None:
+            # the NamespaceLifecycle admission plugin
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{self._qualified(rt)} "{name}" is forbidden: unable to create new content in namespace '
+                f"{namespace} because it is being terminated",
+                {
+                    "name": name,
+                    "group": rt.group,
+                    "kind": rt.plural,
+                    "causes": [
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": f"namespace {namespace} is being terminated",
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                },
+            )
+
+    def _generate_name(self, rt: ResourceType, namespace: str | None, prefix: str) -> str:
+        table = self._objects[rt.plural]
+        for _attempt in range(100):
+            suffix = "".join(_GENERATE_CHARS[b % len(_GENERATE_CHARS)] for b in uuid.uuid4().bytes[:5])
+            name = prefix[:58] + suffix
+            if self._key(rt, namespace, name) not in table:
+                return name
+        raise ApiError(500, "AlreadyExists", f"could not generate a unique name for {prefix!r}")
+
+    @staticmethod
+    def _key(rt: ResourceType, namespace: str | None, name: str) -> _Key:
+        return ((namespace or "") if rt.namespaced else "", name)
+
+    @staticmethod
+    def _qualified(rt: ResourceType) -> str:
+        return f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+
+    def _commit(self, rt: ResourceType, key: _Key, obj: dict, event: str) -> None:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        old = self._objects[rt.plural].get(key)
+        if old is not None:
+            self._encoded.pop(id(old), None)
+        if event == "DELETED":
+            self._objects[rt.plural].pop(key, None)
+        else:
+            self._objects[rt.plural][key] = obj
+        if len(self._history) == self._history.maxlen:
+            self._oldest_rv = self._history[0][0]
+        self._history.append((self._rv, event, rt.plural, obj))
+        for callback, copy in list(self._subscribers):
+            callback(event, rt.plural, json_copy(obj) if copy else obj)
+
+    def _remove(self, rt: ResourceType, key: _Key, *, cascade: bool) -> dict:
+        obj = self._objects[rt.plural].get(key)
+        if obj is None:
+            return {}
+        gone = dict(obj)
+        gone["metadata"] = dict(obj["metadata"], deletionTimestamp=now_rfc3339())
+        self._commit(rt, key, gone, "DELETED")
+        if cascade:
+            for dep_rt, dep_key in list(self._dependents(obj)):
+                self._remove(dep_rt, dep_key, cascade=True)
+        return gone
+
+    def _dependents(self, owner: dict) -> Iterator[tuple[ResourceType, _Key]]:
+        uid = owner["metadata"]["uid"]
+        namespace = owner["metadata"].get("namespace", "")
+        for plural, table in self._objects.items():
+            rt = RESOURCES[plural]
+            for key, obj in table.items():
+                if rt.namespaced and namespace and key[0] != namespace:
+                    continue
+                refs = obj["metadata"].get("ownerReferences") or ()
+                if any(isinstance(r, dict) and r.get("uid") == uid for r in refs):
+                    yield rt, key
+
+
+def _keep_allocations(resource: str, new: dict, old: dict) -> None:
+    """Values the server allocated stay when an update leaves them out (a Service's clusterIP)."""
+    if resource == "services" and isinstance(new.get("spec"), dict):
+        for field in ("clusterIP", "clusterIPs"):
+            if field in (old.get("spec") or {}):
+                new["spec"].setdefault(field, old["spec"][field])
+
+
+def _spec_part(obj: dict) -> dict:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _without_managed_fields(obj: dict) -> dict:
+    return dict(obj, metadata={k: v for k, v in obj["metadata"].items() if k != "managedFields"})
+
+
+def _untimed_managed_fields(obj: dict) -> list:
+    return [dict(e, time=None) for e in obj["metadata"].get("managedFields") or [] if isinstance(e, dict)]
+
+
+def _same(new: dict, old: dict) -> bool:
+    """Equal apart from managedFields timestamps (a no-op write)."""
+    if new == old:
+        return True
+    if _without_managed_fields(new) != _without_managed_fields(old):
+        return False
+    return _untimed_managed_fields(new) == _untimed_managed_fields(old)

@@ -1,0 +1,323 @@
+"""Detector rules on plain KB snapshots."""
+
+from __future__ import annotations
+
+from qonnect.controller.detector import Memory, Settings, Snapshot, detect
+from qonnect.controller.statemachine import DecisionLog
+
+S = Settings(
+    heartbeat_timeout=6.0,
+    node_grace=10.0,
+    progressing_timeout=30.0,
+    stable_seconds=30.0,
+    min_dwell=60.0,
+    retry_cooldown=30.0,
+)
+
+
+def cluster(name, age=1.0, ready=True, healthy=True):
+    return {
+        "name": name,
+        "tier": "edge",
+        "healthy": healthy,
+        "heartbeat_age": age,
+        "nodes": [{"name": f"{name}-w", "ready": ready, "schedulable": True}],
+    }
+
+
+def snap(clusters, placements, workloads=(), apps=None, now=1000.0):
+    apps = apps if apps is not None else [{"name": a, "version": 1, "application": {}} for a in placements]
+    return Snapshot({"clusters": clusters, "placements": placements}, list(workloads), apps, now)
+
+
+def on(*clusters):
+    return [{"cluster": c, "replicas": 1} for c in clusters]
+
+
+def known(log, app="shop", version=1):
+    log.apply({"op": "observe", "app": app, "version": version, "term": 1, "node": "n"})
+    return log
+
+
+def test_stale_heartbeat_replaces_every_app_on_the_cluster():
+    log = known(known(DecisionLog()), "blog")
+    s = snap(
+        [cluster("edge-1", age=7.5), cluster("edge-2")],
+        {"shop": {"web": on("edge-1"), "db": on("edge-2")}, "blog": {"web": on("edge-2")}},
+    )
+    triggers, observe = detect(s, log, Memory(), S)
+    assert observe == []
+    assert [(t.app, t.kind, t.exclude) for t in triggers] == [("shop", "cluster-down", ("edge-1",))]
+    assert "heartbeat 7.5s old > timeout 6s" in triggers[0].reason and "services web" in triggers[0].reason
+    assert triggers[0].failed_at == 1000.0 - 7.5
+
+
+def test_fresh_heartbeat_is_not_down_and_first_sight_is_observed():
+    s = snap([cluster("edge-1", age=5.9)], {"shop": {"web": on("edge-1")}})
+    triggers, observe = detect(s, DecisionLog(), Memory(), S)
+    assert triggers == [] and observe == [("shop", 1)]
+
+
+def test_unhealthy_cluster_with_fresh_heartbeat_is_down():
+    s = snap([cluster("edge-1", age=1.0, healthy=False), cluster("edge-2")], {"shop": {"web": on("edge-1")}})
+    triggers, _observed = detect(s, known(DecisionLog()), Memory(), S)
+    assert triggers[0].kind == "cluster-down" and "unhealthy" in triggers[0].reason
+
+
+def test_app_with_migration_in_flight_is_skipped():
+    log = known(DecisionLog())
+    log.apply({"op": "decide", "term": 1, "node": "n", "app": "shop", "reason": "x", "exclude": ["edge-1"]})
+    s = snap([cluster("edge-1", age=60)], {"shop": {"web": on("edge-1")}})
+    assert detect(s, log, Memory(), S)[0] == []
+
+
+def test_failed_workload_moves_only_when_on_a_placed_cluster():
+    wl = [
+        {
+            "cluster": "fog-1",
+            "application": "shop",
+            "service": "web",
+            "status": "Failed",
+            "reason": "CrashLoopBackOff",
+            "since": 990.0,
+        },
+        {"cluster": "fog-9", "application": "shop", "service": "db", "status": "Failed", "since": 900.0},
+    ]
+    s = snap([cluster("fog-1"), cluster("fog-9")], {"shop": {"web": on("fog-1"), "db": on("fog-2")}}, wl)
+    triggers, _observed = detect(s, known(DecisionLog()), Memory(), S)
+    assert [(t.kind, t.service, t.exclude) for t in triggers] == [("workload-failed", "web", ("fog-1",))]
+    assert "CrashLoopBackOff" in triggers[0].reason
+
+
+def test_progressing_past_timeout_moves_the_service():
+    memory, log = Memory(), known(DecisionLog())
+    wl = [
+        {"cluster": "fog-1", "application": "shop", "service": "web", "status": "Progressing", "since": 950.0}
+    ]
+    placements = {"shop": {"web": on("fog-1")}}
+    assert detect(snap([cluster("fog-1")], placements, wl, now=975.0), log, memory, S)[0] == []
+    triggers, _observed = detect(snap([cluster("fog-1")], placements, wl, now=981.0), log, memory, S)
+    assert triggers[0].kind == "workload-stuck" and "31s > 30s" in triggers[0].reason
+
+
+def test_node_not_ready_waits_for_the_cluster_then_moves():
+    memory, log = Memory(), known(DecisionLog())
+    placements = {"shop": {"web": on("edge-1")}}
+    assert detect(snap([cluster("edge-1", ready=False)], placements, now=100.0), log, memory, S)[0] == []
+    assert detect(snap([cluster("edge-1", ready=False)], placements, now=109.0), log, memory, S)[0] == []
+    triggers, _observed = detect(
+        snap([cluster("edge-1", ready=False)], placements, now=111.0), log, memory, S
+    )
+    assert triggers[0].kind == "node-not-ready" and triggers[0].exclude == ("edge-1",)
+    # the node came back before the grace ended elsewhere: no move
+    memory2 = Memory()
+    detect(snap([cluster("edge-1", ready=False)], placements, now=100.0), log, memory2, S)
+    detect(snap([cluster("edge-1", ready=True)], placements, now=105.0), log, memory2, S)
+    assert detect(snap([cluster("edge-1", ready=False)], placements, now=112.0), log, memory2, S)[0] == []
+
+
+def test_spec_change_replaces():
+    log = known(DecisionLog(), version=1)
+    s = snap([cluster("c1")], {"shop": {"web": on("c1")}}, apps=[{"name": "shop", "version": 2}])
+    triggers, _observed = detect(s, log, Memory(), S)
+    assert (
+        triggers[0].kind == "spec-changed"
+        and triggers[0].spec_version == 2
+        and "1 -> 2" in triggers[0].reason
+    )
+
+
+def test_deleted_app_version_is_forgotten_and_never_deployed_app_ignored():
+    log = known(DecisionLog(), "gone")
+    s = snap([cluster("c1")], {"gone": {"web": on("c1")}}, apps=[{"name": "new", "version": 1}])
+    assert detect(s, log, Memory(), S) == ([], [("gone", None)])
+
+
+class Replanner:
+    """Records its calls; proposes moving every service to ``target``."""
+
+    def __init__(self, target):
+        self.target, self.calls = target, []
+
+    def __call__(self, record, inventory, current, exclude, hysteresis):
+        self.calls.append(exclude)
+        return {svc: on(self.target) for svc in current}, "objective 0.5 -> 0.3"
+
+
+def test_drift_respects_dwell_time_and_unstable_clusters():
+    log, memory = known(DecisionLog()), Memory()
+    placements = {"shop": {"web": on("c1")}}
+    replan = Replanner("c2")
+    triggers, _observed = detect(
+        snap([cluster("c1"), cluster("c2")], placements, now=100.0), log, memory, S, replan
+    )
+    assert triggers[0].kind == "qos-drift" and triggers[0].exclude == ("c2",), "c2 just appeared: unstable"
+    triggers, _observed = detect(
+        snap([cluster("c1"), cluster("c2")], placements, now=131.0), log, memory, S, replan
+    )
+    assert triggers[0].exclude == ()
+    # a recent migration of the app: no drift move within min_dwell
+    log.apply(
+        {"op": "decide", "term": 1, "node": "n", "app": "shop", "reason": "x", "exclude": [], "ts": 120.0}
+    )
+    did = log.inflight["shop"]
+    log.apply({"op": "start", "id": did, "term": 1, "node": "n"})
+    log.apply(
+        {"op": "finish", "id": did, "attempt": 1, "result": "succeeded", "term": 1, "node": "n", "ts": 125.0}
+    )
+    assert (
+        detect(snap([cluster("c1"), cluster("c2")], placements, now=150.0), log, memory, S, replan)[0] == []
+    )
+    assert detect(snap([cluster("c1"), cluster("c2")], placements, now=186.0), log, memory, S, replan)[0]
+
+
+def test_flapping_cluster_never_counts_as_stable():
+    log, memory = known(DecisionLog()), Memory()
+    replan = Replanner("c2")
+    placements = {"shop": {"web": on("c1")}}
+    for i in range(10):  # c2 flaps every 10 s for 100 s
+        age = 20.0 if i % 2 else 1.0
+        detect(
+            snap([cluster("c1"), cluster("c2", age=age)], placements, now=100.0 + 10 * i),
+            log,
+            memory,
+            S,
+            replan,
+        )
+    assert all("c2" in exclude for exclude in replan.calls)
+
+
+def test_same_failure_is_not_retried_in_a_tight_loop():
+    log = known(DecisionLog())
+    s = snap([cluster("edge-1", age=60)], {"shop": {"web": on("edge-1")}})
+    (trigger,), _observed = detect(s, log, Memory(), S)
+    log.apply(
+        {
+            "op": "decide",
+            "term": 1,
+            "node": "n",
+            "app": "shop",
+            "reason": "x",
+            "exclude": list(trigger.exclude),
+            "key": trigger.key,
+        }
+    )
+    did = log.inflight["shop"]
+    log.apply({"op": "start", "id": did, "term": 1, "node": "n"})
+    log.apply(
+        {"op": "finish", "id": did, "attempt": 1, "result": "failed", "term": 1, "node": "n", "ts": 995.0}
+    )
+    assert detect(s, log, Memory(), S)[0] == []
+    later = snap([cluster("edge-1", age=60)], {"shop": {"web": on("edge-1")}}, now=1030.0)
+    assert detect(later, log, Memory(), S)[0]
+
+
+# -- issue 11 ---------------------------------------------------------------------------------------
+
+
+def test_right_after_a_kb_outage_stale_heartbeats_are_not_failures():
+    """Every heartbeat is 20 s old because nobody could report: within the grace nothing is down."""
+    clusters = [cluster(f"edge-{i}", age=20.0) for i in range(1, 5)]
+    placements = {"shop": {"web": on("edge-1")}, "blog": {"web": on("edge-2")}}
+    log = known(known(DecisionLog()), "blog")
+    s = Snapshot(
+        {"clusters": clusters, "placements": placements},
+        [],
+        [{"name": a, "version": 1, "application": {}} for a in placements],
+        1000.0,
+        heard_for=1.0,
+    )
+    assert detect(s, log, Memory(), S)[0] == []
+    after_grace = Snapshot(s.inventory, [], s.applications, 1010.0, heard_for=S.heartbeat_timeout + 1)
+    assert {t.app for t in detect(after_grace, log, Memory(), S)[0]} == {"shop", "blog"}, (
+        "real failures still count"
+    )
+
+
+def test_unhealthy_report_counts_even_within_the_grace():
+    s = Snapshot(
+        {
+            "clusters": [cluster("edge-1", healthy=False), cluster("edge-2")],
+            "placements": {"shop": {"web": on("edge-1")}},
+        },
+        [],
+        [{"name": "shop", "version": 1, "application": {}}],
+        1000.0,
+        heard_for=0.5,
+    )
+    assert [t.kind for t in detect(s, known(DecisionLog()), Memory(), S)[0]] == ["cluster-down"]
+
+
+def test_a_migration_avoids_a_cluster_that_just_recovered():
+    """--stable-seconds applies to migrations too: edge-3 came back 3 s ago, so the re-placement
+    of shop (on edge-1, which fails) must not move services onto it."""
+    memory = Memory()
+    log = known(DecisionLog())
+    placements = {"shop": {"web": on("edge-1"), "db": on("edge-2")}}
+    detect(
+        snap([cluster("edge-1"), cluster("edge-2"), cluster("edge-3", age=60)], placements, now=990.0),
+        log,
+        memory,
+        S,
+    )
+    detect(
+        snap([cluster("edge-1"), cluster("edge-2"), cluster("edge-3")], placements, now=997.0), log, memory, S
+    )
+    triggers, _observed = detect(
+        snap([cluster("edge-1", age=9), cluster("edge-2"), cluster("edge-3")], placements, now=1000.0),
+        log,
+        memory,
+        S,
+    )
+    assert triggers[0].kind == "cluster-down" and triggers[0].exclude == ("edge-1", "edge-3")
+    later = detect(
+        snap(
+            [cluster("edge-1", age=9), cluster("edge-2"), cluster("edge-3")],
+            placements,
+            now=997.0 + S.stable_seconds + 1,
+        ),
+        DecisionLog(),
+        memory,
+        S,
+    )[0]
+    assert later[0].exclude == ("edge-1",), "after stable_seconds it may be used again"
+
+
+def test_node_not_ready_on_two_clusters_names_both():
+    memory = Memory()
+    dead = [{"name": "w", "ready": False, "schedulable": True}]
+    clusters = [dict(cluster("edge-1"), nodes=dead), dict(cluster("edge-2"), nodes=dead), cluster("edge-3")]
+    placements = {"shop": {"web": on("edge-1"), "db": on("edge-2")}}
+    log = known(DecisionLog())
+    detect(snap(clusters, placements, now=1000.0), log, memory, S)
+    trigger = detect(snap(clusters, placements, now=1000.0 + S.node_grace + 1), log, memory, S)[0][0]
+    assert trigger.kind == "node-not-ready" and "edge-1" in trigger.reason and "edge-2" in trigger.reason
+    assert trigger.exclude == ("edge-1", "edge-2") and trigger.pinned == ("edge-1", "edge-2")
+
+
+def test_default_settings_leave_a_transient_failure_to_the_agents_grace():
+    """A workload Progressing for minutes (a flaky registry, a surge pod waiting for room) is the
+    agent's to judge against the Deployment's progress deadline (600 s by default): with the
+    product's defaults the controller does not move it; past the backstop it does."""
+    defaults = Settings()
+    assert defaults.progressing_timeout > 600
+    log, memory = known(DecisionLog()), Memory()
+    waiting = [
+        {
+            "cluster": "fog-1",
+            "application": "shop",
+            "service": "web",
+            "status": "Progressing",
+            "reason": "ErrImagePull",
+            "since": 1000.0 - 300,
+        }
+    ]
+    s = snap([cluster("fog-1"), cluster("fog-2")], {"shop": {"web": on("fog-1")}}, waiting)
+    assert detect(s, log, memory, defaults)[0] == []
+    late = snap(
+        [cluster("fog-1"), cluster("fog-2")],
+        {"shop": {"web": on("fog-1")}},
+        waiting,
+        now=1000.0 + defaults.progressing_timeout,
+    )
+    assert [t.kind for t in detect(late, log, memory, defaults)[0]] == ["workload-stuck"]

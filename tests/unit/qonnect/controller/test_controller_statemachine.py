@@ -1,0 +1,248 @@
+"""The replicated decision log: determinism, fencing, one migration per application."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from qonnect.controller.statemachine import (
+    FAILED,
+    PENDING,
+    RETRY,
+    RUNNING,
+    SUCCEEDED,
+    CommandError,
+    DecisionLog,
+)
+
+
+def decide(app="shop", term=1, exclude=("edge-1",), **kw):
+    return {
+        "op": "decide",
+        "term": term,
+        "node": "n1",
+        "ts": 100.0,
+        "app": app,
+        "reason": "cluster edge-1 down",
+        "exclude": list(exclude),
+        "kind": "cluster-down",
+        **kw,
+    }
+
+
+def start(did, term=1, node="n1"):
+    return {"op": "start", "id": did, "term": term, "node": node, "ts": 101.0}
+
+
+def finish(did, attempt, result=SUCCEEDED, term=1, **kw):
+    return {
+        "op": "finish",
+        "id": did,
+        "attempt": attempt,
+        "result": result,
+        "term": term,
+        "node": "n1",
+        "ts": 102.0,
+        **kw,
+    }
+
+
+def test_decision_gets_token_and_blocks_second_decision_for_same_app():
+    log = DecisionLog()
+    first = log.apply(decide())
+    assert first["ok"] and first["token"] == {"term": 1, "seq": 1}
+    second = log.apply(decide())
+    assert not second["ok"] and "in flight" in second["why"] and second["id"] == first["id"]
+    other = log.apply(decide(app="blog"))
+    assert other["ok"] and other["token"]["seq"] == 2
+    assert set(log.inflight) == {"shop", "blog"}
+
+
+def test_attempt_lifecycle_and_tokens_strictly_increase():
+    log = DecisionLog()
+    did = log.apply(decide())["id"]
+    s1 = log.apply(start(did))
+    assert s1["ok"] and s1["attempt"] == 1 and s1["token"] == {"term": 1, "seq": 2}
+    assert log.get(did)["status"] == RUNNING
+    assert not log.apply(start(did))["ok"], "a second start in the same term must be refused"
+    r = log.apply(finish(did, 1, FAILED, retry=True, not_before=110.0))
+    assert r["status"] == RETRY and log.get(did)["not_before"] == 110.0
+    s2 = log.apply(start(did))
+    assert s2["attempt"] == 2 and (s2["token"]["term"], s2["token"]["seq"]) > (1, 2)
+    assert not log.apply(finish(did, 1))["ok"], "an old attempt cannot finish the decision"
+    assert log.apply(finish(did, 2))["status"] == SUCCEEDED
+    assert "shop" not in log.inflight and log.counters[SUCCEEDED] == 1
+
+
+def test_new_leader_takes_over_running_attempt_with_newer_token():
+    log = DecisionLog()
+    did = log.apply(decide())["id"]
+    old = log.apply(start(did, term=1, node="old"))["token"]
+    new = log.apply(start(did, term=2, node="new"))
+    assert (
+        new["ok"]
+        and new["attempt"] == 2
+        and (new["token"]["term"], new["token"]["seq"]) > (old["term"], old["seq"])
+    )
+    assert not log.apply(finish(did, 1, term=2))["ok"], "the deposed leader's attempt is not the running one"
+
+
+def test_takeover_compares_raft_terms_even_when_tokens_are_offset():
+    log = DecisionLog()
+    log.apply({"op": "leader", "term": 1, "node": "old", "ts": 1.0, "kb_floor": 5})
+    did = log.apply(decide(term=1))["id"]
+    assert log.apply(start(did, term=1, node="old"))["token"]["term"] == 6
+    log.apply({"op": "leader", "term": 2, "node": "new", "ts": 2.0})
+    res = log.apply(start(did, term=2, node="new"))
+    assert res["ok"] and res["token"] == {"term": 7, "seq": 5}  # each leader entry issues a token too
+
+
+def test_leader_entry_issues_the_token_the_new_leader_fences_with():
+    log = DecisionLog()
+    old = log.apply({"op": "leader", "term": 1, "node": "old", "ts": 1.0})["token"]
+    did = log.apply(decide(term=1))["id"]
+    attempt = log.apply(start(did, term=1, node="old"))["token"]
+    new = log.apply({"op": "leader", "term": 2, "node": "new", "ts": 2.0})["token"]
+    assert (old["term"], old["seq"]) < (attempt["term"], attempt["seq"]) < (new["term"], new["seq"])
+
+
+def test_defer_keeps_the_decision_open_without_using_an_attempt_and_retarget_updates_exclusions():
+    log = DecisionLog()
+    did = log.apply(decide())["id"]
+    res = log.apply(
+        {
+            "op": "defer",
+            "id": did,
+            "term": 1,
+            "node": "n1",
+            "detail": "ratings: no eligible cluster",
+            "not_before": 50.0,
+        }
+    )
+    assert res["ok"] and res["deferrals"] == 1
+    decision = log.get(did)
+    assert decision["status"] == "retry" and decision["attempts"] == 0 and decision["not_before"] == 50.0
+    assert "no eligible" in decision["detail"] and "shop" in log.inflight
+    assert log.apply({"op": "retarget", "id": did, "term": 1, "node": "n1", "exclude": ["b", "a"]})[
+        "exclude"
+    ] == ["a", "b"]
+    log.apply(start(did))
+    assert not log.apply(
+        {"op": "defer", "id": did, "term": 1, "node": "n1", "detail": "x", "not_before": 1.0}
+    )["ok"]
+
+
+def test_stale_term_is_refused_and_counted():
+    log = DecisionLog()
+    log.apply({"op": "leader", "term": 3, "node": "n2", "ts": 1.0})
+    r = log.apply(decide(term=2))
+    assert not r["ok"] and "stale term" in r["why"]
+    assert log.counters["refused"] == 1 and not log.inflight
+
+
+def test_failed_for_good_releases_app_and_cancel_works():
+    log = DecisionLog()
+    did = log.apply(decide())["id"]
+    log.apply(start(did))
+    assert log.apply(finish(did, 1, FAILED, retry=False))["status"] == FAILED
+    assert "shop" not in log.inflight
+    did2 = log.apply(decide())["id"]
+    assert (
+        log.apply({"op": "cancel", "id": did2, "term": 1, "node": "n1", "ts": 5.0})["status"] == "cancelled"
+    )
+    assert not log.apply({"op": "cancel", "id": did2, "term": 1, "node": "n1"})["ok"]
+
+
+def test_kb_floor_lifts_token_terms_above_what_the_kb_holds():
+    log = DecisionLog()  # as if every replica lost its log: Raft term restarts at 1
+    res = log.apply({"op": "leader", "term": 1, "node": "n1", "ts": 1.0, "kb_floor": 7})
+    assert res["token_term"] == 8
+    assert log.apply(decide())["token"]["term"] == 8
+
+
+def test_spec_version_recorded_on_success_and_observe():
+    log = DecisionLog()
+    log.apply({"op": "observe", "app": "shop", "version": 1, "term": 1, "node": "n1"})
+    did = log.apply(decide(spec_version=2))["id"]
+    log.apply(start(did))
+    log.apply(finish(did, 1))
+    assert log.versions == {"shop": 2}
+    log.apply({"op": "observe", "app": "shop", "version": None, "term": 1, "node": "n1"})
+    assert log.versions == {}
+
+
+@pytest.mark.parametrize(
+    "cmd, field",
+    [
+        ({"op": "decide", "term": 1, "app": 3, "exclude": [], "reason": "x"}, "app"),
+        ({"op": "decide", "term": "1", "app": "a", "exclude": [], "reason": "x"}, "term"),
+        ({"op": "start", "term": 1, "node": "n"}, "id"),
+        ({"op": "bogus", "term": 1}, "op"),
+        ({"op": "decide", "term": True, "app": "a", "exclude": [], "reason": "x"}, "term"),
+    ],
+)
+def test_malformed_commands_name_the_field(cmd, field):
+    with pytest.raises(CommandError, match=f"'{field}'"):
+        DecisionLog().apply(cmd)
+
+
+def test_snapshot_roundtrip_is_plain_data():
+    log = DecisionLog()
+    did = log.apply(decide())["id"]
+    log.apply(start(did))
+    data = log.to_dict()
+    clone = DecisionLog.from_dict(copy.deepcopy(data))
+    assert clone.to_dict() == data
+    assert clone.apply(finish(did, 1))["ok"]
+
+
+ops = st.one_of(
+    st.builds(lambda app, t: decide(app=app, term=t), st.sampled_from(["a", "b", "c"]), st.integers(1, 4)),
+    st.builds(lambda n, t: start(f"d{t}.{n}", term=t), st.integers(1, 12), st.integers(1, 4)),
+    st.builds(
+        lambda n, t, a, r, retry: finish(f"d{t}.{n}", a, r, term=t, retry=retry),
+        st.integers(1, 12),
+        st.integers(1, 4),
+        st.integers(1, 3),
+        st.sampled_from([SUCCEEDED, FAILED]),
+        st.booleans(),
+    ),
+    st.builds(
+        lambda t, f: {"op": "leader", "term": t, "node": "x", "ts": 1.0, "kb_floor": f},
+        st.integers(1, 4),
+        st.integers(0, 6),
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(ops, max_size=40))
+def test_any_command_sequence_is_deterministic_and_keeps_invariants(commands):
+    a, b = DecisionLog(), DecisionLog()
+    tokens = []
+    for cmd in commands:
+        ra, rb = a.apply(dict(cmd)), b.apply(dict(cmd))
+        assert ra == rb
+        if ra.get("ok") and "token" in ra:
+            tokens.append((ra["token"]["term"], ra["token"]["seq"]))
+    assert a.to_dict() == b.to_dict()
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens), "tokens strictly increase"
+    open_by_app: dict[str, int] = {}
+    for d in a.open_decisions():
+        open_by_app[d["app"]] = open_by_app.get(d["app"], 0) + 1
+        assert d["status"] in (PENDING, RUNNING, RETRY)
+    assert all(n == 1 for n in open_by_app.values()), "at most one open decision per application"
+    assert dict(a.inflight) == {d["app"]: d["id"] for d in a.open_decisions()}
+
+
+def test_a_wiped_log_knows_no_decision_even_after_a_leader_entry():
+    """The KB's record of a decision newer than the log is re-decided; the new leader's own
+    entry issues a token but must not hide such a decision."""
+    log = DecisionLog()
+    log.apply({"op": "leader", "term": 1, "node": "n1", "ts": 1.0, "kb_floor": 5})
+    assert log.newest_decision_token() == (0, 0) and log.last_token["term"] == 6
+    did = log.apply(decide())["id"]
+    token = log.apply(start(did))["token"]
+    assert log.newest_decision_token() == (token["term"], token["seq"])

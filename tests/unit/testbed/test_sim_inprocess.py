@@ -1,0 +1,114 @@
+"""The simulation controllers against a real Store, in process (no server, fast)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from qonnect_testbed import fleet
+from qonnect_testbed.sim import ClusterSim
+from qonnect_testbed.store import Store
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def deployment(replicas: int, image: str, strategy: dict | None = None, cpu: str = "1") -> dict:
+    spec = {
+        "replicas": replicas,
+        "selector": {"matchLabels": {"app": "w"}},
+        "template": {
+            "metadata": {"labels": {"app": "w"}},
+            "spec": {"containers": [{"name": "c", "image": image, "resources": {"requests": {"cpu": cpu}}}]},
+        },
+    }
+    if strategy:
+        spec["strategy"] = strategy
+    return {"metadata": {"name": "w"}, "spec": spec}
+
+
+async def until(check, timeout: float = 5.0):
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+    return value
+
+
+def run(scenario) -> None:
+    async def main() -> None:
+        spec = fleet.expand(fleet.load("paper"), clusters=1, nodes=2).clusters[0]
+        store = Store(spec.name)
+        sim = ClusterSim(store, spec, start_delay=0.05, heartbeat_seconds=60)
+        await sim.start()
+        try:
+            await scenario(store, sim)
+        finally:
+            await sim.stop()
+
+    asyncio.run(main())
+
+
+def pods(store: Store) -> list[dict]:
+    return store.list("pods", "default")[0]
+
+
+def images(store: Store) -> list[str]:
+    return sorted(p["spec"]["containers"][0]["image"] for p in pods(store))
+
+
+def test_recreate_replaces_every_pod_at_once():
+    async def scenario(store, sim):
+        store.create("deployments", "default", deployment(3, "a:1", {"type": "Recreate"}))
+        await until(lambda: store.get("deployments", "default", "w")["status"].get("readyReplicas") == 3)
+        mixed = []
+
+        def watch(event, resource, obj):
+            if resource == "pods":
+                mixed.append(len(set(images(store))) > 1)
+
+        store.subscribe(watch)
+        d = store.get("deployments", "default", "w")
+        d["spec"]["template"]["spec"]["containers"][0]["image"] = "a:2"
+        store.update("deployments", "default", d)
+        await until(lambda: images(store) == ["a:2"] * 3)
+        assert mixed and not any(mixed)  # old and new pods never existed together
+        await until(lambda: store.get("deployments", "default", "w")["status"].get("readyReplicas") == 3)
+
+    run(scenario)
+
+
+def test_scale_down_removes_unschedulable_pods_first():
+    async def scenario(store, sim):
+        # nodes have 6 cpu each: 4 pods of 5 cpu -> 2 run, 2 stay Pending
+        store.create("deployments", "default", deployment(4, "a:1", cpu="5"))
+        await until(lambda: sum(1 for p in pods(store) if p["status"]["phase"] == "Running") == 2)
+        d = store.get("deployments", "default", "w")
+        d["spec"]["replicas"] = 2
+        store.update("deployments", "default", d)
+        await until(lambda: len(pods(store)) == 2)
+        assert all(p["status"]["phase"] == "Running" for p in pods(store))
+        status = store.get("deployments", "default", "w")["status"]
+        assert (status["replicas"], status["readyReplicas"]) == (2, 2)
+        assert "unavailableReplicas" not in status
+
+    run(scenario)
+
+
+def test_node_down_without_room_leaves_pods_pending_until_node_up():
+    async def scenario(store, sim):
+        store.create("deployments", "default", deployment(2, "a:1", cpu="4"))
+        await until(lambda: store.get("deployments", "default", "w")["status"].get("readyReplicas") == 2)
+        victim = next(p["spec"]["nodeName"] for p in pods(store))
+        sim.nodes.set_down(victim)
+        pending = await until(
+            lambda: [
+                p for p in pods(store) if p["status"]["phase"] == "Pending" and p["status"].get("conditions")
+            ]
+        )
+        assert "Insufficient cpu" in pending[0]["status"]["conditions"][0]["message"]
+        assert sim.summary()["nodes_ready"] == 1
+        sim.nodes.set_up(victim)
+        await until(lambda: store.get("deployments", "default", "w")["status"].get("readyReplicas") == 2)
+
+    run(scenario)
