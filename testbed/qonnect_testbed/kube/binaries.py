@@ -14,7 +14,8 @@ from pathlib import Path
 
 KUBE_VERSION = "v1.34.4"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-BUILD_SCRIPT = Path(__file__).resolve().parents[4] / "scripts" / "build-kube.sh"
+# testbed/qonnect_testbed/kube/binaries.py -> the checkout root
+BUILD_SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "build-kube.sh"
 
 
 class BinariesError(Exception):
