@@ -16,17 +16,31 @@ Measures, over --trials trials each (default 5; --quick: 2):
 Fault trials (issue 11), counted from the KB's and the clusters' own records:
 - leader SIGSTOP 10 s in the middle of a migration, a KB outage of 20 s with no cluster failure,
   the whole edge tier down for 25 s, and a flapping cluster (besides the SIGKILL trials above);
+- a network-namespace partition of the leader in the middle of a migration (its Raft traffic is
+  cut; it still reaches the KB and the clusters, the hardest case);
 - stale_writes: controller writes the KB recorded under a fencing token older than one it had
-  already recorded from a newer leader (events in id order; the placement's stored token);
+  already recorded from a newer leader (events in id order; the placement's stored token), plus
+  cluster writes: objects whose fencing stamp (qonnect.io/fencing-token: term, seq, write time,
+  read from each cluster after every trial) names a term older than one the KB already held
+  when the object was written (the fence is watched during the run);
 - non_leader_migrations: migration starts recorded under such a stale token;
 - false_failovers: clusters excluded by a decision that were not failed (or recovered within
   the stable period) at the time;
 - orphans: bookinfo workloads and address stubs still on a cluster where the KB does not place
   them, counted on every cluster after each trial (after the reconciliation had time to run);
-- recover_seconds.p99 over every trial that had to heal (leader loss mid-migration included).
+- recover_seconds.p99 over every trial that had to heal (leader loss mid-migration included);
+- heal_breakdown: where the time to heal goes, per failover trial, from the KB's event times:
+  failure -> decision, decision -> first playbook start, leader kill -> takeover start, last start
+  -> success, success -> every service Healthy in the KB.
+
+--engine kube runs the same trials on real control planes (`qonnect testbed up --engine kube`,
+the tiers profile plus a second edge cluster so ratings has somewhere to go) with image start
+delays as a real node pulling and starting bookinfo's images would have (KUBE_START_DELAYS);
+commit latency does not depend on the engine and is measured with the emulator only.
 
     python benchmarks/failover.py --json
     python benchmarks/failover.py --json --quick
+    python benchmarks/failover.py --json --quick --engine kube
 """
 
 from __future__ import annotations
@@ -47,7 +61,9 @@ sys.path.insert(0, str(ROOT / "services"))
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "controller"))  # the real-process harness
 
 import qonnect._collection as _collection_on_path  # noqa: E402, F401  (puts the collection on sys.path)
+from _controller_netns import isolated_group  # noqa: E402
 from _controller_stack import Stack, free_port, wait_for  # noqa: E402
+from _fencing_audit import FenceWatch, TermHistory, stale_stamps, stamped_objects  # noqa: E402
 from qonnect.agent.cli import DEFAULT_INTERVAL  # noqa: E402
 from qonnect.controller import journal  # noqa: E402
 
@@ -55,6 +71,34 @@ APP = "bookinfo"
 # The product's defaults: agents report every DEFAULT_INTERVAL seconds and the controller
 # (no options) declares a cluster down after three of them.
 OPTIONS: list[str] = []
+
+# The real engine's federation: the tiers profile (cloud-1, fog-1, edge-1 with tainted
+# control-plane nodes) plus edge-2, and start delays per image like a node starting bookinfo's
+# images (cached pulls; reviews is a Java server that takes longest).
+KUBE_START_DELAYS = [
+    {"image": "docker.io/istio/examples-bookinfo-reviews-*", "seconds": 6, "jitter": 2},
+    {"image": "docker.io/istio/examples-bookinfo-*", "seconds": 2, "jitter": 1},
+]
+
+
+def kube_profile(workdir: Path) -> Path:
+    """A profile file: the built-in tiers profile, a second edge cluster, KUBE_START_DELAYS."""
+    import yaml
+
+    profiles = ROOT / "testbed" / "qonnect_testbed" / "profiles"
+    data = yaml.safe_load((profiles / "tiers.yml").read_text())
+    edge = next(c for c in data["clusters"] if c["tier"] == "edge")
+    second = {
+        **edge,
+        "name": "edge-2",
+        "nodes": [{**n, "name": n["name"].replace("edge-1", "edge-2")} for n in edge["nodes"]],
+    }
+    data["clusters"].append(second)
+    data["name"] = "tiers-failover"
+    data["start_delays"] = KUBE_START_DELAYS
+    path = workdir / "tiers-failover.yml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
 
 
 def summary(values: list[float]) -> dict[str, Any]:
@@ -149,8 +193,8 @@ def ratings_cluster(stack: Stack) -> str:
 def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faults) -> dict[str, Any]:
     target = ratings_cluster(stack)
     after = last_id(stack)
-    t0 = time.monotonic()
-    reelect = None
+    t0, wall0 = time.monotonic(), time.time()
+    reelect, t_kill = None, None
     faults.fail(stack, target)
     try:
         wait_for(
@@ -172,12 +216,13 @@ def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faul
             leader = stack.leader()
             if leader is not None:
                 leader.kill()
-                t_kill = time.monotonic()
+                t_kill = time.time()
                 stack.wait_leader(10, [r for r in stack.replicas if r is not leader])
-                reelect = time.monotonic() - t_kill  # under migration load, not on an idle group
+                reelect = time.time() - t_kill  # under migration load, not on an idle group
                 leader.start()
         wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 120, 0.2, "recovery")
         recover = time.monotonic() - t0
+        healed_at = time.time()
         wait_for(
             lambda: any(e["type"] in (journal.SUCCEEDED, journal.GAVE_UP) for e in ours(stack, after)),
             120,
@@ -204,7 +249,57 @@ def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faul
         "duplicates": sum(1 for n in successes.values() if n > 1),
         "lost": len(decisions - ended),
         "reelect": reelect,
+        "breakdown": breakdown(events, wall0, t_kill, healed_at),
     }
+
+
+def breakdown(events: list[dict[str, Any]], wall0: float, t_kill: float | None, healed: float) -> dict:
+    """Where one failover's time went (seconds, from the KB's event times)."""
+
+    def first(kind: str, after: float = 0.0) -> float | None:
+        return min((e["ts"] for e in events if e["type"] == kind and e["ts"] >= after), default=None)
+
+    decided, started = first(journal.DECISION), first(journal.STARTED)
+    starts = sorted(e["ts"] for e in events if e["type"] == journal.STARTED)
+    succeeded = first(journal.SUCCEEDED)
+    out: dict[str, float | None] = {
+        "failure_to_decision": decided and decided - wall0,
+        "decision_to_start": decided and started and started - decided,
+        "kill_to_takeover_start": None,
+        "last_start_to_success": succeeded and starts and succeeded - starts[-1],
+        "success_to_healthy_in_kb": succeeded and max(0.0, healed - succeeded),
+    }
+    if t_kill is not None:
+        takeover = first(journal.STARTED, t_kill)
+        out["kill_to_takeover_start"] = takeover and takeover - t_kill
+    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+def playbook_phases(root: Path) -> dict[str, Any]:
+    """Where the migration playbook's time goes, from every successful run's ansible-runner
+    artifacts: start-up (runner spawn -> playbook_on_start), the deploy task, and the whole run."""
+    from datetime import datetime
+
+    startup, deploy, total = [], [], []
+    for run_dir in root.glob("controller-*/runs/*/artifacts/run"):
+        status = run_dir / "status"
+        if not status.exists() or status.read_text().strip() != "successful":
+            continue
+        events = [json.loads(f.read_text()) for f in (run_dir / "job_events").glob("*.json")]
+        created = {
+            e["event"]: datetime.fromisoformat(e["created"]).timestamp() for e in events if e.get("created")
+        }
+        spawned = (run_dir / "command").stat().st_mtime
+        last = max(datetime.fromisoformat(e["created"]).timestamp() for e in events if e.get("created"))
+        if "playbook_on_start" in created:
+            startup.append(created["playbook_on_start"] - spawned)
+        deploy += [
+            float(e["event_data"]["duration"])
+            for e in events
+            if e["event"] == "runner_on_ok" and "deploy" in str(e["event_data"].get("task", ""))
+        ]
+        total.append(last - spawned)
+    return {"startup": summary(startup), "deploy_task": summary(deploy), "whole_run": summary(total)}
 
 
 # -- fault trials (issue 11) ----------------------------------------------------------------------
@@ -378,8 +473,61 @@ def flapping_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     }
 
 
+def partition_trial(stack: Stack, faults: Faults, workdir: Path) -> dict[str, Any]:
+    """The leader's Raft traffic is cut by a network namespace in the middle of a migration; it
+    still reaches the KB and the clusters (the replicas run in namespaces for this trial)."""
+    stack.stop_replicas()
+    with isolated_group(stack, workdir, OPTIONS) as ns:
+        leader = stack.wait_leader(timeout=30)
+        target = ratings_cluster(stack)
+        after = last_id(stack)
+        t0 = time.monotonic()
+        faults.fail(stack, target)
+        try:
+            wait_for(
+                lambda: any(e["type"] == journal.STARTED for e in ours(stack, after)), 60, 0.05, "a start"
+            )
+            ns.cut(leader.index)
+            t_cut = time.monotonic()
+            stack.wait_leader(30, [r for r in stack.replicas if r is not leader])
+            reelect = time.monotonic() - t_cut
+            wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 120, 0.2, "recovery")
+            recover = time.monotonic() - t0
+            wait_for(
+                lambda: any(e["type"] in (journal.SUCCEEDED, journal.GAVE_UP) for e in ours(stack, after)),
+                120,
+                0.2,
+                "a decision to end",
+            )
+            ns.heal(leader.index)
+            time.sleep(3)  # whatever the old leader still does happens before counting
+        finally:
+            faults.recover(stack, target)
+        counted = count_trial(stack, after)
+    stack.start_replicas(3, OPTIONS)  # the plain group again, for what follows
+    stack.wait_leader()
+    return {
+        "fault": "netns partition of the leader mid-migration",
+        "recover": recover,
+        "reelect": reelect,
+        **counted,
+    }
+
+
+STAMPS: dict[tuple[str, str, float], dict[str, Any]] = {}  # every fencing stamp seen on a cluster
+
+
+def audit_clusters(stack: Stack) -> None:
+    """Read every bookinfo object's fencing stamp from the clusters (a later write replaces it,
+    so this runs after every trial)."""
+    for o in stamped_objects(stack.federation, APP):
+        STAMPS[(o["cluster"], o["object"], o["written"])] = o
+
+
 def count_trial(stack: Stack, after: int) -> dict[str, Any]:
+    audit_clusters(stack)
     left = settle(stack)
+    audit_clusters(stack)
     return {"orphans": len(left), "orphans_left": left[:10]}
 
 
@@ -395,15 +543,24 @@ def reelection_trial(stack: Stack) -> float:
     return elapsed
 
 
-def run(trials: int, commits: int, workdir: Path) -> dict[str, Any]:
-    result: dict[str, Any] = {"trials": trials}
-    result["commit_latency_ms"] = {str(n): commit_latency(n, commits, workdir) for n in (3, 5, 7)}
+def run(trials: int, commits: int, workdir: Path, engine: str = "emulator") -> dict[str, Any]:
+    result: dict[str, Any] = {"trials": trials, "engine": engine}
+    if engine == "emulator":
+        result["commit_latency_ms"] = {str(n): commit_latency(n, commits, workdir) for n in (3, 5, 7)}
     stack = Stack(workdir)
+    history = TermHistory()
+    watch = None
     try:
         stack.start_kb()
-        stack.start_testbed(6)
+        t_up = time.monotonic()
+        if engine == "kube":
+            stack.start_testbed(None, 1.0, "kube", str(kube_profile(workdir)), 2.0)
+        else:
+            stack.start_testbed(6)
+        result["testbed_up_seconds"] = round(time.monotonic() - t_up, 1)
         stack.start_agents(DEFAULT_INTERVAL)
         stack.deploy(ROOT / "examples" / "bookinfo" / "energy-first.yml")
+        watch = FenceWatch(stack.admin, history)
         stack.start_replicas(3, OPTIONS)
         stack.wait_leader()
         result["reelection_seconds"] = summary([reelection_trial(stack) for _trial in range(trials)])
@@ -417,12 +574,19 @@ def run(trials: int, commits: int, workdir: Path) -> dict[str, Any]:
         wiped.update(count_trial(stack, start_id))
         fault_trials = [
             sigstop_trial(stack, faults),
+            partition_trial(stack, faults, workdir),
             kb_outage_trial(stack, faults),
             tier_down_trial(stack, faults),
             flapping_trial(stack, faults),
         ]
         stale, stale_starts = stale_writes(stack)
-        result["stale_writes"] = stale
+        history.add_events([e for e in stack.events() if journal.trusted(e)])
+        stale_objects = stale_stamps(list(STAMPS.values()), history)
+        result["stale_writes"] = stale + len(stale_objects)
+        result["stale_writes_kb"] = stale
+        result["stale_writes_clusters"] = len(stale_objects)
+        result["stale_cluster_writes"] = stale_objects[:10]
+        result["stamped_cluster_writes_seen"] = len(STAMPS)
         result["non_leader_migrations"] = stale_starts
         result["false_failovers"] = false_failovers(stack, start_id, faults)
         result["orphans"] = sum(r["orphans"] for r in [*runs, wiped, *fault_trials])
@@ -431,7 +595,11 @@ def run(trials: int, commits: int, workdir: Path) -> dict[str, Any]:
         ]
         healed = [r["recover"] for r in [*runs, *fault_trials] if "recover" in r]
         result["recover_seconds_all_faults"] = summary(healed)
+        result["heal_breakdown"] = [r["breakdown"] for r in [*runs, wiped]]
+        result["playbook_seconds"] = playbook_phases(workdir)
     finally:
+        if watch is not None:
+            watch.stop()
         stack.close()
     result["detect_seconds"] = summary([r["detect"] for r in runs])
     result["recover_seconds"] = summary([r["recover"] for r in runs])
@@ -459,8 +627,8 @@ def run(trials: int, commits: int, workdir: Path) -> dict[str, Any]:
         "recover_seconds_p99_max": 15,
     }
     result["not_measured"] = [
-        "netns partition of the leader (covered by the integration test "
-        "test_isolated_leader_does_not_complete_the_migration)"
+        "cluster writes later overwritten within the same trial (the clusters keep only the newest "
+        "stamp per object; they are read after every trial)"
     ]
     result["settings"] = {
         "agent_interval_s": DEFAULT_INTERVAL,
@@ -468,7 +636,8 @@ def run(trials: int, commits: int, workdir: Path) -> dict[str, Any]:
         "detector_tick_s": 1.0,
         "raft_election_s": [0.7, 1.4],
         "leader_fallback_s": 1.5,
-        "clusters": 6,
+        "clusters": len(stack.federation.get("clusters") or []),
+        "start_delays": KUBE_START_DELAYS if engine == "kube" else "0.3 s every image",
         "cpu_count": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2),
     }
@@ -484,10 +653,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="2 trials and 30 commits per size")
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--commits", type=int, default=100)
+    parser.add_argument(
+        "--engine", choices=("emulator", "kube"), default="emulator", help="testbed engine (kube: real)"
+    )
     args = parser.parse_args()
     trials, commits = (2, 30) if args.quick else (max(1, args.trials), max(5, args.commits))
     with tempfile.TemporaryDirectory(prefix="qonnect-failover-") as tmp:
-        result = run(trials, commits, Path(tmp))
+        result = run(trials, commits, Path(tmp), args.engine)
     if args.json:
         print(json.dumps(result))
     else:

@@ -10,7 +10,7 @@ stop between those steps: ``fence_guard`` returns a check the deployer calls bef
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 
@@ -24,15 +24,17 @@ def newer_fence(fence: dict, token: dict) -> bool:
     return (int(fence.get("term") or 0), int(fence.get("seq") or 0)) > (int(token["term"]), int(token["seq"]))
 
 
-def fence_guard(kb: Any, token: dict | None) -> Callable[[str], None] | None:
-    """A check to call before each cluster-changing step; None for runs without a token (a
-    user's deploy). Fails closed: a KB that cannot be asked stops the run too."""
-    if not token:
-        return None
+class FenceGuard:
+    """The check to call before each cluster-changing step; it carries the run's token, which
+    the deployer also stamps on every object it writes (k8s/apply.py)."""
 
-    def check(step: str) -> None:
+    def __init__(self, kb: Any, token: dict) -> None:
+        self.kb, self.token = kb, token
+
+    def __call__(self, step: str) -> None:
+        token = self.token
         try:
-            fence = kb.get_fence()
+            fence = self.kb.get_fence()
         except KBError as exc:  # status 0: the KB could not be reached
             raise FencedError(
                 f"fencing: cannot check the controller fence before {step} ({exc}); "
@@ -45,4 +47,8 @@ def fence_guard(kb: Any, token: dict | None) -> Callable[[str], None] | None:
                 f"(term {token['term']}, seq {token['seq']})"
             )
 
-    return check
+
+def fence_guard(kb: Any, token: dict | None) -> FenceGuard | None:
+    """A check to call before each cluster-changing step; None for runs without a token (a
+    user's deploy). Fails closed: a KB that cannot be asked stops the run too."""
+    return FenceGuard(kb, token) if token else None

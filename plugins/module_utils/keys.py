@@ -14,6 +14,9 @@ SERVICE_LABEL = PREFIX + "service"
 ROLE_LABEL = PREFIX + "role"  # "address": an ExternalName stub pointing at the serving cluster
 HASH_ANNOTATION = PREFIX + "applied-hash"
 GRACE_ANNOTATION = PREFIX + "failure-grace-seconds"
+# the controller's fencing token (term, seq) and the write time, on every object a migration
+# writes: a deposed leader's write is visible in the cluster's own record
+FENCING_ANNOTATION = PREFIX + "fencing-token"
 
 # on Node objects: where a node is and what it costs (read by the Resource Agent)
 TIER_LABEL = PREFIX + "tier"

@@ -6,6 +6,11 @@ Every object gets the managed labels, the application namespace and (for workloa
 planned replica count and node pinning. A hash of the desired object is stored in an
 annotation: when it matches and the live object still contains every desired field, nothing is
 sent, so a second run makes no writes and reports ``changed=false``.
+
+A controller's migration passes its fencing token: every object it writes is stamped with the
+token and the write time (``fencing_stamp``), so a write by a deposed leader can be found in the
+cluster's own record (``read_stamp``). The stamp is not part of the hash: an object that is
+already up to date is not written again just to restamp it.
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import time
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.keys import (
     APP_LABEL,
+    FENCING_ANNOTATION,
     HASH_ANNOTATION,
     MANAGED_BY,
     ROLE_LABEL,
@@ -67,6 +74,35 @@ def desired_hash(obj: dict) -> str:
     body = copy.deepcopy(obj)
     (body.get("metadata") or {}).get("annotations", {}).pop(HASH_ANNOTATION, None)
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def fencing_stamp(token: dict, now: float | None = None) -> str:
+    """The annotation value for a write under a fencing token: term, seq and the write time."""
+    written = time.time() if now is None else now
+    return json.dumps(
+        {"term": int(token["term"]), "seq": int(token["seq"]), "written": round(written, 3)},
+        sort_keys=True,
+    )
+
+
+def read_stamp(obj: dict) -> dict | None:
+    """The fencing stamp of a live object ({term, seq, written}), None when it has none or an
+    unreadable one (an object a user's deploy wrote, or edited by hand)."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(FENCING_ANNOTATION)
+    try:
+        stamp = json.loads(raw) if raw else None
+        return {k: stamp[k] for k in ("term", "seq", "written")} if isinstance(stamp, dict) else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def stamped(desired: dict, fencing: dict | None) -> dict:
+    """The object as it is sent: with the fencing stamp when a token is given."""
+    if not fencing:
+        return desired
+    out = copy.deepcopy(desired)
+    out["metadata"].setdefault("annotations", {})[FENCING_ANNOTATION] = fencing_stamp(fencing)
+    return out
 
 
 def _pin_to_nodes(pod_spec: dict, nodes: list[str]) -> None:
@@ -182,6 +218,7 @@ def comparable(obj: dict | None) -> dict | None:
     meta = out.get("metadata") or {}
     for key in _VOLATILE_META:
         meta.pop(key, None)
+    (meta.get("annotations") or {}).pop(FENCING_ANNOTATION, None)  # who wrote it, not what
     if out.get("kind") == "Secret":
         for field in ("data", "stringData"):
             if isinstance(out.get(field), dict):
@@ -213,12 +250,15 @@ def dry_run_create(client: Any, desired: dict) -> dict:
     return result
 
 
-def apply_one(client: Any, desired: dict, live: dict | None, check_mode: bool) -> dict:
+def apply_one(
+    client: Any, desired: dict, live: dict | None, check_mode: bool, fencing: dict | None = None
+) -> dict:
     """Apply one object; returns {key, action, changed, before, after}.
 
     `live` is the current object (None when absent). Check mode uses a server dry-run, for an
     object that would be created too (falling back to the desired object when the server
-    cannot dry-run it, e.g. its namespace does not exist yet).
+    cannot dry-run it, e.g. its namespace does not exist yet). With a fencing token, what is
+    written carries its stamp (see the module docstring).
     """
     key = object_key(desired)
     if up_to_date(live, desired):
@@ -246,7 +286,7 @@ def apply_one(client: Any, desired: dict, live: dict | None, check_mode: bool) -
         meta = desired["metadata"]
         client.delete("v1", "Service", meta["name"], meta.get("namespace"))
         live = None
-    result = client.apply(desired, dry_run=check_mode)
+    result = client.apply(stamped(desired, fencing), dry_run=check_mode)
     before, after = comparable(live), comparable(result)
     changed = before != after
     action = "create" if live is None else ("update" if changed else "unchanged")

@@ -132,6 +132,7 @@ class Deployer:
         before_step: Callable[[str], None] | None = None,
         placeholders: dict[str, str] | None = None,
         own_replicas: bool = False,
+        fencing: dict | None = None,
     ):
         self.application = application
         self.namespace = namespace
@@ -143,6 +144,8 @@ class Deployer:
         self.wait_timeout = wait_timeout
         self.client_factory = client_factory or (lambda t: get_client(t.name, t.kubeconfig, t.context))
         self.before_step = before_step  # e.g. the controller's fence check; raises to stop
+        # the controller's token, stamped on every object written (a fence guard carries it)
+        self.fencing = fencing or getattr(before_step, "token", None)
         # service -> placeholder replaced in every manifest by the address of its cluster
         self.placeholders = dict(placeholders or {})
         # QONNECT's bundles keep their Deployments' own replica counts
@@ -268,7 +271,7 @@ class Deployer:
         for obj in work.desired:
             live = self._live(work, obj)
             if not _deferred(obj, live):
-                work.result.record(apply_one(work.client, obj, live, self.check_mode))
+                work.result.record(apply_one(work.client, obj, live, self.check_mode, self.fencing))
             if obj["kind"] in WORKLOAD_KINDS:
                 work.workloads.append((obj["kind"], obj["metadata"]["name"]))
 
@@ -291,7 +294,7 @@ class Deployer:
         for obj in work.desired:
             live = self._live(work, obj)
             if _deferred(obj, live):
-                work.result.record(apply_one(work.client, obj, live, self.check_mode))
+                work.result.record(apply_one(work.client, obj, live, self.check_mode, self.fencing))
 
     def _break(self, work: _ClusterWork) -> None:
         if work.client is None:  # a cluster leaving the plan: only pruned

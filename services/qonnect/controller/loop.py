@@ -137,6 +137,7 @@ class Controller:
         self.why = "starting"
         self.stop_event = threading.Event()
         self.wake = threading.Event()  # a finished run wakes the loop to report it at once
+        self.wake_at: float | None = None  # monotonic time to run the next tick at, if sooner
         self.http: StatusServer | None = None
         self._last_kb_ping = 0.0
 
@@ -157,7 +158,11 @@ class Controller:
                 self.step()
             except Exception:  # one bad tick must not kill the replica
                 log.exception("controller tick failed")
-            self.wake.wait(max(0.05, self.cfg.tick - (time.monotonic() - started)))
+            pause = self.cfg.tick - (time.monotonic() - started)
+            if self.wake_at is not None:  # e.g. a lease that ends before the next tick
+                pause = min(pause, self.wake_at - time.monotonic())
+                self.wake_at = None
+            self.wake.wait(max(0.05, pause))
             self.wake.clear()
         self.shutdown()
 
@@ -413,6 +418,8 @@ class Controller:
                     continue  # our own run: its outcome is being reported
                 waited = time.monotonic() - self.lead_since
                 if waited < self.lease_wait:
+                    # take over the moment the lease ends, not up to a tick later
+                    self.wake_at = self.lead_since + self.lease_wait
                     log.info(
                         "decision %s: waiting %.1fs for the previous leader's lease before taking over",
                         did,

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,41 @@ class Namespaces:
         for ns in reversed(self.created):
             ip("netns", "del", ns, check=False)
         self.created.clear()
+
+
+@contextlib.contextmanager
+def isolated_group(stack: Any, workdir: Path, options: list[str], count: int = 3) -> Iterator[Namespaces]:
+    """``count`` controller replicas of ``stack``, each in its own namespace (Raft over the
+    bridge; KB and cluster APIs relayed to root loopback); stopped and removed afterwards."""
+    ns = Namespaces(count).create()
+    relay = None
+    try:
+        kb_port = stack.kb_url.rsplit(":", 1)[1]
+        forwards = []
+        for name in ns.names:  # each replica reaches the KB and every cluster API on root loopback
+            forwards.append(
+                {"listen_ns": name, "listen": f"127.0.0.1:{kb_port}", "target": f"127.0.0.1:{kb_port}"}
+            )
+            for c in stack.federation["clusters"]:
+                addr = f"{c['address']}:{c['port']}"
+                forwards.append({"listen_ns": name, "listen": addr, "target": addr})
+        for i, name in enumerate(ns.names):  # and the caller reaches each replica's status port
+            forwards.append({"listen": "127.0.0.1:0", "target_ns": name, "target": f"{ns.addresses[i]}:9460"})
+        relay = Relay(workdir, forwards)
+        stack.start_replicas(
+            count,
+            options,
+            addresses=[f"{a}:9450" for a in ns.addresses],
+            prefixes=[["ip", "netns", "exec", n] for n in ns.names],
+            http_binds=[f"{a}:9460" for a in ns.addresses],
+            status_urls=[f"http://{b}" for b in relay.bound[-count:]],
+        )
+        yield ns
+    finally:
+        stack.stop_replicas()
+        if relay:
+            relay.stop()
+        ns.close()
 
 
 class Relay:

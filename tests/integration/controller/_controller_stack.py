@@ -238,7 +238,16 @@ class Stack:
 
     # -- testbed and agents --------------------------------------------------------------------
 
-    def start_testbed(self, clusters: int = 6, heartbeat: float = 1.0) -> dict[str, Any]:
+    def start_testbed(
+        self,
+        clusters: int | None = 6,
+        heartbeat: float = 1.0,
+        engine: str = "emulator",
+        profile: str = "paper",
+        start_delay: float = 0.3,
+    ) -> dict[str, Any]:
+        """``qonnect testbed up``: emulated clusters by default; ``engine="kube"`` starts real
+        control planes (slower: up to 10 minutes on a loaded machine)."""
         import yaml
 
         subprocess.run(
@@ -248,17 +257,19 @@ class Stack:
                 "--dir",
                 str(self.testbed_dir),
                 "--profile",
-                "paper",
-                "--clusters",
-                str(clusters),
+                profile,
+                *(["--clusters", str(clusters)] if clusters else []),
                 "--start-delay",
-                "0.3",
+                str(start_delay),
                 "--heartbeat",
                 str(heartbeat),
+                "--engine",
+                engine,
+                *(["--timeout", "600"] if engine == "kube" else []),
             ),
             check=True,
             capture_output=True,
-            timeout=120,
+            timeout=120 if engine == "emulator" else 900,
             env=self.env,
         )
         self.federation = yaml.safe_load((self.testbed_dir / "federation.yaml").read_text())

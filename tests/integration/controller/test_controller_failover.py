@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _controller_netns import Namespaces, Relay
+from _controller_netns import isolated_group
 from _controller_stack import REPO, Stack, wait_for
+from _fencing_audit import TermHistory, stale_stamps, stamped_objects
 from qonnect.controller import journal
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -200,29 +201,7 @@ def test_flapping_cluster_does_not_bounce_the_app(group: Stack):
 
 def test_isolated_leader_does_not_complete_the_migration(group: Stack, tmp_path: Path):
     stack = group
-    ns = Namespaces(3).create()
-    relay = None
-    try:
-        kb_port = stack.kb_url.rsplit(":", 1)[1]
-        forwards = []
-        for name in ns.names:  # each replica reaches the KB and every cluster API on root loopback
-            forwards.append(
-                {"listen_ns": name, "listen": f"127.0.0.1:{kb_port}", "target": f"127.0.0.1:{kb_port}"}
-            )
-            for c in stack.federation["clusters"]:
-                addr = f"{c['address']}:{c['port']}"
-                forwards.append({"listen_ns": name, "listen": addr, "target": addr})
-        for i, name in enumerate(ns.names):  # and the tests reach each replica's status port
-            forwards.append({"listen": "127.0.0.1:0", "target_ns": name, "target": f"{ns.addresses[i]}:9460"})
-        relay = Relay(tmp_path, forwards)
-        stack.start_replicas(
-            3,
-            OPTIONS,
-            addresses=[f"{a}:9450" for a in ns.addresses],
-            prefixes=[["ip", "netns", "exec", n] for n in ns.names],
-            http_binds=[f"{a}:9460" for a in ns.addresses],
-            status_urls=[f"http://{b}" for b in relay.bound[-3:]],
-        )
+    with isolated_group(stack, tmp_path, OPTIONS) as ns:
         leader = stack.wait_leader(timeout=20)
         target = ratings_cluster(stack)
         after = last_event_id(stack)
@@ -272,12 +251,10 @@ def test_isolated_leader_does_not_complete_the_migration(group: Stack, tmp_path:
         cancelled = [p for p in runs if p.read_text().strip() == "canceled"]
         assert cancelled or all(p.stat().st_mtime <= t_cut for p in runs)
         assert stale_writes(stack, after) == [], "the cut-off leader wrote under its old token"
+        history = TermHistory()
+        history.add_events(ours(stack, after))
+        assert stale_stamps(stamped_objects(stack.federation, APP), history) == [], "a cluster write under it"
         assert controller_procs(leader.data_dir / "runs") == [], "the cut-off leader's run is still alive"
-    finally:
-        stack.stop_replicas()
-        if relay:
-            relay.stop()
-        ns.close()
 
 
 # -- issue 11: exactly-once by construction, no false failovers, no loops, no orphans ----------------
@@ -478,8 +455,6 @@ def test_every_replica_losing_its_log_right_after_a_decision_loses_no_decision(g
 def test_a_deposed_leaders_migration_stops_before_it_changes_a_cluster(group: Stack):
     """The playbook of a leader whose token is older than the KB fence fails at its first
     cluster-changing step: nothing is applied anywhere, the placement stays."""
-    import json
-    import subprocess
 
     from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
     from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
@@ -504,7 +479,18 @@ def test_a_deposed_leaders_migration_stops_before_it_changes_a_cluster(group: St
     target = ratings_cluster(stack)
     before, live = stack.placement(APP), objects()
     stale = {"term": fence["term"], "seq": fence["seq"] + 100}  # older than the fence: a deposed leader's
-    out = subprocess.run(
+    out = migrate(stack, [target], stale, "stale leader")
+    assert out.returncode != 0 and "stopped before apply" in out.stdout, out.stdout[-3000:]
+    assert stack.placement(APP) == before
+    assert objects() == live, "the deposed leader's run changed a cluster"
+
+
+def migrate(stack: Stack, exclude: list[str], fencing: dict, reason: str):
+    """playbooks/migrate.yml as the controller runs it, under a given fencing token."""
+    import json
+    import subprocess
+
+    return subprocess.run(
         [
             str(REPO / ".venv" / "bin" / "ansible-playbook"),
             str(REPO / "playbooks" / "migrate.yml"),
@@ -512,11 +498,11 @@ def test_a_deposed_leaders_migration_stops_before_it_changes_a_cluster(group: St
             json.dumps(
                 {
                     "app": APP,
-                    "exclude": [target],
-                    "fencing": stale,
+                    "exclude": exclude,
+                    "fencing": fencing,
                     "kb_url": stack.kb_url,
                     "kb_token_file": str(stack.controller_token),
-                    "reason": "stale leader",
+                    "reason": reason,
                 }
             ),
         ],
@@ -527,6 +513,62 @@ def test_a_deposed_leaders_migration_stops_before_it_changes_a_cluster(group: St
         cwd=stack.root,
         check=False,
     )
+
+
+def test_a_migrations_cluster_writes_carry_its_token_and_a_deposed_leaders_never_land(group: Stack):
+    """Every object a migration writes is stamped with its fencing token and write time (the
+    cluster's own record of who wrote it); after a newer leader raised the fence, the old
+    token's run writes nothing, and the stamp audit would have caught a write that slipped."""
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import apply_one
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+    from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
+
+    stack = group
+    ctl = KBClient(stack.kb_url, stack.controller_token.read_text())
+    history = TermHistory()
+    fence = ctl.request("GET", "/api/v1/fence")
+    token = {"term": fence["term"] + 1, "seq": fence["seq"] + 1}
+    ctl.request("PUT", "/api/v1/fence", token)
+    history.see(token["term"], time.time())
+    old = ratings_cluster(stack)
+    t0 = time.time()
+    out = migrate(stack, [old], token, "stamped move")
+    assert out.returncode == 0, out.stdout[-3000:]
+    new = ratings_cluster(stack)
+    assert new != old
+    mine = [
+        o
+        for o in stamped_objects(stack.federation, APP)
+        if (o["term"], o["seq"]) == (token["term"], token["seq"])
+    ]
+    assert {"cluster": new, "object": "Deployment bookinfo/ratings-v1"}.items() <= next(
+        (o for o in mine if o["object"] == "Deployment bookinfo/ratings-v1"), {}
+    ).items(), f"the moved workload carries the run's token: {mine}"
+    stubs = {o["cluster"] for o in mine if o["object"] == "Service bookinfo/ratings"} - {new}
+    assert stubs, f"the address stubs switched to {new} carry the run's token: {mine}"
+    assert all(t0 - 1 <= o["written"] <= time.time() for o in mine)
+
+    newer = {"term": token["term"] + 1, "seq": token["seq"] + 1}  # a newer leader raises the fence
+    ctl.request("PUT", "/api/v1/fence", newer)
+    history.see(newer["term"], time.time())
+    deposed = {"term": token["term"], "seq": token["seq"] + 5}
+    out = migrate(stack, [new], deposed, "deposed leader")
     assert out.returncode != 0 and "stopped before apply" in out.stdout, out.stdout[-3000:]
-    assert stack.placement(APP) == before
-    assert objects() == live, "the deposed leader's run changed a cluster"
+    stamps = stamped_objects(stack.federation, APP)
+    assert not [o for o in stamps if o["seq"] == deposed["seq"]], "a write under the deposed token landed"
+    assert stale_stamps(stamps, history) == []
+
+    # the audit is not blind: a write that skipped the fence check is found in the cluster's record
+    target = next(c for c in stack.federation["clusters"] if c["name"] == new)
+    client = get_client(target["name"], target["kubeconfig"], target.get("context"))
+    live = client.get("apps/v1", "Deployment", "ratings-v1", "bookinfo")
+    desired = {k: live[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+    desired["metadata"] = {
+        "name": "ratings-v1",
+        "namespace": "bookinfo",
+        "labels": live["metadata"]["labels"],
+        "annotations": {"qonnect.io/applied-hash": "slipped"},
+    }
+    apply_one(client, desired, live, False, deposed)
+    found = stale_stamps(stamped_objects(stack.federation, APP), history)
+    assert len(found) == 1 and "ratings-v1" in found[0], found
