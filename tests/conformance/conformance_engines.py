@@ -12,17 +12,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
-import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
-import yaml
 from kubernetes import client, config
+from support import run_qonnect, specs, wait_for  # noqa: F401 - wait_for: re-exported for the tests
+from support.federation import started_testbed
 
 ENGINES_ENV = "QONNECT_CONFORMANCE_ENGINES"
 ALL_ENGINES = ("emulator", "kube")
@@ -46,14 +44,7 @@ def requested_engines() -> list[str]:
 
 def qonnect(*args: str, timeout: float = 120.0, check: bool = True) -> subprocess.CompletedProcess:
     """Run the real `qonnect` command line of this venv."""
-    exe = Path(sys.executable).with_name("qonnect")
-    result = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout, check=False)
-    if check and result.returncode != 0:
-        raise AssertionError(
-            f"qonnect {' '.join(args)} failed ({result.returncode}):\n"
-            f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
-        )
-    return result
+    return run_qonnect(*args, timeout=timeout, check=check)
 
 
 @dataclass
@@ -117,56 +108,14 @@ def up_args(name: str) -> list[str]:
 
 @contextlib.contextmanager
 def running(name: str, directory: Path) -> Iterator[Engine]:
-    """Start an engine's federation; always stopped afterwards (down, then SIGKILL by pid)."""
-    engine = None
-    try:
-        qonnect(
-            "testbed",
-            "up",
-            "--dir",
-            str(directory),
-            *up_args(name),
-            "--timeout",
-            str(int(UP_TIMEOUT[name])),
-            timeout=UP_TIMEOUT[name] + 60,
-        )
-        doc = yaml.safe_load((directory / "federation.yaml").read_text(encoding="utf-8"))
+    """Start an engine's federation; always stopped afterwards (support.federation)."""
+    args = [*up_args(name), "--timeout", str(int(UP_TIMEOUT[name]))]
+    with started_testbed(directory, *args, timeout=UP_TIMEOUT[name] + 60) as doc:
         engine = Engine(name, directory, doc)
-        yield engine
-    finally:
-        if engine is not None:
+        try:
+            yield engine
+        finally:
             engine.close()
-        pid_file = directory / "testbed.pid"
-        pid = int(pid_file.read_text()) if pid_file.exists() else None
-        with contextlib.suppress(Exception):
-            qonnect("testbed", "down", "--dir", str(directory), timeout=120)
-        if pid is not None and _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def wait_for(
-    check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1, what: str = "condition"
-) -> Any:
-    """Poll until check() returns something truthy; its value, or AssertionError with the last."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout} s (last value {value!r})")
-        time.sleep(interval)
 
 
 def status_of(exc: client.ApiException) -> dict[str, Any]:
@@ -184,21 +133,10 @@ def unique(prefix: str) -> str:
 def deployment(
     name: str, replicas: int = 2, image: str = "registry.k8s.io/pause:3.10", **spec: Any
 ) -> dict[str, Any]:
-    """A Deployment manifest whose pods carry app=<name>."""
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "main", "image": image}]},
-            },
-            **spec,
-        },
-    }
+    """A Deployment manifest whose pods carry app=<name>; ``spec`` adds to its spec."""
+    doc = specs.deployment(name, replicas, image)
+    doc["spec"].update(spec)
+    return doc
 
 
 def pod(name: str, image: str = "registry.k8s.io/pause:3.10", **container: Any) -> dict[str, Any]:

@@ -39,6 +39,31 @@ def qonnect_cmd(*args: str) -> list[str]:
     return [QONNECT, *args]
 
 
+def run(
+    cmd: list[str],
+    *,
+    check: bool = True,
+    timeout: float = 60.0,
+    env: dict[str, str] | None = None,
+    cwd: Path | str | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess:
+    """Run ``cmd`` to the end, output captured as text; with ``check`` a failure fails the test
+    with the command's output (not a bare CalledProcessError)."""
+    result = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env, cwd=cwd, input=input
+    )
+    if check and result.returncode != 0:
+        name = " ".join(Path(cmd[0]).name if i == 0 else str(arg) for i, arg in enumerate(cmd[:4]))
+        raise AssertionError(f"{name} ... failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+    return result
+
+
+def run_qonnect(*args: str, **options) -> subprocess.CompletedProcess:
+    """``qonnect ARGS`` through ``run`` (same options: check, timeout, env, cwd, input)."""
+    return run(qonnect_cmd(*args), **options)
+
+
 def wait_for(
     check: Callable[[], T],
     timeout: float = 30.0,
@@ -51,6 +76,7 @@ def wait_for(
     ``timeout`` seconds, naming ``what`` and the last exception of a type in ``retry_on``."""
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
+    value: object = None
     while True:
         try:
             value = check()
@@ -59,7 +85,7 @@ def wait_for(
         except retry_on as exc:
             last = exc
         if time.monotonic() > deadline:
-            detail = f" (last error: {last})" if last is not None else ""
+            detail = f" (last error: {last})" if last is not None else f" (last value: {value!r:.300})"
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}{detail}")
         time.sleep(interval)
 
@@ -109,3 +135,11 @@ def _signal(proc: subprocess.Popen, sig: int) -> None:
             proc.send_signal(sig)
     except ProcessLookupError:
         pass
+
+
+def kubectl(
+    kubeconfig: str | Path, *args: str, input: str | None = None, binary: str = "kubectl", timeout: float = 60
+) -> str:
+    """``kubectl --kubeconfig KUBECONFIG ARGS`` (``input`` on stdin); its stdout, or a failed test
+    with kubectl's output."""
+    return run([binary, "--kubeconfig", str(kubeconfig), *args], input=input, timeout=timeout).stdout

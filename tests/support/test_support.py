@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from support import free_port, stop_process, wait_for
+from support import free_port, run, stop_process, wait_for
+from support.specs import deployment
 
 
 def test_wait_for_returns_the_value_and_names_what_timed_out():
@@ -40,15 +41,41 @@ def test_free_port_is_bindable():
 
 
 def test_stop_process_ends_a_group_and_one_that_ignores_sigterm(tmp_path):
+    ready = tmp_path / "ignoring"
     stubborn = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)",
+            "import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "pathlib.Path(sys.argv[1]).touch(); time.sleep(60)",
+            str(ready),
         ],
         start_new_session=True,
     )
-    time.sleep(0.3)
+    # SIGTERM only once it is ignored: a busy machine may take seconds to start the interpreter
+    wait_for(ready.exists, 30, "the child to ignore SIGTERM")
     started = time.monotonic()
     assert stop_process(stubborn, timeout=0.5) == -9
     assert time.monotonic() - started < 10
+
+
+def test_run_fails_the_test_with_the_commands_output():
+    ok = run([sys.executable, "-c", "print('out')"])
+    assert ok.stdout == "out\n"
+    with pytest.raises(AssertionError, match=r"(?s)python\S* -c .* failed \(3\):\nnot this\n"):
+        run([sys.executable, "-c", "import sys; print('not this'); sys.exit(3)"])
+    assert run([sys.executable, "-c", "raise SystemExit(4)"], check=False).returncode == 4
+
+
+def test_deployment_builder_selects_its_own_pods():
+    doc = deployment("web", 3, "nginx", "100m", memory="64Mi", namespace="shop", port=80)
+    assert doc["metadata"] == {"name": "web", "namespace": "shop"}
+    assert (
+        doc["spec"]["selector"]["matchLabels"]
+        == doc["spec"]["template"]["metadata"]["labels"]
+        == {"app": "web"}
+    )
+    (container,) = doc["spec"]["template"]["spec"]["containers"]
+    assert container["resources"] == {"requests": {"cpu": "100m", "memory": "64Mi"}}
+    assert container["ports"] == [{"containerPort": 80}] and doc["spec"]["replicas"] == 3
+    assert "resources" not in deployment("bare")["spec"]["template"]["spec"]["containers"][0]

@@ -15,22 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from support import qonnect_reference
+from support import qonnect_cmd, qonnect_reference
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ansible"))
 
-from ansible_federation import (
-    BIN,
-    CLUSTERS,
-    COLLECTIONS,
-    QONNECT,
-    ROOT,
-    Federation,
-    create_token,
-    start_process,
-    stop_process,
-    wait_for,
-)
+from ansible_federation import BIN, CLUSTERS, COLLECTIONS, ROOT, Federation, cluster_clients, paper_federation
 
 REFERENCE = qonnect_reference()
 SAMPLE = REFERENCE / "sample-application"
@@ -112,7 +101,7 @@ def run_module(name: str, args: dict, folder: Path, timeout: float = 120) -> Run
 
 
 def run_cli(*args: str, cwd: str | None = None, timeout: float = 60) -> Run:
-    return run_measured([QONNECT, *args], cwd=cwd, timeout=timeout)
+    return run_measured(qonnect_cmd(*args), cwd=cwd, timeout=timeout)
 
 
 KINDS = (
@@ -173,22 +162,19 @@ def kb_state(kb) -> dict:
     }
 
 
-__all__ = [  # the federation helpers are re-exported for conftest.py
+__all__ = [  # Federation and the federation's constants are re-exported for conftest.py and the tests
     "BIN",
     "CLUSTERS",
-    "QONNECT",
     "ROOT",
     "SAMPLE",
     "Federation",
     "Run",
+    "cluster_clients",
     "cluster_state",
-    "create_token",
     "kb_state",
     "labelled",
+    "paper_federation",
     "run_cli",
     "run_measured",
     "run_module",
-    "start_process",
-    "stop_process",
-    "wait_for",
 ]

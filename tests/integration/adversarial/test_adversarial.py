@@ -28,9 +28,9 @@ from adversarial_harness import (
     labelled,
     run_cli,
     run_module,
-    wait_for,
 )
 from cases import DEPLOY, Case, all_cases, native
+from support import wait_for
 
 pytestmark = pytest.mark.timeout(900)
 

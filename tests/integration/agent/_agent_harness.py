@@ -6,57 +6,35 @@ have a conftest.py, and ``from conftest import ...`` picks whichever was loaded 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import signal
-import socket
 import subprocess
-import sys
-import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 # Imported for its side effect: it puts the qonnect.core collection on sys.path.
 import qonnect._collection as _collection_on_path  # noqa: F401
+from support import free_port, qonnect_cmd, start_process, stop_process
+from support import wait_for as _wait_for
+from support.federation import create_token, started_testbed
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 
-QONNECT = [sys.executable, "-m", "qonnect"]
 INTERVAL = 0.5
 
-
-def wait_for(check: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> object:
-    """Poll ``check`` until it returns something truthy; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except (KBError, KeyError, IndexError, TypeError) as exc:
-            last_error = exc
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_error})")
+# What a check may raise while the KB or the agent's first report is not there yet.
+wait_for = functools.partial(_wait_for, interval=0.2, retry_on=(KBError, KeyError, IndexError, TypeError))
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> int:
-    """SIGTERM, wait, SIGKILL as a last resort; returns the exit status."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-    return proc.returncode
+def module_testbed(tmp_path_factory, profile: str, *args: str) -> Iterator[dict]:
+    """Body of a testbed fixture: ``qonnect testbed up --profile PROFILE ARGS`` (support.federation);
+    the federation document with its directory under "dir", for the testbed's fault commands."""
+    root = tmp_path_factory.mktemp(profile)
+    with started_testbed(root, "--profile", profile, *args, "--timeout", "60") as federation:
+        federation["dir"] = str(root)
+        yield federation
 
 
 class KB:
@@ -75,15 +53,11 @@ class KB:
         self.admin = KBClient(self.url, self.token("admin", name="test-admin"), ca_path=self.ca, timeout=5)
 
     def token(self, role: str, cluster: str | None = None, name: str | None = None) -> str:
-        argv = [*QONNECT, "kb", "token", "create", "--db", self.db, "--role", role]
-        argv += ["--cluster", cluster] if cluster else []
-        argv += ["--name", name] if name else []
-        return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+        return create_token(self.db, role, name=name, cluster=cluster)
 
     def start(self) -> None:
-        log = open(self.root / "kb.log", "ab")  # noqa: SIM115 - handed to the child process
         argv = [
-            *QONNECT,
+            *qonnect_cmd(),
             "kb",
             "serve",
             "--db",
@@ -95,12 +69,7 @@ class KB:
         ]
         if self.tls:
             argv += ["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])]
-        self.proc = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
+        self.proc = start_process(argv, self.root / "kb.log")
         wait_for(self.admin.healthz, 60, "the KB to answer /healthz")
 
     def stop(self) -> None:
@@ -127,11 +96,12 @@ class Agent:
         self.log = root / "agent.log"
         self.kb = kb
         self.proc: subprocess.Popen | None = None
+        self.started_after = 0
         self.not_ready_timeout = 60.0  # --not-ready-timeout: the grace of workloads without their own
 
     def argv(self) -> list[str]:
         return [
-            *QONNECT,
+            *qonnect_cmd(),
             "-v",
             "agent",
             "--cluster",
@@ -156,9 +126,24 @@ class Agent:
         ]
 
     def start(self) -> None:
-        log = open(self.log, "ab")  # noqa: SIM115 - handed to the child process
-        self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT)
-        log.close()
+        self.started_after = self.seq()
+        self.proc = start_process(self.argv(), self.log)
+
+    def seq(self) -> int:
+        """The sequence number of the newest report of this cluster the KB holds (0: none)."""
+        try:
+            return self.status()["seq"] or 0
+        except (KBError, KeyError):
+            return 0
+
+    def reported(self, timeout: float = 60) -> dict:
+        """Wait for a report of this run of the agent: one newer than the KB held at its start
+        (a report of an earlier agent of the same cluster does not count)."""
+        return wait_for(
+            lambda: (s := self.status())["seq"] and s["seq"] > self.started_after and s,
+            timeout,
+            f"{self.name}'s first report",
+        )
 
     def stop(self) -> int:
         assert self.proc is not None

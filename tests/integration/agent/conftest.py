@@ -7,76 +7,36 @@ even when a test fails.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import yaml
-from _agent_harness import KB, QONNECT, Agent
-
-_BUILD: dict[str, object] = {}
+from _agent_harness import KB, Agent, module_testbed
+from support.kube import BINARIES
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build the real engine's binaries (or take them from the cache) before any `kube` test of
-    this directory runs: a cold build takes longer than a test's timeout. A failure is kept and
-    raised by the kube_bin fixture, so those tests fail (never skip)."""
+    this directory runs (see support.kube)."""
     here = Path(__file__).parent
-    if _BUILD or not any(
-        item.get_closest_marker("kube") and Path(str(item.fspath)).parent == here for item in session.items
-    ):
-        return
-    from qonnect_testbed.kube import BinariesError, ensure_binaries
-
-    try:
-        _BUILD["bin"] = ensure_binaries()
-    except BinariesError as exc:
-        _BUILD["error"] = exc
+    BINARIES.prepare(
+        any(
+            item.get_closest_marker("kube") and Path(str(item.fspath)).parent == here
+            for item in session.items
+        )
+    )
 
 
 @pytest.fixture(scope="session")
 def kube_bin() -> Path:
     """The real engine's bin directory (kube-apiserver, ..., kubectl)."""
-    if "error" in _BUILD:
-        raise _BUILD["error"]  # type: ignore[misc]
-    from qonnect_testbed.kube import ensure_binaries
-
-    return ensure_binaries()
+    return BINARIES.bin()
 
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory) -> Iterator[dict]:
     """Three emulated clusters (cloud-1, fog-1, edge-1) of the paper's profile."""
-    root = tmp_path_factory.mktemp("testbed")
-    up = subprocess.run(
-        [
-            *QONNECT,
-            "testbed",
-            "up",
-            "--dir",
-            str(root),
-            "--profile",
-            "paper",
-            "--clusters",
-            "3",
-            "--timeout",
-            "60",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    try:
-        assert up.returncode == 0, up.stderr
-        federation = yaml.safe_load((root / "federation.yaml").read_text())
-        federation["dir"] = str(root)
-        yield federation
-    finally:
-        subprocess.run(
-            [*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60, check=False
-        )
+    yield from module_testbed(tmp_path_factory, "paper", "--clusters", "3")
 
 
 @pytest.fixture(scope="module")

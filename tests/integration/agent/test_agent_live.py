@@ -2,61 +2,21 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
-from _agent_harness import INTERVAL, KB, QONNECT, Agent, wait_for
+from _agent_harness import INTERVAL, KB, Agent, wait_for
+from support import kubectl, run_qonnect
+from support.specs import deployment, managed, namespace, yaml_docs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-MANIFESTS = """
-apiVersion: v1
-kind: Namespace
-metadata: {name: shop}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  namespace: shop
-  labels: {app.kubernetes.io/managed-by: qonnect, qonnect.io/application: shop, qonnect.io/service: web}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers:
-      - {name: web, image: nginx, resources: {requests: {cpu: 250m, memory: 64Mi}}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: huge
-  namespace: shop
-  labels: {app.kubernetes.io/managed-by: qonnect, qonnect.io/application: shop, qonnect.io/service: huge}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: huge}}
-  template:
-    metadata: {labels: {app: huge}}
-    spec:
-      containers:
-      - {name: huge, image: nginx, resources: {requests: {cpu: "64"}}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: unmanaged, namespace: shop}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: unmanaged}}
-  template:
-    metadata: {labels: {app: unmanaged}}
-    spec:
-      containers:
-      - {name: c, image: nginx}
-"""
+MANIFESTS = yaml_docs(
+    namespace("shop"),
+    managed(deployment("web", 2, "nginx", "250m", memory="64Mi", container="web", namespace="shop"), "shop"),
+    managed(deployment("huge", 1, "nginx", "64", container="huge", namespace="shop"), "shop"),
+    deployment("unmanaged", 1, "nginx", container="c", namespace="shop"),
+)
 
 
 def inventory_cluster(kb, name: str) -> dict:
@@ -86,14 +46,7 @@ def test_inventory_heartbeat_latency_and_workloads_arrive(start_agent, kb, testb
     assert latency["cloud-1"] >= 20 and latency["fog-1"] >= 6 and latency["kb"] > 0, latency
 
     kubeconfig = agent.cluster["kubeconfig"]
-    subprocess.run(
-        ["kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-"],
-        input=MANIFESTS,
-        text=True,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    kubectl(kubeconfig, "apply", "-f", "-", input=MANIFESTS)
 
     def workloads():
         found = {w["name"]: w for w in kb.admin.list_workloads(cluster="edge-1")}
@@ -152,7 +105,7 @@ def test_cluster_failure_is_reported_and_the_agent_keeps_running(start_agent, kb
     agent = start_agent("cloud-1")
     wait_for(lambda: agent.status()["reachable"] is True, 60, "cloud-1 to report")
     nodes_before = kb.admin.list_nodes("cloud-1")
-    subprocess.run([*QONNECT, "testbed", "fail", "--dir", testbed["dir"], "cloud-1"], check=True, timeout=60)
+    run_qonnect("testbed", "fail", "--dir", testbed["dir"], "cloud-1")
     try:
         status = wait_for(
             lambda: (s := agent.status())["reachable"] is False and s, 30, "cloud-1 unreachable"
@@ -164,9 +117,7 @@ def test_cluster_failure_is_reported_and_the_agent_keeps_running(start_agent, kb
         time.sleep(4 * INTERVAL)
         assert agent.alive()
     finally:
-        subprocess.run(
-            [*QONNECT, "testbed", "recover", "--dir", testbed["dir"], "cloud-1"], check=True, timeout=60
-        )
+        run_qonnect("testbed", "recover", "--dir", testbed["dir"], "cloud-1")
     status = wait_for(lambda: (s := agent.status())["reachable"] is True and s, 60, "cloud-1 reachable again")
     assert status["error"] is None and status["healthy"]
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
 
 import pytest
-from _agent_harness import QONNECT
+from support import qonnect_cmd
+from support.specs import kubeconfig as kubeconfig_doc
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -18,7 +20,7 @@ def test_refused_arguments_exit_2_with_the_reason_and_no_token(tmp_path):
     missing = str(tmp_path / "missing.yaml")
     proc = subprocess.run(
         [
-            *QONNECT,
+            *qonnect_cmd(),
             "agent",
             "--cluster",
             "edge-1",
@@ -42,15 +44,11 @@ def test_refused_arguments_exit_2_with_the_reason_and_no_token(tmp_path):
 def test_sigterm_stops_the_agent_cleanly(tmp_path):
     """The cluster and the KB are both down; the agent runs anyway and stops on SIGTERM."""
     kubeconfig = tmp_path / "kubeconfig.yaml"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
-        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
-    )
+    kubeconfig.write_text(json.dumps(kubeconfig_doc("https://127.0.0.1:9", "t")))
     token = tmp_path / "token"
     token.write_text("t\n")
     argv = [
-        *QONNECT,
+        *qonnect_cmd(),
         "agent",
         "--cluster",
         "edge-1",

@@ -8,13 +8,14 @@ Each cluster of the `tiers` profile has a control-plane node tainted as kubeadm 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
-import yaml
-from _agent_harness import QONNECT, Agent, wait_for
+from _agent_harness import Agent, module_testbed, wait_for
+from support import kubectl, run_qonnect
+from support.federation import started_testbed
+from support.specs import deployment, managed, namespace, yaml_docs
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
@@ -32,35 +33,7 @@ CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "value": 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory) -> Iterator[dict]:
     """cloud-1, fog-1 and edge-1, each with a tainted control-plane node and one worker."""
-    root = tmp_path_factory.mktemp("tiers")
-    up = subprocess.run(
-        [
-            *QONNECT,
-            "testbed",
-            "up",
-            "--dir",
-            str(root),
-            "--profile",
-            "tiers",
-            "--start-delay",
-            "0.3",
-            "--timeout",
-            "60",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    try:
-        assert up.returncode == 0, up.stderr
-        federation = yaml.safe_load((root / "federation.yaml").read_text())
-        federation["dir"] = str(root)
-        yield federation
-    finally:
-        subprocess.run(
-            [*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60, check=False
-        )
+    yield from module_testbed(tmp_path_factory, "tiers", "--start-delay", "0.3")
 
 
 def edge_nodes(kb) -> list[dict]:
@@ -101,62 +74,34 @@ def test_control_plane_taints_reach_the_kb_and_placement_never_uses_that_node(st
     assert agent.stop() == 0
 
 
-MANIFESTS = """
-apiVersion: v1
-kind: Namespace
-metadata: {name: shop}
----
-# 2 x 5 CPU: one replica fits the 6-CPU worker, the other waits (the control plane is tainted):
-# on a real cluster it waits for capacity, so it must stay Progressing within its grace.
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: waits
-  namespace: shop
-  labels: {app.kubernetes.io/managed-by: qonnect, qonnect.io/application: shop, qonnect.io/service: waits}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: waits}}
-  template:
-    metadata: {labels: {app: waits}}
-    spec:
-      containers:
-      - {name: c, image: nginx, resources: {requests: {cpu: "5"}}}
----
-# never schedulable (no such node); a grace of 4 s set by annotation: Failed after it.
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: gives-up
-  namespace: shop
-  labels: {app.kubernetes.io/managed-by: qonnect, qonnect.io/application: shop, qonnect.io/service: gives-up}
-  annotations: {qonnect.io/failure-grace-seconds: "4"}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: gives-up}}
-  template:
-    metadata: {labels: {app: gives-up}}
-    spec:
-      affinity:
-        nodeAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-            nodeSelectorTerms:
-            - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [no-such-node]}]
-      containers:
-      - {name: c, image: nginx, resources: {requests: {cpu: 100m}}}
-"""
+def waits_manifest(replicas: int = 2, cpu: str = "5") -> dict:
+    """2 x 5 CPU: one replica fits the 6-CPU worker, the other waits (the control plane is tainted):
+    on a real cluster it waits for capacity, so it must stay Progressing within its grace."""
+    return managed(deployment("waits", replicas, "nginx", cpu, container="c", namespace="shop"), "shop")
+
+
+NO_SUCH_NODE = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["no-such-node"]}
+                    ]
+                }
+            ]
+        }
+    }
+}
+# gives-up is never schedulable (no such node); a grace of 4 s set by annotation: Failed after it.
+GIVES_UP = deployment("gives-up", 1, "nginx", "100m", container="c", namespace="shop", affinity=NO_SUCH_NODE)
+MANIFESTS = yaml_docs(namespace("shop"), waits_manifest(), managed(GIVES_UP, "shop", grace=4))
 
 
 def test_an_unschedulable_pod_is_progressing_within_its_grace_and_failed_after_it(start_agent, kb, testbed):
     agent = start_agent("edge-1")
-    subprocess.run(
-        ["kubectl", "--kubeconfig", agent.cluster["kubeconfig"], "apply", "-f", "-"],
-        input=MANIFESTS,
-        text=True,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    agent.reported()
+    kubectl(agent.cluster["kubeconfig"], "apply", "-f", "-", input=MANIFESTS)
     started = time.monotonic()
 
     def workloads():
@@ -203,58 +148,25 @@ def test_an_agent_without_rbac_rights_reports_forbidden_and_the_cluster_stays_he
         agent.stop()
 
 
-FAULTS = """
-apiVersion: v1
-kind: Namespace
-metadata: {name: pulls}
----
-# the registry fails for the first 6 s, then the pull works: transient, never Failed
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: flaky
-  namespace: pulls
-  labels: {app.kubernetes.io/managed-by: qonnect, qonnect.io/application: pulls, qonnect.io/service: flaky}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: flaky}}
-  template:
-    metadata: {labels: {app: flaky}}
-    spec:
-      containers:
-      - {name: c, image: qonnect.test/pull-flaky-6s/web, resources: {requests: {cpu: 100m}}}
----
-# the image never pulls: Failed once its grace (5 s here) is over
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: broken
-  namespace: pulls
-  labels: {app.kubernetes.io/managed-by: qonnect, qonnect.io/application: pulls, qonnect.io/service: broken}
-  annotations: {qonnect.io/failure-grace-seconds: "5"}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: broken}}
-  template:
-    metadata: {labels: {app: broken}}
-    spec:
-      containers:
-      - {name: c, image: qonnect.test/pull-fail/web, resources: {requests: {cpu: 100m}}}
-"""
+def pulls(name: str, image: str, grace: float | None = None) -> dict:
+    return managed(deployment(name, 1, image, "100m", container="c", namespace="pulls"), "pulls", grace)
+
+
+FAULTS = yaml_docs(
+    namespace("pulls"),
+    # the registry fails for the first 6 s, then the pull works: transient, never Failed
+    pulls("flaky", "qonnect.test/pull-flaky-6s/web"),
+    # the image never pulls: Failed once its grace (5 s here) is over
+    pulls("broken", "qonnect.test/pull-fail/web", grace=5),
+)
 
 
 def test_a_transient_pull_failure_is_never_failed_and_a_permanent_one_is_after_its_grace(
     start_agent, kb, testbed
 ):
     agent = start_agent("cloud-1")
-    subprocess.run(
-        ["kubectl", "--kubeconfig", agent.cluster["kubeconfig"], "apply", "-f", "-"],
-        input=FAULTS,
-        text=True,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    agent.reported()  # watching before the first pull: it fails for 6 s only
+    kubectl(agent.cluster["kubeconfig"], "apply", "-f", "-", input=FAULTS)
     seen: dict[str, list[tuple[str, str]]] = {"flaky": [], "broken": []}
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -287,23 +199,7 @@ def test_moving_straight_back_waits_for_the_terminating_namespace(testbed):
     """Deploy to edge-1, move to fog-1 (edge-1's namespace is deleted and stays Terminating while
     its pods go), move straight back: deploy waits for the namespace to be gone, then recreates it."""
     targets = {c["name"]: Target(c["name"], c["kubeconfig"]) for c in testbed["clusters"]}
-    web = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "containers": [
-                        {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}
-                    ]
-                },
-            },
-        },
-    }
+    web = deployment("web", 2, "nginx", "100m", container="c")
     services = {
         "web": [
             {
@@ -361,85 +257,38 @@ def test_a_node_loss_with_room_left_is_rescheduled_and_never_failed(tmp_path, kb
     """
     (tmp_path / "two.yml").write_text(TWO_WORKERS)
     root = tmp_path / "tb"
-    subprocess.run(
-        [
-            *QONNECT,
-            "testbed",
-            "up",
-            "--dir",
-            str(root),
-            "--profile",
-            str(tmp_path / "two.yml"),
-            "--start-delay",
-            "0.3",
-            "--timeout",
-            "60",
-            "--node-monitor-grace-period",
-            "3",
-            "--default-unreachable-toleration-seconds",
-            "6",
-            "--default-not-ready-toleration-seconds",
-            "6",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=True,
-    )
+    flags = ["--node-monitor-grace-period", "3", "--default-unreachable-toleration-seconds", "6"]
+    flags += ["--default-not-ready-toleration-seconds", "6"]
+    with started_testbed(
+        root, "--profile", str(tmp_path / "two.yml"), "--start-delay", "0.3", "--timeout", "60", *flags
+    ) as federation:
+        _lost_node_is_replaced(kb, federation, root, tmp_path)
+
+
+def _lost_node_is_replaced(kb, federation: dict, root, tmp_path) -> None:
     agent = None
     try:
-        federation = yaml.safe_load((root / "federation.yaml").read_text())
         kubeconfig = federation["clusters"][0]["kubeconfig"]
         agent = Agent(kb, federation, "edge-1", tmp_path / "agent")
         agent.not_ready_timeout = 2.0
         agent.start()
-        manifest = "---".join(MANIFESTS.split("---")[:2])  # Namespace shop + waits
-        manifest = manifest.replace('cpu: "5"', 'cpu: "1"').replace("replicas: 2", "replicas: 4")
-        subprocess.run(
-            ["kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-"],
-            input=manifest,
-            text=True,
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+        manifest = yaml_docs(namespace("shop"), waits_manifest(replicas=4, cpu="1"))
+        kubectl(kubeconfig, "apply", "-f", "-", input=manifest)
 
         def waits(status):
             found = [w for w in kb.admin.list_workloads(cluster="edge-1") if w["name"] == "waits"]
             return found and found[0]["status"] == status and found[0]["ready_replicas"] == 4 and found[0]
 
         wait_for(lambda: waits("Healthy"), 60, "waits Healthy with 4 replicas")
-        pods = json.loads(
-            subprocess.run(
-                ["kubectl", "--kubeconfig", kubeconfig, "-n", "shop", "get", "pods", "-o", "json"],
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=30,
-            ).stdout
-        )
+        pods = json.loads(kubectl(kubeconfig, "-n", "shop", "get", "pods", "-o", "json"))
         lost = pods["items"][0]["spec"]["nodeName"]
-        subprocess.run(
-            [*QONNECT, "testbed", "node-down", "edge-1", lost, "--dir", str(root)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        run_qonnect("testbed", "node-down", "edge-1", lost, "--dir", str(root))
         statuses = []
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             (w,) = [w for w in kb.admin.list_workloads(cluster="edge-1") if w["name"] == "waits"]
             statuses.append((w["status"], w["ready_replicas"]))
-            running = json.loads(
-                subprocess.run(
-                    ["kubectl", "--kubeconfig", kubeconfig, "-n", "shop", "get", "pods", "-o", "json"],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                    timeout=30,
-                ).stdout
-            )["items"]
+            running = json.loads(kubectl(kubeconfig, "-n", "shop", "get", "pods", "-o", "json"))["items"]
             moved = running and all(p["spec"].get("nodeName") not in (None, lost) for p in running)
             if moved and statuses[-1] == ("Healthy", 4):
                 break
@@ -452,6 +301,3 @@ def test_a_node_loss_with_room_left_is_rescheduled_and_never_failed(tmp_path, kb
     finally:
         if agent is not None:
             agent.stop()
-        subprocess.run(
-            [*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=60, check=False
-        )

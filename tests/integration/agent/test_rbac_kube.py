@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import support
 import yaml
-from _agent_harness import QONNECT, wait_for
+from _agent_harness import wait_for
+from support.federation import started_testbed
+from support.specs import PAUSE, deployment
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.k8s import waiter
@@ -41,49 +43,25 @@ def kube(kube_bin: Path, tmp_path_factory) -> Iterator[dict]:
     """One real cluster of the `tiers` profile: a tainted control-plane node and a worker."""
     KUBECTL[0] = str(kube_bin / "kubectl")  # the kubectl of the engine's own release
     root = tmp_path_factory.mktemp("kube")
-    up = subprocess.run(
-        [
-            *QONNECT,
-            "testbed",
-            "up",
-            "--dir",
-            str(root),
-            "--profile",
-            "tiers",
-            "--clusters",
-            "1",
-            "--start-delay",
-            "0.3",
-            "--engine",
-            "kube",
-            "--timeout",
-            "300",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=420,
-        check=False,
-    )
-    try:
-        assert up.returncode == 0, up.stderr[-4000:]
-        federation = yaml.safe_load((root / "federation.yaml").read_text())
+    args = [
+        "--profile",
+        "tiers",
+        "--clusters",
+        "1",
+        "--start-delay",
+        "0.3",
+        "--engine",
+        "kube",
+        "--timeout",
+        "300",
+    ]
+    with started_testbed(root, *args, timeout=420) as federation:
         federation["dir"] = root
         yield federation
-    finally:
-        subprocess.run(
-            [*QONNECT, "testbed", "down", "--dir", str(root)], capture_output=True, timeout=120, check=False
-        )
 
 
 def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
-    return subprocess.run(
-        [*KUBECTL, "--kubeconfig", kubeconfig, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    return support.kubectl(kubeconfig, *args, input=stdin, binary=KUBECTL[0])
 
 
 def token_kubeconfig(admin: str, account: str, path: Path) -> str:
@@ -174,27 +152,7 @@ def test_deploy_with_its_clusterrole_applies_removes_and_reapplies_through_a_ter
     kubectl(admin, "apply", "-f", str(ROOT / "docs" / "rbac" / "deploy-clusterrole.yml"))
     deploy_config = token_kubeconfig(admin, "qonnect-deploy", tmp_path / "deploy.yaml")
     targets = {CLUSTER: Target(CLUSTER, deploy_config)}
-    web = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "c",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": "100m"}},
-                        }
-                    ]
-                },
-            },
-        },
-    }
+    web = deployment("web", 2, PAUSE, "100m", container="c")
     services = {
         "web": [
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}, "data": {"a": "1"}},

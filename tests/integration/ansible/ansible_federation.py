@@ -1,9 +1,9 @@
-"""Helpers and fixtures of the Ansible integration tests: a real federation: the paper testbed, a KB, one agent per cluster.
+"""Helpers of the Ansible integration tests around a real federation (started by
+``support.federation.reporting_federation``): the paper testbed, a KB, one agent per cluster.
 
 Everything runs as real processes (`qonnect testbed up`, `qonnect kb serve`, `qonnect agent`);
 the tests drive it with real `ansible-playbook`, `ansible-inventory` and ansible-runner and
-read the clusters back through the Kubernetes API. Every process started here is stopped at the
-end of the session, also when a test fails.
+read the clusters back through the Kubernetes API.
 """
 
 from __future__ import annotations
@@ -11,17 +11,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
+
+from support import run_qonnect
+from support.federation import reporting_federation
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
-QONNECT = str(BIN / "qonnect")
 COLLECTIONS = str(ROOT / ".venv" / "collections")
+T = TypeVar("T")
 CLUSTERS = [f"{tier}-{i}" for tier in ("cloud", "fog", "edge") for i in (1, 2, 3)]
 
 
@@ -31,7 +34,6 @@ class Federation:
     kb_url: str
     admin_token_file: Path
     clusters: dict[str, dict]
-    procs: list[subprocess.Popen] = field(default_factory=list)
 
     @property
     def env(self) -> dict[str, str]:
@@ -61,7 +63,30 @@ class Federation:
         )
 
     def qonnect(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([QONNECT, *args], capture_output=True, text=True, timeout=60, check=True)
+        return run_qonnect(*args)
+
+
+def paper_federation(base: Path) -> Iterator[Federation]:
+    """Body of a federation fixture: the nine-cluster paper testbed with its clusters registered
+    and reporting to a KB (support.federation)."""
+    args = ("--profile", "paper", "--start-delay", "0.2")
+    with reporting_federation(base, *args, kb_args=("--heartbeat-timeout", "30")) as fed:
+        yield Federation(fed.base, fed.url, fed.admin_token_file, fed.clusters)
+
+
+def cluster_clients(federation: Federation, make: Callable[[Any], T]) -> Callable[[str], T]:
+    """clients(cluster) -> ``make(ApiClient)`` for that cluster's kubeconfig, made once."""
+    from kubernetes import config
+
+    cache: dict[str, T] = {}
+
+    def get(cluster: str) -> T:
+        if cluster not in cache:
+            api = config.new_client_from_config(config_file=federation.clusters[cluster]["kubeconfig"])
+            cache[cluster] = make(api)
+        return cache[cluster]
+
+    return get
 
 
 def recap(result: subprocess.CompletedProcess) -> dict[str, int]:
@@ -70,44 +95,6 @@ def recap(result: subprocess.CompletedProcess) -> dict[str, int]:
     assert found, result.stdout + result.stderr
     counts = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", found.group(1))}
     return counts
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=5)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=5)
-
-
-def start_process(cmd: list[str], log: Path) -> subprocess.Popen:
-    with open(log, "wb") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def create_token(db: str, role: str, path: Path, cluster: str | None = None) -> Path:
-    args = [QONNECT, "kb", "token", "create", "--db", db, "--role", role, "--name", path.stem]
-    if cluster:
-        args += ["--cluster", cluster]
-    token = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
-    path.write_text(token + "\n")
-    path.chmod(0o600)
-    return path
 
 
 def snapshot(k8s, namespace: str = "bookinfo") -> dict[str, dict]:

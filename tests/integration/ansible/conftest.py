@@ -8,106 +8,19 @@ end of the session, also when a test fails.
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
-from ansible_federation import QONNECT, Federation, create_token, start_process, stop_process, wait_for
+from ansible_federation import cluster_clients, paper_federation
 
 
 @pytest.fixture(scope="session")
 def federation(tmp_path_factory):
     """The nine-cluster paper testbed with its clusters registered and reporting to a KB."""
-    import yaml
-
-    base = tmp_path_factory.mktemp("qonnect-ansible")
-    tb = base / "testbed"
-    procs: list[subprocess.Popen] = []
-    try:
-        subprocess.run(
-            [QONNECT, "testbed", "up", "--profile", "paper", "--dir", str(tb), "--start-delay", "0.2"],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        fed = yaml.safe_load((tb / "federation.yaml").read_text())
-        db = f"sqlite:///{base / 'kb.sqlite'}"
-        admin = create_token(db, "admin", base / "admin.token")
-        port_file = base / "kb.port"
-        kb_cmd = [
-            QONNECT,
-            "kb",
-            "serve",
-            "--db",
-            db,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--port-file",
-            str(port_file),
-            "--heartbeat-timeout",
-            "30",
-        ]
-        procs.append(start_process(kb_cmd, base / "kb.log"))
-        port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 60, "the KB")
-        federation = Federation(
-            base, f"http://127.0.0.1:{port}", admin, {c["name"]: c for c in fed["clusters"]}, procs
-        )
-        kb = federation.kb()
-        for c in fed["clusters"]:
-            fields = ("name", "tier", "location", "server", "kubeconfig", "context", "labels")
-            kb.register_cluster({k: c[k] for k in fields})
-            token = create_token(db, "agent", base / f"agent-{c['name']}.token", c["name"])
-            agent_cmd = [
-                QONNECT,
-                "agent",
-                "--cluster",
-                c["name"],
-                "--kubeconfig",
-                c["kubeconfig"],
-                "--kb",
-                federation.kb_url,
-                "--token-file",
-                str(token),
-                "--interval",
-                "2",
-                "--state-dir",
-                str(base / f"agent-{c['name']}"),
-            ]
-            procs.append(start_process(agent_cmd, base / f"agent-{c['name']}.log"))
-
-        def all_reporting():
-            inv = kb.inventory()
-            return all(c["healthy"] and c["nodes"] for c in inv["clusters"]) and len(inv["clusters"]) == 9
-
-        try:
-            wait_for(all_reporting, 90, "all nine agents to report")
-        except AssertionError as exc:
-            logs = "".join(
-                f"\n--- {log.name}:\n" + log.read_text(errors="replace")[-1500:]
-                for log in sorted(base.glob("*.log"))
-            )
-            raise AssertionError(f"{exc}; process logs:{logs}") from None
-        yield federation
-    finally:
-        for proc in reversed(procs):
-            stop_process(proc)
-        subprocess.run(
-            [QONNECT, "testbed", "down", "--dir", str(tb)], capture_output=True, timeout=60, check=False
-        )
+    yield from paper_federation(tmp_path_factory.mktemp("qonnect-ansible"))
 
 
 @pytest.fixture(scope="session")
 def k8s(federation):
     """k8s(cluster) -> (CoreV1Api, AppsV1Api) reading that cluster through its kubeconfig."""
-    from kubernetes import client, config
+    from kubernetes import client
 
-    cache: dict[str, tuple] = {}
-
-    def get(cluster: str):
-        if cluster not in cache:
-            api = config.new_client_from_config(config_file=federation.clusters[cluster]["kubeconfig"])
-            cache[cluster] = (client.CoreV1Api(api), client.AppsV1Api(api))
-        return cache[cluster]
-
-    return get
+    return cluster_clients(federation, lambda api: (client.CoreV1Api(api), client.AppsV1Api(api)))

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import support
 import yaml
 from ansible_federation import BIN, CLUSTERS, COLLECTIONS, ROOT, json_out, recap, snapshot
 
@@ -117,13 +118,8 @@ def test_inventory_plugin(federation, tmp_path):
     token = federation.admin_token_file.read_text().strip()
     env = dict(federation.env, QONNECT_KB_TOKEN=token)
     listed = json_out(
-        subprocess.run(
-            [str(BIN / "ansible-inventory"), "-i", str(source), "--list"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        support.run(
+            [str(BIN / "ansible-inventory"), "-i", str(source), "--list"], env=env, timeout=120, check=False
         )
     )
     assert sorted(listed["cloud"]["hosts"]) == ["cloud-1", "cloud-2", "cloud-3"]
@@ -134,13 +130,8 @@ def test_inventory_plugin(federation, tmp_path):
     assert hv["server"] == federation.clusters["fog-2"]["server"]
     assert hv["capacity"]["cpu"] == 6.0 and hv["price_eur_h"] == pytest.approx(0.0042)
     assert hv["healthy"] is True and hv["heartbeat_age"] < 30
-    graph = subprocess.run(
-        [str(BIN / "ansible-inventory"), "-i", str(source), "--graph"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    graph = support.run(
+        [str(BIN / "ansible-inventory"), "-i", str(source), "--graph"], env=env, timeout=120, check=False
     )
     assert "@fog:" in graph.stdout and "--edge-3" in graph.stdout
     assert token not in json.dumps(listed) + graph.stdout + graph.stderr
@@ -159,9 +150,7 @@ def test_inventory_cache(federation, tmp_path):
     cmd = [str(BIN / "ansible-inventory"), "-i", str(source), "--list"]
 
     def inventory(environment: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [*cmd, *extra], env=environment, capture_output=True, text=True, timeout=120, check=False
-        )
+        return support.run([*cmd, *extra], env=environment, timeout=120, check=False)
 
     first = json_out(inventory(env))
     assert sorted(first["_meta"]["hostvars"]) == sorted(CLUSTERS)
@@ -270,7 +259,7 @@ def test_partial_failure_keeps_previous_placement(federation, k8s, deployed):
     plan["ratings"] = [{"cluster": target, "replicas": 1}]
     federation.qonnect("testbed", "fail", target, "--dir", str(federation.dir / "testbed"))
     try:
-        result = subprocess.run(
+        result = support.run(
             [
                 str(BIN / "ansible"),
                 "localhost",
@@ -288,8 +277,6 @@ def test_partial_failure_keeps_previous_placement(federation, k8s, deployed):
             ],
             env=federation.env,
             cwd=ROOT,
-            capture_output=True,
-            text=True,
             timeout=120,
             check=False,
         )

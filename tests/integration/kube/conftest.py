@@ -13,14 +13,12 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from qonnect_testbed.kube import BinariesError, KubeFederation, ensure_binaries, start_federation
+from qonnect_testbed.kube import KubeFederation, start_federation
+from support.kube import BINARIES
 
 HERE = Path(__file__).parent
 GRACE_SECONDS = 8
 TOLERATION_SECONDS = 10
-
-
-_BUILD: dict[str, object] = {}
 
 
 def _needs_kube(item: pytest.Item) -> bool:
@@ -37,12 +35,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     A cold build takes longer than one test's timeout, so it happens here, once, outside every
     test; a failure is kept and raised by the kube_bin fixture, so those tests fail (not skip).
     """
-    if _BUILD or not any(_needs_kube(item) for item in session.items):
-        return
-    try:
-        _BUILD["bin"] = ensure_binaries()
-    except BinariesError as exc:
-        _BUILD["error"] = exc
+    BINARIES.prepare(any(_needs_kube(item) for item in session.items))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -61,9 +54,7 @@ def node_timing() -> tuple[int, int]:
 @pytest.fixture(scope="session")
 def kube_bin() -> Path:
     """The built binaries (built at collection, through the cache)."""
-    if "error" in _BUILD:
-        raise _BUILD["error"]  # type: ignore[misc]
-    return ensure_binaries()
+    return BINARIES.bin()
 
 
 @pytest.fixture(scope="session")

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+import support
 import urllib3
 import yaml
 from kubernetes import client, config
 from qonnect_testbed.kube import KUBE_VERSION, KubeFederation, start_federation
+from support import specs
 
 PROFILE_LABELS = (
     "qonnect.io/tier",
@@ -38,40 +40,15 @@ def api(kubeconfig: Path) -> client.ApiClient:
     return client.ApiClient(cfg)
 
 
-def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except (client.ApiException, urllib3.exceptions.HTTPError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; last: {last!r}")
+def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """support.wait_for every 0.5 s, through the API's refusals while a component restarts."""
+    return support.wait_for(
+        check, timeout, what, interval=0.5, retry_on=(client.ApiException, urllib3.exceptions.HTTPError)
+    )
 
 
-def deployment(name: str, replicas: int = 1, image: str = "registry.k8s.io/pause:3.10") -> dict:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [
-                        {"name": "main", "image": image, "resources": {"requests": {"cpu": "100m"}}}
-                    ]
-                },
-            },
-        },
-    }
+def deployment(name: str, replicas: int = 1) -> dict:
+    return specs.deployment(name, replicas, specs.PAUSE, "100m")
 
 
 def namespace(core: client.CoreV1Api) -> str:

@@ -22,7 +22,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
 
-from _controller_stack import REPO, Stack, qonnect_cmd, wait_for
+from _controller_stack import REPO, Stack, wait_for
+from support import run_qonnect
 
 pytestmark = [pytest.mark.timeout(600)]
 APP = "bookinfo"
@@ -40,24 +41,8 @@ class KubeStack(Stack):
     """
 
     def start_testbed(self, clusters: int = 3, heartbeat: float = 1.0) -> dict:
-        subprocess.run(
-            qonnect_cmd(
-                "testbed",
-                "up",
-                "--dir",
-                str(self.testbed_dir),
-                "--profile",
-                "tiers",
-                "--engine",
-                "kube",
-                "--start-delay",
-                "0.5",
-            ),
-            check=True,
-            capture_output=True,
-            timeout=300,
-            env=self.env,
-        )
+        up = ("testbed", "up", "--dir", str(self.testbed_dir), "--profile", "tiers", "--engine", "kube")
+        run_qonnect(*up, "--start-delay", "0.5", timeout=300, env=self.env)
         self.federation = yaml.safe_load((self.testbed_dir / "federation.yaml").read_text())
         for c in self.federation["clusters"]:
             deploy = self._least_privilege(c, "deploy")

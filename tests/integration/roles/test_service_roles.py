@@ -7,10 +7,10 @@ systemd as PID 1 here, so the roles run the services as supervised background pr
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-import socket
 import stat
 import subprocess
 import sys
@@ -21,6 +21,8 @@ import pytest
 
 # Imported for its side effect: it puts the qonnect.core collection on sys.path.
 import qonnect._collection as _collection_on_path  # noqa: F401
+import support
+from support import free_port, run_qonnect
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
@@ -63,23 +65,8 @@ current-context: edge-1
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except KBError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+# the KB may still be starting when the first check runs
+wait_for = functools.partial(support.wait_for, interval=0.3, retry_on=(KBError,))
 
 
 def pid_alive(pid_file: Path) -> bool:
@@ -121,7 +108,7 @@ class Play:
             ANSIBLE_LOCAL_TEMP=str(self.root / "ansible-tmp"),
         )
         started = time.monotonic()
-        proc = subprocess.run(
+        proc = support.run(
             [
                 str(VENV_BIN / "ansible-playbook"),
                 "-i",
@@ -133,8 +120,6 @@ class Play:
             ],
             cwd=self.root,
             env=env,
-            capture_output=True,
-            text=True,
             timeout=240,
             check=False,
         )
@@ -152,13 +137,7 @@ def test_roles_converge_idempotent_stop_absent(tmp_path):
     python = sys.executable
     # the agent's token is made before the KB runs (the same CLI an operator would use)
     create = ["kb", "token", "create", "--db", f"sqlite:///{base}/kb/kb.sqlite", "--role", "agent"]
-    agent_token = subprocess.run(
-        [python, "-m", "qonnect", *create, "--cluster", "edge-1"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.strip()
+    agent_token = run_qonnect(*create, "--cluster", "edge-1").stdout.strip()
     (base / "agent-token.txt").write_text(agent_token)
     (base / "edge-1.kubeconfig").write_text(DEAD_KUBECONFIG)
     (tmp_path / "play.yml").write_text(PLAYBOOK.format(python=python, base=base, port=port))

@@ -1,39 +1,21 @@
 """A real testbed federation for the sim/CLI tests: started with `qonnect testbed up`.
 
-The federation runs as the detached background process `up` starts; `down` stops it, and if
-that fails the process is killed by the pid it recorded, so no test leaves it behind.
+The federation runs as the detached background process `up` starts; support.federation's
+``started_testbed`` takes it down again (by its recorded pid if `down` fails), so no test leaves it
+behind. Polling, the CLI and manifests come from ``support``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
-import yaml
 from kubernetes import client, config
-
-CLI_TIMEOUT = 60
-
-
-def qonnect(*args: str, check: bool = True, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
-    """Run the real `qonnect` command line."""
-    result = subprocess.run(
-        [str(Path(sys.executable).with_name("qonnect")), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"qonnect {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
-    return result
+from support import run_qonnect
+from support.federation import started_testbed
 
 
 @dataclass
@@ -62,7 +44,7 @@ class Federation:
         return client.AppsV1Api(self.api(name))
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return qonnect("testbed", *args, "--dir", str(self.directory), check=check)
+        return run_qonnect("testbed", *args, "--dir", str(self.directory), check=check)
 
     def close(self) -> None:
         for api in self._clients.values():
@@ -72,66 +54,9 @@ class Federation:
 @contextlib.contextmanager
 def running(directory: Path, *args: str) -> Iterator[Federation]:
     """`qonnect testbed up --dir directory *args`, yielded as a Federation, always stopped."""
-    fed = None
-    try:
-        qonnect("testbed", "up", "--dir", str(directory), *args)
-        fed = Federation(directory, yaml.safe_load((directory / "federation.yaml").read_text()))
-        yield fed
-    finally:
-        if fed is not None:
+    with started_testbed(directory, *args) as doc:
+        fed = Federation(directory, doc)
+        try:
+            yield fed
+        finally:
             fed.close()
-        pid_file = directory / "testbed.pid"
-        pid = int(pid_file.read_text()) if pid_file.exists() else None
-        with contextlib.suppress(Exception):
-            qonnect("testbed", "down", "--dir", str(directory), timeout=30)
-        if pid is not None and _alive(pid):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
-    """Poll until check() returns something truthy; its last value, or AssertionError."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s (last value {value!r})")
-        time.sleep(interval)
-
-
-def deployment(
-    name: str,
-    replicas: int = 2,
-    image: str = "nginx:1.25",
-    cpu: str | None = None,
-    node_selector: dict | None = None,
-    affinity: dict | None = None,
-) -> dict:
-    """A Deployment manifest of the kind qonnect applies."""
-    container: dict[str, Any] = {"name": "main", "image": image}
-    if cpu:
-        container["resources"] = {"requests": {"cpu": cpu}}
-    spec: dict[str, Any] = {"containers": [container]}
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    if affinity:
-        spec["affinity"] = affinity
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
-        },
-    }

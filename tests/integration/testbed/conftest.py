@@ -28,6 +28,7 @@ from cryptography.x509.oid import NameOID
 from kubernetes import client, config, dynamic
 from qonnect_testbed.apiserver import make_app
 from qonnect_testbed.store import Store
+from support import specs
 
 
 def _cert(
@@ -197,22 +198,7 @@ class Manifests:
         name: str, replicas: int = 2, image: str = "nginx:1.25", labels: dict | None = None
     ) -> dict:
         """A Deployment whose pods carry app=<name>."""
-        match = {"app": name}
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name, "labels": labels or match},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": match},
-                "template": {
-                    "metadata": {"labels": match},
-                    "spec": {
-                        "containers": [{"name": "main", "image": image, "ports": [{"containerPort": 80}]}]
-                    },
-                },
-            },
-        }
+        return specs.deployment(name, replicas, image, labels=labels or {"app": name}, port=80)
 
     @staticmethod
     def pod(name: str, labels: dict | None = None, node: str | None = None) -> dict:

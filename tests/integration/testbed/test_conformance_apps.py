@@ -150,14 +150,15 @@ def test_server_side_apply_with_dynamic_client(dyn, ns):
     assert "f:replicas" in fields["f:spec"]
     assert 'k:{"name":"main"}' in fields["f:spec"]["f:template"]["f:spec"]["f:containers"]
     # bob applies a different replicas value: conflict naming alice
+    bobs = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "ssa"},
+        "spec": {"replicas": 5},
+    }
     with pytest.raises(client.ApiException) as exc:
         api.server_side_apply(
-            body={
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": "ssa"},
-                "spec": {"replicas": 5},
-            },
+            body=bobs,
             namespace=ns,
             field_manager="bob",
         )
@@ -165,12 +166,7 @@ def test_server_side_apply_with_dynamic_client(dyn, ns):
     assert exc.value.status == 409 and body["reason"] == "Conflict"
     assert body["details"]["causes"][0]["field"] == ".spec.replicas" and '"alice"' in body["message"]
     forced = api.server_side_apply(
-        body={
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "ssa"},
-            "spec": {"replicas": 5},
-        },
+        body=bobs,
         namespace=ns,
         field_manager="bob",
         force_conflicts=True,

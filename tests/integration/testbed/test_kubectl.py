@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import support
 import yaml
 
 pytestmark = pytest.mark.timeout(120)
@@ -58,31 +59,14 @@ def kubectl(cluster, tmp_path_factory):
         binary = ensure_binaries() / "kubectl"
     except BinariesError as exc:
         pytest.fail(f"the kubectl tests need the built kubectl: {exc}")
-    version = json.loads(
-        subprocess.run(
-            [str(binary), "version", "--client", "-o", "json"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-    )["clientVersion"]
+    version = json.loads(support.run([str(binary), "version", "--client", "-o", "json"], timeout=60).stdout)[
+        "clientVersion"
+    ]
     home = tmp_path_factory.mktemp("kubectl")
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "KUBECONFIG": str(cluster.kubeconfig)}
 
     def run(*args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
-        result = subprocess.run(
-            [str(binary), *args],
-            env=env,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
-        return result
+        return support.run([str(binary), *args], env=env, input=stdin, check=check)
 
     run.version = f"{version['major']}.{version['minor']}"
     return run

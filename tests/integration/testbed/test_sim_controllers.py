@@ -7,8 +7,10 @@ import uuid
 from typing import Iterator
 
 import pytest
-from _federation import Federation, deployment, running, wait_for
+from _federation import Federation, running
 from kubernetes import client
+from support import wait_for
+from support.specs import deployment
 
 pytestmark = pytest.mark.timeout(90)
 NODES = ["cloud-1-worker-1", "cloud-1-worker-2", "cloud-1-worker-3"]  # energy, cost, performance

@@ -10,38 +10,20 @@ ratings edge-1) and the agents report its workloads ready.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import qonnect._collection  # makes the collection importable
 from ansible_collections.qonnect.core.plugins.module_utils.app_source import load_given
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
+from support import stop_process, wait_for
+from support.federation import create_token, serve_kb
 
 REPO = Path(__file__).resolve().parents[3]
 PAPER = REPO / "examples" / "inventories" / "paper.json"
 BOOKINFO = REPO / "examples" / "bookinfo" / "energy-first.yml"
-QONNECT = [sys.executable, "-c", "import sys; from qonnect.cli import main; sys.exit(main())"]
 PLACEMENT = {"productpage": "cloud-1", "details": "fog-1", "reviews": "fog-1", "ratings": "edge-1"}
-
-
-def qonnect(*args: str) -> list[str]:
-    return [*QONNECT, *args]
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
 
 
 @dataclass
@@ -91,36 +73,11 @@ class Federation:
 
 def start_federation(root: Path) -> tuple[subprocess.Popen, Federation]:
     db = f"sqlite://{root / 'kb.sqlite'}"
-    port_file = root / "kb.port"
-    with open(root / "kb.log", "ab") as log:
-        proc = subprocess.Popen(
-            qonnect(
-                "kb",
-                "serve",
-                "--db",
-                db,
-                "--port",
-                "0",
-                "--port-file",
-                str(port_file),
-                "--heartbeat-timeout",
-                "120",
-            ),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    procs: list[subprocess.Popen] = []
     try:
-        port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 30, "the KB port")
-        url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: _up(url), 30, "the KB /healthz")
-        admin_token = subprocess.run(
-            qonnect("kb", "token", "create", "--db", db, "--role", "admin"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout.strip()
+        url = serve_kb(db, root, "--heartbeat-timeout", "120", procs=procs)
+        wait_for(KBClient(url, None, timeout=2).healthz, 30, "the KB /healthz", retry_on=(KBError,))
+        admin_token = create_token(db, "admin")
         admin = KBClient(url, admin_token)
         paper = json.loads(PAPER.read_text())
         fed = Federation(url, admin, "", root / "reader.token", paper)
@@ -149,24 +106,7 @@ def start_federation(root: Path) -> tuple[subprocess.Popen, Federation]:
             }
         )
     except BaseException:
-        stop(proc)
+        for proc in procs:
+            stop_process(proc)
         raise
-    return proc, fed
-
-
-def _up(url: str) -> bool:
-    try:
-        KBClient(url, None, timeout=2).healthz()
-    except KBError:
-        return False
-    return True
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+    return procs[0], fed

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from _ui_fleet import Federation, start_federation, stop
+from _ui_fleet import Federation, start_federation
+from support import stop_process
 
 
 @pytest.fixture(scope="module")
@@ -16,4 +17,4 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]
     try:
         yield fed
     finally:
-        stop(proc)
+        stop_process(proc)

@@ -7,12 +7,12 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _ui_fleet import PLACEMENT, qonnect, wait_for
+from _ui_fleet import PLACEMENT
+from support import free_port, qonnect_cmd, start_process, stop_process, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 TIERS = ["cloud", "fog", "edge"]
@@ -21,7 +21,7 @@ TIERS = ["cloud", "fog", "edge"]
 def status(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("QONNECT_")}
     return subprocess.run(
-        qonnect("status", *args),
+        qonnect_cmd("status", *args),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -109,21 +109,24 @@ def test_refused_token_and_unreachable_kb_are_clear_errors(federation, tmp_path:
     assert run.returncode == 2 and "KB unreachable" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_watch_refreshes_until_interrupted(federation) -> None:
-    proc = subprocess.Popen(
-        qonnect("status", *reader_args(federation), "--watch", "0.3"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+def test_watch_refreshes_until_interrupted(federation, tmp_path: Path) -> None:
+    out_file = tmp_path / "watch.out"
+    with open(out_file, "w") as out:
+        proc = subprocess.Popen(
+            qonnect_cmd("status", *reader_args(federation), "--watch", "0.3"),
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
     try:
-        time.sleep(3)
+        # two refreshes, however long the command takes to start on a busy machine
+        wait_for(lambda: out_file.read_text().count("qonnect federation at") >= 2, 60, "two refreshes")
     finally:
         os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=15)
+        _out, err = proc.communicate(timeout=15)
     assert proc.returncode == 130, err
-    assert out.count("qonnect federation at") >= 2
+    assert out_file.read_text().count("qonnect federation at") >= 2
 
 
 @pytest.fixture()
@@ -134,51 +137,40 @@ def controller(federation, tmp_path: Path) -> Iterator[str]:
     secret.chmod(0o600)
     token = tmp_path / "controller.token"
     token.write_text(federation.token("controller"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        raft = f"127.0.0.1:{s.getsockname()[1]}"
+    raft = f"127.0.0.1:{free_port()}"
     ready = tmp_path / "ready.json"
-    with open(tmp_path / "controller.log", "ab") as log:
-        proc = subprocess.Popen(
-            qonnect(
-                "controller",
-                "run",
-                "--id",
-                "solo",
-                "--self",
-                raft,
-                "--peers",
-                raft,
-                "--kb",
-                federation.url,
-                "--token-file",
-                str(token),
-                "--raft-secret-file",
-                str(secret),
-                "--data-dir",
-                str(tmp_path / "data"),
-                "--heartbeat-timeout",
-                "600",
-                "--min-dwell",
-                "600",
-                "--ready-file",
-                str(ready),
-            ),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start_process(
+        qonnect_cmd(
+            "controller",
+            "run",
+            "--id",
+            "solo",
+            "--self",
+            raft,
+            "--peers",
+            raft,
+            "--kb",
+            federation.url,
+            "--token-file",
+            str(token),
+            "--raft-secret-file",
+            str(secret),
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--heartbeat-timeout",
+            "600",
+            "--min-dwell",
+            "600",
+            "--ready-file",
+            str(ready),
+        ),
+        tmp_path / "controller.log",
+    )
     try:
         wait_for(ready.exists, 30, "the controller to serve")
         yield f"http://127.0.0.1:{json.loads(ready.read_text())['http']}"
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_process(proc)
 
 
 def test_controller_leader_and_term_come_from_its_status_endpoint(federation, controller: str) -> None:

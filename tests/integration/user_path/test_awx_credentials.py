@@ -19,7 +19,9 @@ from pathlib import Path
 
 import jinja2.sandbox
 import pytest
+import support
 import yaml
+from support.specs import application, deployment
 from user_path_support import ROOT, tool
 
 DOCS = ROOT / "docs" / "awx"
@@ -36,70 +38,21 @@ AWX_KUBERNETES = {
         },
     },
 }
-APP = {
-    "apiVersion": "qonnect.io/v1",
-    "kind": "Application",
-    "metadata": {"name": "awxdemo"},
-    "spec": {
-        "objective": {"energy": 1.0},
-        "services": [
-            {
-                "name": "web",
-                "tier": "cloud",
-                "manifests": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "Deployment",
-                        "metadata": {"name": "web"},
-                        "spec": {
-                            "replicas": 1,
-                            "selector": {"matchLabels": {"app": "web"}},
-                            "template": {
-                                "metadata": {"labels": {"app": "web"}},
-                                "spec": {
-                                    "containers": [
-                                        {
-                                            "name": "web",
-                                            "image": "docker.io/library/nginx:1.27",
-                                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                                        }
-                                    ]
-                                },
-                            },
-                        },
-                    }
-                ],
-            },
-            {
-                "name": "cache",
-                "tier": "edge",
-                "manifests": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "Deployment",
-                        "metadata": {"name": "cache"},
-                        "spec": {
-                            "replicas": 1,
-                            "selector": {"matchLabels": {"app": "cache"}},
-                            "template": {
-                                "metadata": {"labels": {"app": "cache"}},
-                                "spec": {
-                                    "containers": [
-                                        {
-                                            "name": "cache",
-                                            "image": "docker.io/library/redis:7.4",
-                                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                                        }
-                                    ]
-                                },
-                            },
-                        },
-                    }
-                ],
-            },
-        ],
-    },
-}
+APP = application(
+    "awxdemo",
+    [
+        {
+            "name": name,
+            "tier": tier,
+            "manifests": [deployment(name, 1, image, "100m", memory="64Mi", container=name)],
+        }
+        for name, tier, image in (
+            ("web", "cloud", "docker.io/library/nginx:1.27"),
+            ("cache", "edge", "docker.io/library/redis:7.4"),
+        )
+    ],
+    objective={"energy": 1.0},
+)
 
 
 def inject(credential_type: dict, inputs: dict, where: Path) -> dict[str, str]:
@@ -143,17 +96,23 @@ def kb_credential(
     return inject(credential_type, inputs, tmp_path / "kb-cred")
 
 
+def k8s_credential(kubeconfig: dict, tmp_path: Path) -> dict[str, str]:
+    """What AWX's own Kubernetes bearer-token credential injects for the kubeconfig's cluster."""
+    cluster = kubeconfig["clusters"][0]["cluster"]
+    inputs = {
+        "host": cluster["server"],
+        "bearer_token": kubeconfig["users"][0]["user"]["token"],
+        "verify_ssl": True,
+        "ssl_ca_cert": base64.b64decode(cluster["certificate-authority-data"]).decode(),
+    }
+    return inject(AWX_KUBERNETES, inputs, tmp_path / "k8s-cred")
+
+
 def play(tmp_path: Path, env: dict, text: str, *args: str) -> subprocess.CompletedProcess:
     book = tmp_path / "play.yml"
     book.write_text(textwrap.dedent(text))
-    return subprocess.run(
-        [tool("ansible-playbook"), str(book), *args],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    return support.run(
+        [tool("ansible-playbook"), str(book), *args], env=env, cwd=tmp_path, timeout=300, check=False
     )
 
 
@@ -207,11 +166,9 @@ def test_kb_credential_type_drives_the_inventory_plugin(stack, tmp_path):
         | kb_credential(stack, tmp_path, stack.reader)
         | {"ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}
     )
-    run = subprocess.run(
+    run = support.run(
         [tool("ansible-inventory"), "-i", str(inventory_file(tmp_path)), "--list"],
         env=env,
-        capture_output=True,
-        text=True,
         timeout=120,
         check=False,
     )
@@ -226,15 +183,10 @@ def test_unreachable_kb_fails_the_inventory_only_when_asked(tmp_path):
     """What the plugin documents about ANSIBLE_INVENTORY_UNPARSED_FAILED."""
     env = base_env(tmp_path) | {"QONNECT_KB_URL": "http://127.0.0.1:9", "QONNECT_KB_TOKEN": "x"}
     cmd = [tool("ansible-inventory"), "-i", str(inventory_file(tmp_path)), "--list"]
-    lenient = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    lenient = support.run(cmd, env=env, timeout=120, check=False)
     assert lenient.returncode == 0 and "KB unreachable" in lenient.stderr
-    strict = subprocess.run(
-        cmd,
-        env=env | {"ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    strict = support.run(
+        cmd, env=env | {"ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}, timeout=120, check=False
     )
     assert strict.returncode != 0 and "KB unreachable" in strict.stderr
 
@@ -322,12 +274,10 @@ def test_kubeconfig_credential_type_deploys_with_the_shipped_playbook(stack, tmp
     app_file = tmp_path / "specs" / "awxdemo.yml"  # outside the checkout, absolute
     app_file.parent.mkdir()
     app_file.write_text(yaml.safe_dump(APP))
-    run = subprocess.run(
+    run = support.run(
         [tool("ansible-playbook"), "qonnect.core.deploy", "-e", f"app_file={app_file}"],
         env=env,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=300,
         check=False,
     )
@@ -342,32 +292,20 @@ def test_awx_kubernetes_bearer_token_credential_deploys(stack, tmp_path, hidden_
     cluster, a kubeconfig passed through the shipped playbook's `kubeconfigs` for the other."""
     cloud, edge = cluster_of("cloud", stack), cluster_of("edge", stack)
     doc = kubeconfig_of(stack, cloud)
-    inputs = {
-        "host": doc["clusters"][0]["cluster"]["server"],
-        "bearer_token": doc["users"][0]["user"]["token"],
-        "verify_ssl": True,
-        "ssl_ca_cert": base64.b64decode(doc["clusters"][0]["cluster"]["certificate-authority-data"]).decode(),
-    }
-    env = (
-        base_env(tmp_path)
-        | kb_credential(stack, tmp_path, stack.admin)
-        | inject(AWX_KUBERNETES, inputs, tmp_path / "k8s-cred")
-    )
+    env = base_env(tmp_path) | kb_credential(stack, tmp_path, stack.admin) | k8s_credential(doc, tmp_path)
     app_file = tmp_path / "awxdemo.yml"
     app_file.write_text(yaml.safe_dump(APP))
     extra = json.dumps({"app_file": str(app_file), "kubeconfigs": {edge: stack.clusters[edge]["kubeconfig"]}})
-    run = subprocess.run(
+    run = support.run(
         [tool("ansible-playbook"), "qonnect.core.deploy", "-e", extra],
         env=env,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=300,
         check=False,
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert deployments(stack, cloud) == ["web"] and deployments(stack, edge) == ["cache"]
-    assert inputs["bearer_token"] not in run.stdout + run.stderr
+    assert doc["users"][0]["user"]["token"] not in run.stdout + run.stderr
 
 
 def test_reader_token_gets_an_error_that_says_why(stack, tmp_path):
@@ -399,27 +337,15 @@ def test_awx_kubernetes_credential_reads_a_cluster_for_registration(stack, tmp_p
     credential (K8S_AUTH_* in the environment, no kubeconfig path) and takes its tier from it."""
     edge = cluster_of("edge", stack)
     doc = kubeconfig_of(stack, edge)
-    inputs = {
-        "host": doc["clusters"][0]["cluster"]["server"],
-        "bearer_token": doc["users"][0]["user"]["token"],
-        "verify_ssl": True,
-        "ssl_ca_cert": base64.b64decode(doc["clusters"][0]["cluster"]["certificate-authority-data"]).decode(),
-    }
-    env = (
-        base_env(tmp_path)
-        | kb_credential(stack, tmp_path, stack.admin)
-        | inject(AWX_KUBERNETES, inputs, tmp_path / "k8s-cred")
-    )
+    env = base_env(tmp_path) | kb_credential(stack, tmp_path, stack.admin) | k8s_credential(doc, tmp_path)
     args = json.dumps({"name": "awx-probe", "gather_nodes": True})
-    run = subprocess.run(
+    run = support.run(
         [tool("ansible"), "localhost", "-m", "qonnect.core.cluster", "-a", args, "--check"],
         env=env,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=300,
         check=False,
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert '"tier": "edge"' in run.stdout and f"{edge}-" in run.stdout  # its nodes, read with the credential
-    assert inputs["bearer_token"] not in run.stdout + run.stderr
+    assert doc["users"][0]["user"]["token"] not in run.stdout + run.stderr

@@ -3,30 +3,20 @@ as antsibull-changelog renders it, and every fragment is valid (`make changelog`
 
 from __future__ import annotations
 
-import subprocess
-
+import support
 from user_path_support import ROOT, tool
 
 
 def test_every_fragment_is_valid():
-    run = subprocess.run(
-        [tool("antsibull-changelog"), "lint"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    run = support.run([tool("antsibull-changelog"), "lint"], cwd=ROOT, timeout=120, check=False)
     assert run.returncode == 0 and not run.stdout.strip(), run.stdout + run.stderr
 
 
 def test_changelog_rst_is_rendered_from_changelog_yaml(tmp_path):
     out = tmp_path / "CHANGELOG.rst"
-    run = subprocess.run(
+    run = support.run(
         [tool("antsibull-changelog"), "generate", "--output", str(out), "--output-format", "rst"],
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=120,
         check=False,
     )

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import support
 import yaml
 from user_path_support import ROOT, tool
 
@@ -52,7 +53,7 @@ def create(tmp_path: Path, built: Path) -> Path:
     shutil.copy(ROOT / "bindep.txt", src)
     shutil.copytree(ROOT / "meta", src / "meta")
     shutil.copy(built, src / "build" / "ee" / "qonnect-core.tar.gz")
-    run = subprocess.run(
+    run = support.run(
         [
             tool("ansible-builder"),
             "create",
@@ -64,8 +65,6 @@ def create(tmp_path: Path, built: Path) -> Path:
             "Containerfile",
         ],
         cwd=src,
-        capture_output=True,
-        text=True,
         timeout=120,
         check=False,
     )
@@ -94,17 +93,13 @@ def test_ee_requirements_in_a_fresh_venv_run_the_modules(tmp_path, built):
     import ansible  # the same ansible-core the project tests, as the EE's ansible_core pins a range
 
     pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    run = subprocess.run(
+    run = support.run(
         [*pip, f"ansible-core=={ansible.__version__}", "-r", str(ctx / "_build" / "requirements.txt")],
-        capture_output=True,
-        text=True,
         timeout=900,
         check=False,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    listed = subprocess.run(
-        [str(py), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True
-    ).stdout
+    listed = support.run([str(py), "-m", "pip", "list", "--format", "json"]).stdout
     installed = {p["name"].lower() for p in json.loads(listed)}
     assert not installed & set(SERVER_STACK), installed & set(SERVER_STACK)
 
@@ -147,25 +142,14 @@ def test_ee_requirements_in_a_fresh_venv_run_the_modules(tmp_path, built):
         dest: {tmp_path}/plan.json
         mode: "0600"
 """)
-    run = subprocess.run(
-        [str(bin_ / "ansible-playbook"), str(book)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    run = support.run(
+        [str(bin_ / "ansible-playbook"), str(book)], env=env, cwd=tmp_path, timeout=300, check=False
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["scorer"] == "optimal" and plan["services"]
     assert all(entries and entries[0]["cluster"] for entries in plan["services"].values())
-    doc = subprocess.run(
-        [str(bin_ / "ansible-doc"), "-t", "inventory", "qonnect.core.kb"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    doc = support.run(
+        [str(bin_ / "ansible-doc"), "-t", "inventory", "qonnect.core.kb"], env=env, timeout=120, check=False
     )
     assert doc.returncode == 0 and "python_interpreter" in doc.stdout

@@ -14,6 +14,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import support
 from user_path_support import ROOT, build, copy_tree
 
 SCAN = [sys.executable, str(ROOT / "scripts" / "scan_tarball.py")]
@@ -53,9 +54,7 @@ def make_tarball(path: Path, members: dict[str, bytes]) -> Path:
 
 
 def scan(*tarballs: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*SCAN, *map(str, tarballs)], capture_output=True, text=True, timeout=60, check=False
-    )
+    return support.run([*SCAN, *map(str, tarballs)], timeout=60, check=False)
 
 
 def test_scanner_names_every_secret_at_once_without_printing_it(tmp_path):
@@ -130,10 +129,8 @@ def test_check_build_fails_on_a_secret_that_build_ignore_cannot_know(tmp_path):
     (tree / "examples" / "my-cluster.yaml").write_text(KUBECONFIG)
     dist = tmp_path / "dist"
     build(tree, dist)
-    run = subprocess.run(
+    run = support.run(
         ["bash", str(ROOT / "scripts" / "check-build.sh"), str(dist)],
-        capture_output=True,
-        text=True,
         timeout=300,
         env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
         check=False,
@@ -145,10 +142,8 @@ def test_check_build_fails_on_a_secret_that_build_ignore_cannot_know(tmp_path):
 
 
 def test_check_build_passes_on_the_checkout(built):
-    run = subprocess.run(
+    run = support.run(
         ["bash", str(ROOT / "scripts" / "check-build.sh"), str(built.parent)],
-        capture_output=True,
-        text=True,
         timeout=600,
         env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
         check=False,

@@ -1,19 +1,19 @@
 """Helpers and fixtures of the Ansible user's path tests: a copy of the collection as git sees it, and a KB
-served over HTTPS with its own CA and three testbed clusters registered (real processes)."""
+served over HTTPS with its own CA and three testbed clusters registered and reporting (real
+processes, started by ``support.federation``)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.federation import create_token, reporting_federation
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
@@ -65,97 +65,15 @@ def built(tmp_path_factory) -> Path:
     return build(tree, base / "dist")
 
 
-QONNECT = tool("qonnect")
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """Stop one process this suite started (its own session), by pid."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=15)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
-
-
 def tls_pair(base: Path) -> tuple[Path, Path, Path]:
-    """A throwaway CA and a server certificate for 127.0.0.1: (ca.pem, cert.pem, key.pem)."""
-    import datetime
-    import ipaddress
+    """A throwaway CA and a server certificate for 127.0.0.1 (the testbed's PKI, as the agent's
+    TLS test uses it): (ca.pem, cert.pem, key.pem)."""
+    from qonnect_testbed.pki import CertificateAuthority, write_server_pair
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "qonnect test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
-        )
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    paths = base / "ca.pem", base / "kb.crt", base / "kb.key"
-    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths[2].write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return paths
+    ca = CertificateAuthority.create("qonnect test CA")
+    ca_file = ca.save(base / "pki")
+    cert, key = write_server_pair(base / "pki", "kb", *ca.issue_server("kb", ["127.0.0.1"]))
+    return ca_file, cert, key
 
 
 @dataclass
@@ -176,157 +94,10 @@ class Stack:
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory):
-    import yaml
-
+def stack(tmp_path_factory) -> Iterator[Stack]:
     base = tmp_path_factory.mktemp("user-path")
-    testbed = base / "testbed"
-    procs: list[subprocess.Popen] = []
-    try:
-        subprocess.run(
-            [
-                QONNECT,
-                "testbed",
-                "up",
-                "--profile",
-                "paper",
-                "--clusters",
-                "3",
-                "--dir",
-                str(testbed),
-                "--start-delay",
-                "0.2",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=180,
-        )
-        fed = yaml.safe_load((testbed / "federation.yaml").read_text())
-        ca, cert, key = tls_pair(base)
-        db = f"sqlite:///{base / 'kb.sqlite'}"
-
-        def token(role: str) -> str:
-            return subprocess.run(
-                [QONNECT, "kb", "token", "create", "--db", db, "--role", role, "--name", role],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=True,
-            ).stdout.strip()
-
-        subprocess.run([QONNECT, "kb", "migrate", "--db", db], capture_output=True, timeout=60, check=False)
-        admin, reader = token("admin"), token("reader")
-        port_file = base / "kb.port"
-        with open(base / "kb.log", "wb") as log:
-            procs.append(
-                subprocess.Popen(
-                    [
-                        QONNECT,
-                        "kb",
-                        "serve",
-                        "--db",
-                        db,
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        "0",
-                        "--port-file",
-                        str(port_file),
-                        "--tls-cert",
-                        str(cert),
-                        "--tls-key",
-                        str(key),
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-        port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 60, "the KB")
-        stack = Stack(
-            base, f"https://127.0.0.1:{port}", ca, admin, reader, {c["name"]: c for c in fed["clusters"]}
-        )
-        kb = stack.kb()
-        wait_for(lambda: _healthy(kb), 30, "the KB over TLS")
-        for c in fed["clusters"]:
-            kb.register_cluster(
-                {
-                    k: c[k]
-                    for k in ("name", "tier", "location", "server", "kubeconfig", "context", "labels")
-                    if c.get(k) is not None
-                }
-            )
-            agent_token = base / f"agent-{c['name']}.token"
-            agent_token.write_text(
-                subprocess.run(
-                    [
-                        QONNECT,
-                        "kb",
-                        "token",
-                        "create",
-                        "--db",
-                        db,
-                        "--role",
-                        "agent",
-                        "--cluster",
-                        c["name"],
-                        "--name",
-                        f"agent-{c['name']}",
-                    ],
-                    capture_output=True,
-                    text=True,
-                    timeout=60,
-                    check=True,
-                ).stdout
-            )
-            with open(base / f"agent-{c['name']}.log", "wb") as log:
-                procs.append(
-                    subprocess.Popen(
-                        [
-                            QONNECT,
-                            "agent",
-                            "--cluster",
-                            c["name"],
-                            "--kubeconfig",
-                            c["kubeconfig"],
-                            "--kb",
-                            stack.url,
-                            "--kb-ca",
-                            str(ca),
-                            "--token-file",
-                            str(agent_token),
-                            "--interval",
-                            "2",
-                            "--state-dir",
-                            str(base / f"agent-{c['name']}"),
-                        ],
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-                )
-
-        def reporting() -> bool:
-            inv = kb.inventory()
-            return len(inv["clusters"]) == len(fed["clusters"]) and all(
-                c["healthy"] and c["nodes"] for c in inv["clusters"]
-            )
-
-        wait_for(reporting, 90, "every agent to report")
-        yield stack
-    finally:
-        for proc in procs:
-            stop(proc)
-        subprocess.run(
-            [QONNECT, "testbed", "down", "--dir", str(testbed)], capture_output=True, timeout=60, check=False
-        )
-
-
-def _healthy(kb) -> bool:
-    from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
-
-    try:
-        kb.healthz()
-    except KBError:
-        return False
-    return True
+    ca, cert, key = tls_pair(base)
+    args = ("--profile", "paper", "--clusters", "3", "--start-delay", "0.2")
+    with reporting_federation(base, *args, tls=(cert, key, ca)) as fed:
+        reader = create_token(fed.db, "reader", name="reader")
+        yield Stack(base, fed.url, ca, fed.admin_token, reader, fed.clusters)

@@ -10,6 +10,18 @@ from qonnect import cli
 from qonnect.errors import UserError
 
 
+def missing(monkeypatch, module: str, dependency: str) -> None:
+    """Importing ``module`` through the CLI fails as if ``dependency`` were not installed."""
+    real = importlib.import_module
+
+    def import_module(name, *args):
+        if name == module:
+            raise ModuleNotFoundError(f"No module named '{dependency}'", name=dependency)
+        return real(name, *args)
+
+    monkeypatch.setattr(cli.importlib, "import_module", import_module)
+
+
 def test_user_error_has_one_home():
     assert cli.UserError is UserError
 
@@ -23,14 +35,7 @@ def test_user_error_has_one_home():
     ],
 )
 def test_a_missing_extra_is_named(monkeypatch, capsys, command, module, hint):
-    real = importlib.import_module
-
-    def import_module(name, *args):
-        if name == module:
-            raise ModuleNotFoundError("No module named 'somedep'", name="somedep")
-        return real(name, *args)
-
-    monkeypatch.setattr(cli.importlib, "import_module", import_module)
+    missing(monkeypatch, module, "somedep")
     assert cli.main([command, "--help"]) == 2
     err = capsys.readouterr().err
     assert f"qonnect {command} needs the Python package 'somedep'" in err
@@ -39,14 +44,7 @@ def test_a_missing_extra_is_named(monkeypatch, capsys, command, module, hint):
 
 
 def test_a_missing_testbed_distribution_is_named(monkeypatch, capsys):
-    real = importlib.import_module
-
-    def import_module(name, *args):
-        if name == "qonnect_testbed.cli":
-            raise ModuleNotFoundError("No module named 'qonnect_testbed'", name="qonnect_testbed")
-        return real(name, *args)
-
-    monkeypatch.setattr(cli.importlib, "import_module", import_module)
+    missing(monkeypatch, "qonnect_testbed.cli", "qonnect_testbed")
     assert cli.main(["testbed", "--help"]) == 2
     err = capsys.readouterr().err
     assert "qonnect testbed needs the Python package 'qonnect_testbed'" in err
@@ -54,14 +52,7 @@ def test_a_missing_testbed_distribution_is_named(monkeypatch, capsys):
 
 
 def test_help_lists_a_component_whose_extra_is_missing(monkeypatch, capsys):
-    real = importlib.import_module
-
-    def import_module(name, *args):
-        if name == "qonnect.kb.cli":
-            raise ModuleNotFoundError("No module named 'fastapi'", name="fastapi")
-        return real(name, *args)
-
-    monkeypatch.setattr(cli.importlib, "import_module", import_module)
+    missing(monkeypatch, "qonnect.kb.cli", "fastapi")
     with pytest.raises(SystemExit) as stop:
         cli.main(["--help"])
     assert stop.value.code == 0

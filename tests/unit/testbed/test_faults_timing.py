@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 
@@ -10,8 +9,8 @@ import pytest
 from qonnect_testbed import fleet
 from qonnect_testbed.faults import Fault, StartDelays, backoff, fault_of
 from qonnect_testbed.quantities import canonical
-from qonnect_testbed.sim import ClusterSim
 from qonnect_testbed.store import ApiError, Store
+from support.sim import run_scenario, until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -101,25 +100,7 @@ def test_store_refuses_non_quantities_with_400():
 
 
 def _run(scenario, **options) -> None:
-    async def main() -> None:
-        spec = fleet.expand(fleet.load("tiers"), clusters=1).clusters[0]
-        store = Store(spec.name)
-        sim = ClusterSim(store, spec, start_delay=0.05, heartbeat_seconds=60, **options)
-        await sim.start()
-        try:
-            await scenario(store, sim)
-        finally:
-            await sim.stop()
-
-    asyncio.run(main())
-
-
-async def _until(check, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
-    return value
+    run_scenario(scenario, "tiers", **options)
 
 
 def _pod(name: str, image: str = "nginx:1") -> dict:
@@ -131,11 +112,11 @@ def test_profile_start_delay_applies_per_image():
         started = time.monotonic()
         store.create("pods", "default", _pod("slowpoke", "registry.example/slow:1"))
         store.create("pods", "default", _pod("quick"))
-        await _until(lambda: store.get("pods", "default", "quick")["status"].get("phase") == "Running")
+        await until(lambda: store.get("pods", "default", "quick")["status"].get("phase") == "Running")
         assert store.get("pods", "default", "slowpoke")["status"]["containerStatuses"][0]["state"] == {
             "waiting": {"reason": "ContainerCreating"}
         }
-        await _until(lambda: store.get("pods", "default", "slowpoke")["status"].get("phase") == "Running")
+        await until(lambda: store.get("pods", "default", "slowpoke")["status"].get("phase") == "Running")
         assert time.monotonic() - started >= 1.0
 
     _run(scenario, start_delays=[{"image": "registry.example/*", "seconds": 1.2, "jitter": 0.1}])
@@ -144,7 +125,7 @@ def test_profile_start_delay_applies_per_image():
 def test_node_grace_period_and_toleration_seconds():
     async def scenario(store, sim):
         store.create("pods", "default", _pod("p"))
-        await _until(lambda: store.get("pods", "default", "p")["status"].get("phase") == "Running")
+        await until(lambda: store.get("pods", "default", "p")["status"].get("phase") == "Running")
         tolerations = store.get("pods", "default", "p")["spec"]["tolerations"]
         assert {t["key"]: t["tolerationSeconds"] for t in tolerations} == {
             "node.kubernetes.io/not-ready": 1,
@@ -158,7 +139,7 @@ def test_node_grace_period_and_toleration_seconds():
             if c["type"] == "Ready"
         ]
         assert ready[0]["status"] == "True"  # within the grace period
-        await _until(
+        await until(
             lambda: (
                 not any(
                     c["type"] == "Ready" and c["status"] == "True"
@@ -168,7 +149,7 @@ def test_node_grace_period_and_toleration_seconds():
         )
         assert time.monotonic() - down >= 0.5
         assert store.list("pods", "default")[0]  # tolerated for 1 s more
-        await _until(lambda: not store.list("pods", "default")[0])
+        await until(lambda: not store.list("pods", "default")[0])
         assert time.monotonic() - down >= 1.5
 
     _run(
@@ -195,7 +176,7 @@ def test_taints_follow_the_ready_condition():
                 (t["key"], t["effect"]) for t in store.get("nodes", None, name)["spec"].get("taints") or []
             }
 
-        await _until(
+        await until(
             lambda: (
                 taints()
                 == {
@@ -205,6 +186,6 @@ def test_taints_follow_the_ready_condition():
             )
         )
         sim.nodes.set_up(name)
-        await _until(lambda: not taints())
+        await until(lambda: not taints())
 
     _run(scenario)

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
-from qonnect_testbed import fleet
-from qonnect_testbed.sim import ClusterSim
 from qonnect_testbed.store import Store
+from support.sim import run_scenario, until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -27,26 +23,8 @@ def deployment(replicas: int, image: str, strategy: dict | None = None, cpu: str
     return {"metadata": {"name": "w"}, "spec": spec}
 
 
-async def until(check, timeout: float = 5.0):
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
-    return value
-
-
 def run(scenario) -> None:
-    async def main() -> None:
-        spec = fleet.expand(fleet.load("paper"), clusters=1, nodes=2).clusters[0]
-        store = Store(spec.name)
-        sim = ClusterSim(store, spec, start_delay=0.05, heartbeat_seconds=60)
-        await sim.start()
-        try:
-            await scenario(store, sim)
-        finally:
-            await sim.stop()
-
-    asyncio.run(main())
+    run_scenario(scenario, "paper", nodes=2)
 
 
 def pods(store: Store) -> list[dict]:

@@ -230,28 +230,25 @@ def test_an_invalid_image_name_is_failed_at_once():
     assert workload_status("Deployment", deployment(), [bad])["status"] == FAILED
 
 
+def condition(kind: str, status: str, reason: str, message: str) -> dict:
+    return {"type": kind, "status": status, "reason": reason, "message": message}
+
+
 def test_replica_failure_is_progressing():
     cond = [
-        {
-            "type": "ReplicaFailure",
-            "status": "True",
-            "reason": "FailedCreate",
-            "message": 'pods "web-1" is forbidden: error looking up service account app/web',
-        }
+        condition(
+            "ReplicaFailure",
+            "True",
+            "FailedCreate",
+            'pods "web-1" is forbidden: error looking up service account app/web',
+        )
     ]
     got = workload_status("Deployment", deployment(conditions=cond), [])
     assert got["status"] == PROGRESSING and got["reason"].startswith("ReplicaFailure: FailedCreate")
 
 
 def test_progress_deadline_exceeded_fails_the_deployment():
-    cond = [
-        {
-            "type": "Progressing",
-            "status": "False",
-            "reason": "ProgressDeadlineExceeded",
-            "message": "too slow",
-        }
-    ]
+    cond = [condition("Progressing", "False", "ProgressDeadlineExceeded", "too slow")]
     got = workload_status("Deployment", deployment(conditions=cond), [])
     assert (got["status"], got["reason"]) == (FAILED, "Progressing: ProgressDeadlineExceeded too slow")
 

@@ -18,6 +18,7 @@ import pytest
 # Imported for its side effect: it puts the qonnect.core collection on sys.path.
 import qonnect._collection as _collection_on_path  # noqa: F401
 import yaml
+from support.specs import kubeconfig as kubeconfig_doc
 
 # isort: split
 from qonnect.agent.buffer import Outbox
@@ -96,18 +97,7 @@ class FakeApiServer:
 def apiserver(tmp_path):
     server = FakeApiServer()
     kubeconfig = tmp_path / "kubeconfig.yaml"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "c",
-                "clusters": [{"name": "c", "cluster": {"server": server.url}}],
-                "users": [{"name": "u", "user": {"token": "restricted-token"}}],
-                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-            }
-        )
-    )
+    kubeconfig.write_text(yaml.safe_dump(kubeconfig_doc(server.url, "restricted-token")))
     yield server, str(kubeconfig)
     server.close()
 
@@ -159,18 +149,7 @@ def test_a_forbidden_cluster_is_reachable_healthy_and_not_down(apiserver):
 
 def test_an_unreachable_cluster_is_still_reported_unreachable(tmp_path):
     kubeconfig = tmp_path / "kubeconfig.yaml"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "c",
-                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-            }
-        )
-    )
+    kubeconfig.write_text(yaml.safe_dump(kubeconfig_doc("http://127.0.0.1:9", "t")))
     collector = Collector(str(kubeconfig), timeout=2)
     with pytest.raises(CollectError) as err:
         collector.collect()
@@ -181,8 +160,9 @@ def test_an_unreachable_cluster_is_still_reported_unreachable(tmp_path):
     assert report["reachable"] is False
 
 
-def test_the_documented_agent_clusterrole_grants_exactly_what_the_collector_reads():
-    docs = yaml.safe_load((ROOT / "docs" / "rbac" / "agent-clusterrole.yml").read_text())["items"]
+def documented_role(name: str) -> tuple[list[dict], dict, set[tuple[str, str, str]]]:
+    """docs/rbac/NAME: its documents, its ClusterRole and the (group, resource, verb) it grants."""
+    docs = yaml.safe_load((ROOT / "docs" / "rbac" / name).read_text())["items"]
     (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
     granted = {
         (group, resource, verb)
@@ -191,6 +171,11 @@ def test_the_documented_agent_clusterrole_grants_exactly_what_the_collector_read
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
+    return docs, role, granted
+
+
+def test_the_documented_agent_clusterrole_grants_exactly_what_the_collector_reads():
+    docs, role, granted = documented_role("agent-clusterrole.yml")
     assert granted == {(group, resource, verb) for group, resource, verb, _path in AGENT_RIGHTS}
     (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
@@ -204,15 +189,7 @@ def test_the_documented_deploy_clusterrole_covers_what_deploy_touches():
         SWEEP_KINDS,
     )
 
-    docs = yaml.safe_load((ROOT / "docs" / "rbac" / "deploy-clusterrole.yml").read_text())["items"]
-    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-    granted = {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
+    _docs, _role, granted = documented_role("deploy-clusterrole.yml")
     plural = {"Ingress": "ingresses", "HorizontalPodAutoscaler": "horizontalpodautoscalers"}
     kinds = {
         (av.split("/", maxsplit=1)[0] if "/" in av else "", plural.get(kind, kind.lower() + "s"))
