@@ -112,8 +112,11 @@ from typing import Any
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
-
-RESOURCES = ("cpu", "memory", "ephemeral_storage")
+from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
+    RESOURCES,
+    free_capacity,
+)
 
 
 def _sum(nodes: list[dict], field: str) -> dict[str, float]:
@@ -130,9 +133,6 @@ def cluster_vars(
     """Host variables of one cluster from its inventory entry and its cluster record."""
     nodes = cluster.get("nodes") or []
     usable = [n for n in nodes if n.get("ready") and n.get("schedulable", True)]
-    capacity = _sum(nodes, "allocatable")
-    requested = _sum(usable, "requested")
-    usable_capacity = _sum(usable, "allocatable")
     prices = [n["price_eur_h"] for n in nodes if n.get("price_eur_h") is not None]
     return {
         "ansible_connection": "local",
@@ -143,8 +143,8 @@ def cluster_vars(
         "labels": dict(cluster.get("labels") or {}),
         "server": record.get("server"),
         "kubeconfig": record.get("kubeconfig"),
-        "capacity": capacity,
-        "free": {r: max(0, usable_capacity[r] - requested[r]) for r in RESOURCES},
+        "capacity": _sum(nodes, "allocatable"),
+        "free": free_capacity(cluster),
         "nodes": [n.get("name") for n in nodes],
         "ready_nodes": len(usable),
         "energy_kwh": _mean([n["energy_kwh"] for n in nodes if n.get("energy_kwh") is not None]),
@@ -157,6 +157,8 @@ def cluster_vars(
 
 
 def applications_by_cluster(placements: dict) -> dict[str, list[str]]:
+    """cluster -> applications placed there, from the KB inventory's placements (which already
+    hold each application's ``current_placement``)."""
     out: dict[str, set[str]] = {}
     for app, services in (placements or {}).items():
         for entries in (services or {}).values():
@@ -245,7 +247,12 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             if not cluster.get("healthy") and not self.get_option("include_unhealthy"):
                 continue
             name = cluster["name"]
-            hostvars = cluster_vars(cluster, data["records"].get(name, {}), apps.get(name, []), interpreter)
+            try:
+                hostvars = cluster_vars(
+                    cluster, data["records"].get(name, {}), apps.get(name, []), interpreter
+                )
+            except InventoryError as exc:
+                raise AnsibleParserError(f"qonnect.core.kb: the KB's inventory: {exc}") from None
             self.inventory.add_host(name)
             for var, value in hostvars.items():
                 self.inventory.set_variable(name, var, value)

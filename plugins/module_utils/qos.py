@@ -252,6 +252,9 @@ def finite_quantity(value: Any) -> float:
     return number
 
 
+_SHAPES = {dict: "a mapping", list: "a list"}
+
+
 def _typename(value: Any) -> str:
     names = {
         dict: "a mapping",
@@ -397,6 +400,13 @@ class _Loader:
         return app
 
     # -- generic checks -------------------------------------------------------------------
+    def shaped(self, value: Any, kind: type, path: str, what: str = "") -> bool:
+        """``value`` is absent (None) or a ``kind``; otherwise records "expected <what>, got <type>"."""
+        if value is None or isinstance(value, kind):
+            return True
+        self.err(path, f"expected {what or _SHAPES[kind]}, got {_typename(value)}")
+        return False
+
     def mapping(self, value: Any, path: str, allowed: tuple[str, ...] | None = None) -> dict:
         if value is None:
             return {}
@@ -522,9 +532,7 @@ class _Loader:
             before = len(self.errors)
             self.labels(meta.get("labels"), f"{path}.metadata.labels")
             ok = ok and len(self.errors) == before
-        spec = doc.get("spec")
-        if spec is not None and not isinstance(spec, dict):
-            self.err(f"{path}.spec", f"expected a mapping, got {_typename(spec)}")
+        if not self.shaped(doc.get("spec"), dict, f"{path}.spec"):
             return False
         if doc.get("kind") in ("ConfigMap", "Secret"):
             ok = self.check_data(doc, path) and ok
@@ -535,12 +543,9 @@ class _Loader:
         size = 0
         for key in ("data", "binaryData", "stringData"):
             data = doc.get(key)
-            if data is None:
-                continue
-            if not isinstance(data, dict):
-                self.err(f"{path}.{key}", f"expected a mapping, got {_typename(data)}")
+            if not self.shaped(data, dict, f"{path}.{key}"):
                 return False
-            for name, value in data.items():
+            for name, value in (data or {}).items():
                 if not isinstance(value, str):
                     self.err(f"{path}.{key}.{name}", f"{_typename(value)} is not a string (quote it)")
                     return False
@@ -554,61 +559,53 @@ class _Loader:
             return False
         return True
 
-    def check_pod(self, doc: dict, path: str) -> bool:  # noqa: C901 - over the budget before it was set; split when next changed
+    def check_pod(self, doc: dict, path: str) -> bool:
         """Each step towards the pod's containers is the right type; quantities are valid."""
         kind = doc.get("kind")
         if kind not in _POD_TEMPLATE_KINDS and kind not in ("Pod", "CronJob"):
             return True
-        ok = True
-        steps = _pod_path(kind).split(".")
         node: Any = doc
         where = path
-        for step in steps:
+        for step in _pod_path(kind).split("."):
             node = node.get(step) if isinstance(node, dict) else None
             where = f"{where}.{step}"
             if node is None:
-                return ok
-            if not isinstance(node, dict):
-                self.err(where, f"expected a mapping, got {_typename(node)}")
+                return True
+            if not self.shaped(node, dict, where):
                 return False
+        ok = True
         for key in ("containers", "initContainers"):
             containers = node.get(key)
-            if containers is None:
-                continue
-            if not isinstance(containers, list):
-                self.err(f"{where}.{key}", f"expected a list, got {_typename(containers)}")
+            if not self.shaped(containers, list, f"{where}.{key}"):
                 ok = False
                 continue
-            for ci, container in enumerate(containers):
-                cpath = f"{where}.{key}[{ci}]"
-                if not isinstance(container, dict):
-                    self.err(cpath, f"expected a container (a mapping), got {_typename(container)}")
+            for ci, container in enumerate(containers or []):
+                ok = self.check_container(container, f"{where}.{key}[{ci}]") and ok
+        return ok
+
+    def check_container(self, container: Any, path: str) -> bool:
+        """A container is a mapping; its resources' requests and limits are quantities."""
+        if not isinstance(container, dict):  # null too: a container is required here
+            self.err(path, f"expected a container (a mapping), got {_typename(container)}")
+            return False
+        res = container.get("resources")
+        if not self.shaped(res, dict, f"{path}.resources"):
+            return False
+        ok = True
+        for rkind in ("requests", "limits"):
+            values = (res or {}).get(rkind)
+            if not self.shaped(values, dict, f"{path}.resources.{rkind}"):
+                ok = False
+                continue
+            for rname, raw in (values or {}).items():
+                try:
+                    finite_quantity(raw)
+                except ValueError:
+                    self.err(
+                        f"{path}.resources.{rkind}.{rname}",
+                        f"{raw!r} is not a Kubernetes quantity (e.g. 250m, 128Mi)",
+                    )
                     ok = False
-                    continue
-                res = container.get("resources")
-                if res is None:
-                    continue
-                if not isinstance(res, dict):
-                    self.err(f"{cpath}.resources", f"expected a mapping, got {_typename(res)}")
-                    ok = False
-                    continue
-                for rkind in ("requests", "limits"):
-                    values = res.get(rkind)
-                    if values is None:
-                        continue
-                    if not isinstance(values, dict):
-                        self.err(f"{cpath}.resources.{rkind}", f"expected a mapping, got {_typename(values)}")
-                        ok = False
-                        continue
-                    for rname, raw in values.items():
-                        try:
-                            finite_quantity(raw)
-                        except ValueError:
-                            self.err(
-                                f"{cpath}.resources.{rkind}.{rname}",
-                                f"{raw!r} is not a Kubernetes quantity (e.g. 250m, 128Mi)",
-                            )
-                            ok = False
         return ok
 
     def manifests(self, value: Any, path: str) -> list[dict]:
@@ -641,8 +638,7 @@ class _Loader:
         labels = self.labels(sel.get("matchLabels"), f"{path}.matchLabels")
         exprs = sel.get("matchExpressions")
         out_exprs: list[dict] = []
-        if exprs is not None and not isinstance(exprs, list):
-            self.err(f"{path}.matchExpressions", f"expected a list, got {_typename(exprs)}")
+        if not self.shaped(exprs, list, f"{path}.matchExpressions"):
             exprs = []
         for i, expr in enumerate(exprs or []):
             p = f"{path}.matchExpressions[{i}]"
@@ -653,8 +649,7 @@ class _Loader:
                 self.err(f"{p}.key", problem)
             if op not in SELECTOR_OPERATORS:
                 self.err(f"{p}.operator", f"{op!r} is not one of {', '.join(SELECTOR_OPERATORS)}")
-            if values is not None and not isinstance(values, list):
-                self.err(f"{p}.values", f"expected a list of strings, got {_typename(values)}")
+            if not self.shaped(values, list, f"{p}.values", "a list of strings"):
                 values = []
             values = values or []
             if op in ("In", "NotIn"):

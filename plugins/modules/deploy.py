@@ -251,6 +251,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import (
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import with_grace
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.keys import ADDRESS_LABEL
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     MAX_REPLICAS,
     QONNECT_API_VERSION,
@@ -267,7 +268,7 @@ def previous_placement(kb, app: str) -> dict:
         if exc.status == 404:
             return {}
         raise
-    return (stored or {}).get("current") or (stored or {}).get("desired") or {}
+    return current_placement(stored)
 
 
 def address_of(record: dict) -> str:

@@ -21,6 +21,11 @@ import qonnect._collection as _collection_on_path  # noqa: F401
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
+from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
+    current_placement,
+    free_capacity,
+)
 
 from qonnect.cli import UserError
 from qonnect.controller import journal
@@ -128,12 +133,14 @@ def collect(kb: KBClient, controllers: list[str], events: int = 10, timeout: flo
     placements = kb.request("GET", f"{API}/placements")["placements"]
     workloads = kb.list_workloads()
     recent = kb.list_events(limit=events)
-    nodes = {c["name"]: c.get("nodes", []) for c in inventory.get("clusters", [])}
+    facts = {c["name"]: c for c in inventory.get("clusters", [])}
     running = _running(placements, workloads)
     tiers: dict[str, list[dict[str, Any]]] = {t: [] for t in TIERS}
     for c in sorted(clusters, key=lambda c: c["name"]):
         tiers.setdefault(c["tier"], []).append(
-            _cluster(c, nodes.get(c["name"], []), running.get(c["name"], []))
+            _cluster(
+                c, facts.get(c["name"]) or {"name": c["name"], "tier": c["tier"]}, running.get(c["name"], [])
+            )
         )
     return {
         "kb": kb.url,
@@ -146,11 +153,15 @@ def collect(kb: KBClient, controllers: list[str], events: int = 10, timeout: flo
 
 
 def _cluster(
-    record: dict[str, Any], nodes: list[dict[str, Any]], apps: list[dict[str, Any]]
+    record: dict[str, Any], inventoried: dict[str, Any], apps: list[dict[str, Any]]
 ) -> dict[str, Any]:
+    """One cluster's line: its KB record (health) and its inventory entry (nodes, free capacity)."""
     status = record.get("status") or {}
-    free_cpu = sum(n["allocatable"]["cpu"] - n["requested"]["cpu"] for n in nodes)
-    free_mem = sum(n["allocatable"]["memory"] - n["requested"]["memory"] for n in nodes)
+    nodes = inventoried.get("nodes") or []
+    try:
+        free = free_capacity(inventoried)
+    except InventoryError as exc:
+        raise UserError(f"the KB's inventory is malformed: {exc}") from None
     return {
         "name": record["name"],
         "tier": record["tier"],
@@ -161,7 +172,7 @@ def _cluster(
         "error": status.get("error"),
         "nodes": len(nodes),
         "nodes_ready": sum(1 for n in nodes if n.get("ready")),
-        "free": {"cpu": round(free_cpu, 3), "memory": int(free_mem)},
+        "free": {"cpu": round(free["cpu"], 3), "memory": int(free["memory"])},
         "energy_kwh": _mean(n.get("energy_kwh") for n in nodes),
         "price_eur_h": _mean(n.get("price_eur_h") for n in nodes),
         "running": apps,
@@ -202,7 +213,7 @@ def _running(
     out: dict[str, list[dict[str, Any]]] = {}
     for record in placements:
         app = record["application"]
-        for service, entries in sorted(journal.current_placement(record).items()):
+        for service, entries in sorted(current_placement(record).items()):
             for entry in entries:
                 key = (entry["cluster"], app, service)
                 out.setdefault(entry["cluster"], []).append(

@@ -274,6 +274,7 @@ def _generated(
     gen_tiers = gen.get("tiers", tiers)
     if not isinstance(gen_tiers, list) or not gen_tiers:
         raise ProfileError("generate.tiers: expected a non-empty list of tier names")
+    labels = _labels(gen.get("labels"), "generate.labels")
     out: list[dict[str, Any]] = []
     for t, tier in enumerate(gen_tiers):
         in_tier = count // len(gen_tiers) + (1 if t < count % len(gen_tiers) else 0)
@@ -283,6 +284,7 @@ def _generated(
                     "name": f"{tier}-{k}",
                     "tier": tier,
                     "nodes": [{"profile": profs[(k - 1 + j) % len(profs)]} for j in range(per)],
+                    "labels": dict(labels),
                 }
             )
     return out

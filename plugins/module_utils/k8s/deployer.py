@@ -313,6 +313,19 @@ class Deployer:
         if self.before_step is not None and not self.check_mode:
             self.before_step(name)
 
+    def converge(self, cluster: str) -> ClusterResult:
+        """Bring one cluster to its share of the plan now, without waiting for readiness: apply
+        what it should run, switch the addresses, prune what it should not run (before_step runs
+        before each of the three). The controller's reconciler uses it on a cluster that holds
+        services the KB places elsewhere; ``run`` is the all-or-nothing deploy of every cluster.
+        """
+        work = self.work[cluster]
+        work.desired = self.desired_for(cluster)
+        for name, step in (("apply", self._make), ("switch", self._switch), ("prune", self._break)):
+            self._step(name)
+            self._each([cluster], step)
+        return work.result
+
     def run(self) -> dict:
         """Apply the plan; returns {changed, failed, message, clusters, diff}."""
         for cluster in self.plan_clusters:

@@ -14,6 +14,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.taints import (
     taint_text,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
+    NODE_HEARTBEAT_TIMEOUT,
     RESOURCES,
     Inventory,
 )
@@ -23,8 +24,6 @@ try:
 except ImportError:  # pragma: no cover - exercised only without numpy
     np = None
 
-# QONNECT's node heartbeat timeout: older nodes are not eligible.
-NODE_HEARTBEAT_TIMEOUT = 15.0
 TIER_CODES = {"cloud": 0, "fog": 1, "edge": 2}
 
 
@@ -60,30 +59,20 @@ class Fleet:
         self.alloc = np.array([[n.allocatable[r] for r in RESOURCES] for n in nodes], dtype=float).reshape(
             -1, 3
         )
-        requested = np.array([[n.requested[r] for r in RESOURCES] for n in nodes], dtype=float).reshape(-1, 3)
-        self.free0 = self.alloc - requested
+        # each node's free capacity as the model defines it (model.Node.free)
+        free = (n.free() for n in nodes)
+        self.free0 = np.array([[f[r] for r in RESOURCES] for f in free], dtype=float).reshape(-1, 3)
         self.free = self.free0.copy()
         self.bandwidth = np.array([n.bandwidth_gbps for n in nodes], dtype=float)
         self.energy = np.array([n.energy_kwh for n in nodes], dtype=float)
         self.price = np.array([n.price_eur_h for n in nodes], dtype=float)
         # Ready, schedulable, no pressure, recent: the node could run a pod ...
-        self.node_usable = np.array(
-            [
-                n.ready
-                and n.schedulable
-                and not any(n.pressure.values())
-                and (n.heartbeat_age is None or n.heartbeat_age <= NODE_HEARTBEAT_TIMEOUT)
-                for n in nodes
-            ],
-            dtype=bool,
-        )
+        self.node_usable = np.array([n.usable for n in nodes], dtype=bool)
         # ... and no NoSchedule/NoExecute taint keeps a pod without tolerations off it (a tainted
         # control-plane node is no room for the application). Services that tolerate a taint
         # get such nodes back through node_ok_for().
         self.node_taints = [n.taints for n in nodes]
-        self.node_ok = self.node_usable & np.array(
-            [not blocks_service(list(t), [[]]) for t in self.node_taints], dtype=bool
-        )
+        self.node_ok = np.array([n.runs_pods for n in nodes], dtype=bool)
         self.node_reason = [_node_reason(n) for n in nodes]
         ok_per_cluster = np.bincount(self.node_cluster, weights=self.node_ok, minlength=self.num_clusters)
         self.has_ok_node = ok_per_cluster > 0

@@ -14,6 +14,8 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.errors impo
 
 RESOURCES = ("cpu", "memory", "ephemeral_storage")
 PRESSURES = ("memory", "disk", "pid")
+# QONNECT's node heartbeat timeout: older nodes are not eligible.
+NODE_HEARTBEAT_TIMEOUT = 15.0
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,26 @@ class Node:
     labels: dict
     # NoSchedule/NoExecute/PreferNoSchedule taints as {key, value, effect} (k8s/taints.py)
     taints: tuple = ()
+
+    @property
+    def usable(self) -> bool:
+        """Ready, schedulable, without pressure and recently reported: it could run a pod."""
+        return (
+            self.ready
+            and self.schedulable
+            and not any(self.pressure.values())
+            and (self.heartbeat_age is None or self.heartbeat_age <= NODE_HEARTBEAT_TIMEOUT)
+        )
+
+    @property
+    def runs_pods(self) -> bool:
+        """Usable, and no NoSchedule/NoExecute taint keeps a pod without tolerations off it (a
+        tainted control-plane node is no room for an application)."""
+        return self.usable and not blocking_taints(list(self.taints), [])
+
+    def free(self) -> dict[str, float]:
+        """Allocatable minus requested, per resource (negative when the node is overcommitted)."""
+        return {r: self.allocatable[r] - self.requested[r] for r in RESOURCES}
 
     def to_dict(self) -> dict:
         return {
@@ -63,15 +85,23 @@ class Cluster:
     heartbeat_age: float | None
     nodes: tuple[Node, ...]
 
+    def free(self) -> dict[str, float]:
+        """The cluster's free capacity: the one definition every surface shows (KB inventory,
+        web UI, ``qonnect status``, the inventory plugin) and the number the engine's minFree
+        filter compares for a service without tolerations.
+
+        Counted over the nodes that may run application pods (:attr:`Node.runs_pods`): a
+        NotReady, cordoned, pressured, silent or NoSchedule-tainted node is no room.
+        """
+        workers = [n for n in self.nodes if n.runs_pods]
+        return {r: sum(n.free()[r] for n in workers) for r in RESOURCES}
+
     def facts(self) -> dict:
         """The document a spec's JMESPath filter is evaluated against.
 
-        ``allocatable`` and ``free`` count only nodes that may run application pods: a node with
-        a NoSchedule/NoExecute taint (a control-plane node) is no room for them.
+        ``allocatable`` and ``free`` count only nodes that may run application pods (:meth:`free`).
         """
-        workers = [n for n in self.nodes if not blocking_taints(list(n.taints), [])]
-        free = {r: sum(n.allocatable[r] - n.requested[r] for n in workers) for r in RESOURCES}
-        alloc = {r: sum(n.allocatable[r] for n in workers) for r in RESOURCES}
+        alloc = {r: sum(n.allocatable[r] for n in self.nodes if n.runs_pods) for r in RESOURCES}
         return {
             "name": self.name,
             "tier": self.tier,
@@ -81,9 +111,34 @@ class Cluster:
             "heartbeat_age": self.heartbeat_age,
             "node_count": len(self.nodes),
             "allocatable": alloc,
-            "free": free,
+            "free": self.free(),
             "nodes": [n.to_dict() for n in self.nodes],
         }
+
+
+def current_placement(record: dict | None) -> dict:
+    """Where an application runs, from its KB placement record: ``current`` (what the last
+    deploy or migration applied) if known, else ``desired`` (what was planned).
+
+    The one answer for every reader (the KB's inventory, the controller's detector and
+    reconciler, the deploy module's hysteresis, ``qonnect status``, the web UI), so the
+    hysteresis a re-plan applies does not depend on who asks.
+    """
+    record = record or {}
+    return record.get("current") or record.get("desired") or {}
+
+
+def free_capacity(cluster: Any) -> dict[str, float]:
+    """:meth:`Cluster.free` of one cluster of an inventory dict (the KB's inventory format).
+
+    Raises InventoryError naming each bad field of a malformed cluster.
+    """
+    reader = _Reader()
+    name = cluster.get("name") if isinstance(cluster, dict) else None
+    parsed = reader.cluster(cluster, f"clusters[{name!r}]")
+    if reader.errors or parsed is None:
+        raise InventoryError(reader.errors)
+    return parsed.free()
 
 
 @dataclass
@@ -109,7 +164,9 @@ class _Reader:
     def number(
         self, obj: dict, key: str, path: str, default: float | None = None, minimum: float = 0.0
     ) -> float:
-        value = obj.get(key, default)
+        value = obj.get(key)
+        if value is None:  # the KB's contract: null is "not reported", as good as absent
+            value = default
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
             self.err(f"{path}.{key}", f"{value!r} is not a number >= {minimum:g}")
             return 0.0

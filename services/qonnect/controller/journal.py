@@ -17,6 +17,7 @@ import qonnect._collection as _collection_on_path  # noqa: F401 - puts the colle
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 
 from qonnect.controller.detector import Snapshot
 
@@ -84,11 +85,6 @@ def fence(kb: Any) -> tuple[int, int]:
     """The KB's controller fence (term, seq)."""
     found = kb.get_fence()
     return int(found.get("term") or 0), int(found.get("seq") or 0)
-
-
-def current_placement(record: dict[str, Any]) -> dict[str, Any]:
-    """Where an application runs: the placement's ``current`` if known, else ``desired``."""
-    return record.get("current") or record.get("desired") or {}
 
 
 def read_snapshot(kb: Any, now: float) -> tuple[Snapshot, list[dict[str, Any]]]:

@@ -23,6 +23,7 @@ import qonnect._collection as _collection_on_path  # noqa: F401 - puts the colle
 from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 
 from qonnect.controller import journal
 
@@ -108,8 +109,7 @@ def reconcile_cluster(
     )
     client = get_client(cluster, target.kubeconfig, target.context)
     placements = {
-        p["application"]: (p.get("current") or p.get("desired") or {})
-        for p in kb.request("GET", "/api/v1/placements")["placements"]
+        p["application"]: current_placement(p) for p in kb.request("GET", "/api/v1/placements")["placements"]
     }
     done = []
     later = False
@@ -176,19 +176,12 @@ def reconcile_cluster(
             before_step=before_step,
             wait=False,
         )
-        work = deployer.work[cluster]
-        work.desired = deployer.desired_for(cluster)
-        deployer._step("apply")
-        deployer._each([cluster], deployer._make)
-        deployer._step("switch")
-        deployer._each([cluster], deployer._switch)
-        deployer._step("prune")
-        deployer._each([cluster], deployer._break)
+        converged = deployer.converge(cluster)
         done.append(
             (
                 app,
                 f"removed {app} service(s) {', '.join(sorted(extra))} from {cluster}: the KB "
-                f"places them elsewhere ({work.result.status})",
+                f"places them elsewhere ({converged.status})",
             )
         )
     return done, later

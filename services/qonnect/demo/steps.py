@@ -11,6 +11,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+# Imported for its side effect: it puts the qonnect.core collection on sys.path.
+import qonnect._collection as _collection_on_path  # noqa: F401
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
+
 from qonnect.demo.progress import StepFailed, say, wait_until, watch
 from qonnect.demo.stack import Stack
 
@@ -43,7 +49,7 @@ class Story:
     def placement(self) -> dict[str, list[str]]:
         """service -> clusters, from the KB's current placement."""
         record = self.kb.get_placement(APP)
-        current = record.get("current") or record.get("desired") or {}
+        current = current_placement(record)
         return {svc: sorted(t["cluster"] for t in targets) for svc, targets in current.items()}
 
     def health(self, avoid: set[str] = frozenset()) -> tuple[bool, str]:
@@ -95,7 +101,7 @@ def explain(story: Story) -> None:
     app = application.from_dict(story.kb.get_application(APP)["application"])
     inventory = story.kb.inventory()
     record = story.kb.get_placement(APP)
-    plan = engine.place(app, inventory, current=record.get("current") or {}, explain=True)
+    plan = engine.place(app, inventory, current=current_placement(record), explain=True)
     say(f"  why (engine objective {plan.objective:.3f}; weights normalised):")
     for svc, rows in plan.explanation.items():
         eligible = [r for r in rows if r["eligible"]]

@@ -425,6 +425,10 @@ class InventoryCluster(Out):
     healthy: bool
     heartbeat_age: float | None = None
     nodes: list[NodeOut]
+    free: dict[str, float] = Field(
+        description="free capacity over the nodes that may run application pods "
+        "(placement/model.py Cluster.free)"
+    )
 
 
 class Inventory(Out):

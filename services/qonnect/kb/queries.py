@@ -9,6 +9,14 @@ import json
 import logging
 from typing import Any
 
+# Imported for its side effect: it puts the qonnect.core collection on sys.path.
+import qonnect._collection as _collection_on_path  # noqa: F401
+
+# isort: split
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
+    current_placement,
+    free_capacity,
+)
 from fastapi import HTTPException
 
 from qonnect.kb.jsonsafe import storable_problems
@@ -298,27 +306,35 @@ def list_events(
 
 # -- the inventory ------------------------------------------------------------------------
 def inventory(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
-    """Everything the placement engine needs, in the contract's format, from one snapshot."""
+    """Everything the placement engine needs, in the contract's format, from one snapshot.
+
+    Each cluster carries its ``free`` capacity (placement/model.py, the one definition the web UI
+    shows) and each application the placement it runs on (``current_placement``: current, else
+    desired), as the controller and the deploy module read it.
+    """
     nodes = _nodes_by_cluster(conn, now)
     clusters = []
     for name, tier, location, labels, heartbeat, reachable in conn.all(
         "SELECT name, tier, location, labels, heartbeat, reachable FROM clusters ORDER BY name"
     ):
-        clusters.append(
-            {
-                "name": name,
-                "tier": tier,
-                "location": location,
-                "labels": json.loads(labels),
-                "healthy": healthy(now, heartbeat, reachable, timeout),
-                "heartbeat_age": age(now, heartbeat),
-                "nodes": nodes.get(name, []),
-            }
+        cluster = {
+            "name": name,
+            "tier": tier,
+            "location": location,
+            "labels": json.loads(labels),
+            "healthy": healthy(now, heartbeat, reachable, timeout),
+            "heartbeat_age": age(now, heartbeat),
+            "nodes": nodes.get(name, []),
+        }
+        cluster["free"] = free_capacity(cluster)
+        clusters.append(cluster)
+    placements = {}
+    for app, desired, current in conn.all(
+        "SELECT application, desired, current FROM placements ORDER BY application"
+    ):
+        where = current_placement(
+            {"current": current and json.loads(current), "desired": desired and json.loads(desired)}
         )
-    placements = {
-        app: json.loads(current)
-        for app, current in conn.all(
-            "SELECT application, current FROM placements WHERE current IS NOT NULL ORDER BY application"
-        )
-    }
+        if where:
+            placements[app] = where
     return {"clusters": clusters, "latency_ms": latency_matrix(conn), "placements": placements}

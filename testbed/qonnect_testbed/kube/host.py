@@ -14,21 +14,19 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from qonnect_testbed import federation, kubeconfig, pki
-from qonnect_testbed.federation import FEDERATION_FILE, PID_FILE, STATE_FILE
+from qonnect_testbed.control import ControlError, run_until_stopped, write_private
+from qonnect_testbed.federation import FEDERATION_FILE, STATE_FILE
 from qonnect_testbed.fleet import ClusterSpec, Fleet
 from qonnect_testbed.kube.api import KubeApiError
 from qonnect_testbed.kube.binaries import KUBE_VERSION
 from qonnect_testbed.kube.control_plane import ControlPlane, ControlPlaneError, Timing
 from qonnect_testbed.kube.kubelet import LEASE_RENEW, FaultPolicy, Kubelets
-from qonnect_testbed.server import ControlError, FederationHost, _write_private
+from qonnect_testbed.server import FederationHost
 
 log = logging.getLogger(__name__)
 RESTRICTED_SA = "qonnect-restricted"
@@ -156,7 +154,7 @@ class KubeFederationHost(FederationHost):
             bin_dir=str(self.bin_dir),
             start_seconds=round(self.started_seconds, 2),
         )
-        _write_private(self.directory / STATE_FILE, json.dumps(state, indent=2))
+        write_private(self.directory / STATE_FILE, json.dumps(state, indent=2))
 
     async def _prepare_cluster(self, cluster: KubeCluster, ca_pem: bytes, deadline: float) -> None:
         """Nodes registered, the restricted identity made, the default service account there."""
@@ -230,14 +228,13 @@ class KubeFederationHost(FederationHost):
         for cluster in self.clusters.values():
             await cluster.kubelets.stop()
         await asyncio.gather(*(c.plane.stop() for c in self.clusters.values()), return_exceptions=True)
-        if self._admin_runner is not None:
-            await self._admin_runner.cleanup()
+        await self.control.stop()
         with contextlib.suppress(FileNotFoundError):
             (self.directory / STATE_FILE).unlink()
 
     # ----------------------------------------------------------------- control operations
 
-    async def status_async(self) -> dict[str, Any]:
+    async def status(self) -> dict[str, Any]:
         summaries = await asyncio.gather(*(c.summary() for c in self.clusters.values()))
         return {
             "profile": self.fleet.name,
@@ -267,7 +264,7 @@ class KubeFederationHost(FederationHost):
         except ControlPlaneError as exc:
             raise ControlError(500, str(exc)) from None
 
-    async def node_async(self, cluster: str, node: str, down: bool) -> None:
+    async def node(self, cluster: str, node: str, down: bool) -> None:
         kubelets: Kubelets = self.cluster(cluster).kubelets  # type: ignore[attr-defined]
         try:
             await (kubelets.set_down(node) if down else kubelets.set_up(node))
@@ -276,7 +273,7 @@ class KubeFederationHost(FederationHost):
         except KubeApiError as exc:
             raise ControlError(503, f"cluster {cluster}: {exc.message}") from None
 
-    async def labels_async(self, cluster: str, labels: dict[str, str | None], node: str | None) -> list[str]:
+    async def labels(self, cluster: str, labels: dict[str, str | None], node: str | None) -> list[str]:
         host: KubeCluster = self.cluster(cluster)  # type: ignore[assignment]
         names = [node] if node else [n.name for n in host.spec.nodes]
         if node and node not in {n.name for n in host.spec.nodes}:
@@ -292,62 +289,17 @@ class KubeFederationHost(FederationHost):
                 raise ControlError(exc.code if exc.code in (404, 422) else 503, exc.message) from None
         return names
 
-    # ----------------------------------------------------------------- endpoint handlers
 
-    async def _status(self, request: web.Request) -> web.Response:
-        return web.json_response(await self.status_async())
-
-    async def _node_down(self, request: web.Request) -> web.Response:
-        await self.node_async(request.match_info["cluster"], request.match_info["node"], down=True)
-        return web.json_response({"node": request.match_info["node"], "ready": False})
-
-    async def _node_up(self, request: web.Request) -> web.Response:
-        await self.node_async(request.match_info["cluster"], request.match_info["node"], down=False)
-        return web.json_response({"node": request.match_info["node"], "ready": True})
-
-    async def _labels(self, request: web.Request) -> web.Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            raise ControlError(
-                400, "body: expected JSON {labels: {key: value or null}, node: name}"
-            ) from None
-        labels = body.get("labels") if isinstance(body, dict) else None
-        if not isinstance(labels, dict) or not all(v is None or isinstance(v, str) for v in labels.values()):
-            raise ControlError(400, "labels: expected a mapping of label keys to strings or null")
-        nodes = await self.labels_async(request.match_info["cluster"], labels, body.get("node"))
-        return web.json_response({"cluster": request.match_info["cluster"], "nodes": nodes})
-
-
-async def serve(
-    fleet: Fleet,
-    directory: Path,
-    *,
-    bin_dir: Path,
-    policy: FaultPolicy,
-    timing: Timing,
-    timeout: float = 180.0,
-) -> None:
-    """Run real clusters until SIGTERM/SIGINT or a shutdown request."""
-    host = KubeFederationHost(fleet, directory, bin_dir, policy, timing=timing, timeout=timeout)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, host.stopped.set)
-    directory.mkdir(parents=True, exist_ok=True)
-    _write_private(directory / PID_FILE, f"{os.getpid()}\n")
-    try:
-        await host.start()
-        log.info(
-            "testbed %s (kube %s): %d clusters serving in %.1f s; control endpoint %s",
-            fleet.name,
-            KUBE_VERSION,
-            len(host.clusters),
-            host.started_seconds,
-            host.admin_url,
-        )
-        await host.stopped.wait()
-    finally:
-        await host.stop()
-        with contextlib.suppress(FileNotFoundError):
-            (directory / PID_FILE).unlink()
-        log.info("testbed %s stopped", fleet.name)
+async def serve(fleet: Fleet, directory: Path, **options: Any) -> None:
+    """Run real clusters until SIGTERM/SIGINT or a shutdown request (``options``: those of
+    :class:`KubeFederationHost`: bin_dir, policy, timing, timeout)."""
+    host = KubeFederationHost(fleet, directory, **options)
+    await run_until_stopped(
+        host,
+        directory,
+        fleet.name,
+        lambda: (
+            f"(kube {KUBE_VERSION}) {len(host.clusters)} clusters serving in "
+            f"{host.started_seconds:.1f} s; control endpoint {host.admin_url}"
+        ),
+    )

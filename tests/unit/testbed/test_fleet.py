@@ -22,13 +22,16 @@ def test_paper_profile_is_the_qonnect_testbed():
     assert (cost.cpu, cost.memory, cost.bandwidth_gbps, cost.price_eur_h) == (6.0, 7_160_000_000, 5.0, 0.0042)
 
 
-def test_latency_matrix_from_tier_table_is_symmetric():
-    spec = fleet.expand(fleet.load("paper"))
-    m = spec.latency_ms
+def test_latency_matrix_is_measured_for_the_nine_and_from_the_tier_table_beyond():
+    m = fleet.expand(fleet.load("paper")).latency_ms
     assert m["cloud-1"]["cloud-1"] == 0.1
-    assert m["cloud-1"]["edge-2"] == 25.0 == m["edge-2"]["cloud-1"]
+    assert m["cloud-1"]["edge-2"] == 43.5 == m["edge-2"]["cloud-1"]  # the paper's measured pairs
     assert m["fog-1"]["edge-1"] == 8.0 == m["edge-1"]["fog-1"]
-    assert m["edge-1"]["edge-3"] == 12.0
+    assert m["edge-1"]["edge-3"] == 6.0
+    assert all(m[a][b] == m[b][a] for a in m for b in m)
+    bigger = fleet.expand(fleet.load("paper"), clusters=12).latency_ms
+    assert bigger["cloud-4"]["edge-1"] == 44.0 == bigger["edge-1"]["cloud-4"]  # tier table
+    assert bigger["cloud-1"]["edge-2"] == 43.5
 
 
 def test_rescaling_clusters_and_nodes():

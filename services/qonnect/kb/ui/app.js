@@ -65,7 +65,10 @@ async function load() {
 
 // -- derived views ---------------------------------------------------------------------------
 
-function where(record) { return record.current || record.desired || {}; }
+// Where an application runs and how much room a cluster has are the KB's answers (its inventory:
+// placements hold current-else-desired, clusters their free capacity, both from the collection's
+// placement/model.py), never recomputed here, so this page shows what `qonnect status` shows.
+function where(inventory, application) { return (inventory.placements || {})[application] || {}; }
 
 function readyCounts(workloads) {
   const ready = new Map();
@@ -77,10 +80,10 @@ function readyCounts(workloads) {
   return ready;
 }
 
-function runningByCluster(placements, ready) {
+function runningByCluster(placements, inventory, ready) {
   const out = new Map();
   for (const p of placements) {
-    for (const [service, entries] of Object.entries(where(p))) {
+    for (const [service, entries] of Object.entries(where(inventory, p.application))) {
       for (const e of entries) {
         const list = out.get(e.cluster) || [];
         list.push({ app: p.application, service, replicas: e.replicas ?? 1,
@@ -129,7 +132,7 @@ function mean(values) {
 // -- drawing ---------------------------------------------------------------------------------
 
 function drawTiers(data, running) {
-  const nodes = new Map(data.inventory.clusters.map((c) => [c.name, c.nodes]));
+  const facts = new Map(data.inventory.clusters.map((c) => [c.name, c]));
   const byTier = new Map(TIERS.map((t) => [t, []]));
   for (const c of [...data.clusters].sort((a, b) => a.name.localeCompare(b.name))) {
     if (!byTier.has(c.tier)) byTier.set(c.tier, []);
@@ -138,7 +141,7 @@ function drawTiers(data, running) {
   const columns = [];
   for (const [tier, clusters] of byTier) {
     const up = clusters.filter((c) => c.status.healthy).length;
-    const cards = clusters.map((c) => clusterCard(c, nodes.get(c.name) || [], running.get(c.name) || []));
+    const cards = clusters.map((c) => clusterCard(c, facts.get(c.name) || { nodes: [], free: null }, running.get(c.name) || []));
     columns.push(el("div", { class: "tier", id: `tier-${tier}`, "data-tier": tier },
       el("h3", {}, tier, " ", el("span", { class: "count" }, `${up}/${clusters.length} healthy`)),
       cards.length ? cards : el("p", { class: "empty" }, "no clusters")));
@@ -146,10 +149,10 @@ function drawTiers(data, running) {
   $("tiers").replaceChildren(...columns);
 }
 
-function clusterCard(c, nodes, apps) {
+function clusterCard(c, inventoried, apps) {
   const state = health(c.status);
-  const freeCpu = nodes.reduce((s, n) => s + n.allocatable.cpu - n.requested.cpu, 0);
-  const freeMem = nodes.reduce((s, n) => s + n.allocatable.memory - n.requested.memory, 0);
+  const nodes = inventoried.nodes || [];
+  const free = inventoried.free;
   const age = c.status.heartbeat_age === null || c.status.heartbeat_age === undefined
     ? "never reported" : `report ${Math.round(c.status.heartbeat_age)} s ago`;
   const list = apps.length
@@ -163,7 +166,7 @@ function clusterCard(c, nodes, apps) {
     el("div", { class: "facts" },
       `${nodes.filter((n) => n.ready).length}/${nodes.length} nodes ready · ${age}`),
     el("div", { class: "facts" },
-      `free ${freeCpu.toFixed(2)} CPU, ${(freeMem / 2 ** 30).toFixed(1)} GiB · ` +
+      (free ? `free ${free.cpu.toFixed(2)} CPU, ${(free.memory / 2 ** 30).toFixed(1)} GiB · ` : "free - · ") +
       `energy ${fmtNum(mean(nodes.map((n) => n.energy_kwh)), 4)} kWh · ` +
       `price ${fmtNum(mean(nodes.map((n) => n.price_eur_h)), 4)} EUR/h`),
     c.status.error ? el("div", { class: "facts error" }, c.status.error) : null,
@@ -173,7 +176,7 @@ function clusterCard(c, nodes, apps) {
 function drawPlacements(data, ready) {
   const rows = [];
   for (const p of [...data.placements].sort((a, b) => a.application.localeCompare(b.application))) {
-    const current = where(p);
+    const current = where(data.inventory, p.application);
     for (const service of Object.keys(current).sort()) {
       const entries = current[service];
       const desired = p.desired && p.desired[service];
@@ -210,7 +213,7 @@ function drawTimeline(events) {
 
 function draw(data) {
   const ready = readyCounts(data.workloads);
-  const running = runningByCluster(data.placements, ready);
+  const running = runningByCluster(data.placements, data.inventory, ready);
   drawTiers(data, running);
   drawPlacements(data, ready);
   drawTimeline(data.events);

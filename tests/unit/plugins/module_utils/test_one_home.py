@@ -77,3 +77,71 @@ def test_quantities_are_parsed_in_one_place():
             f"{p}: a quantity suffix table"
         )
     assert all("quantity" in d for d in defs)
+
+
+def _source_copies(test, js: re.Pattern, homes: tuple[str, ...]) -> list[str]:
+    """Places in the product's Python (by AST) and web UI (by pattern) that match, outside homes."""
+    found = []
+    for p in PRODUCT:
+        if p.name in homes:
+            continue
+        tree = ast.parse(p.read_text(), str(p))
+        found += [f"{p.relative_to(ROOT)}:{n.lineno}" for n in ast.walk(tree) if test(n)]
+    for p in (ROOT / "services/qonnect").rglob("*.js"):
+        found += [
+            f"{p.relative_to(ROOT)}:{i}"
+            for i, line in enumerate(p.read_text().splitlines(), 1)
+            if js.search(line)
+        ]
+    return found
+
+
+def test_free_capacity_has_one_definition():
+    from ansible_collections.qonnect.core.plugins.module_utils.placement.model import Inventory, free_capacity
+
+    def subtracts_requested(node: ast.AST) -> bool:
+        return (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Sub)
+            and "requested" in ast.unparse(node.right)
+        )
+
+    copies = _source_copies(subtracts_requested, re.compile(r"allocatable\.\w+\s*-"), ("model.py",))
+    assert copies == [], "use placement/model.py free_capacity (Cluster.free) or the KB inventory's free"
+
+    def node(name: str, cpu: float, **facts) -> dict:
+        return {"name": name, "allocatable": {"cpu": cpu}, "requested": {"cpu": 1}, **facts}
+
+    cluster = {
+        "name": "c",
+        "tier": "edge",
+        "nodes": [
+            node("worker", 4),
+            node("down", 8, ready=False),
+            node("cordoned", 8, schedulable=False),
+            node("silent", 8, heartbeat_age=60.0),
+            node("pressured", 8, pressure={"memory": True}),
+            node(
+                "control-plane",
+                8,
+                taints=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
+            ),
+            node("preferred", 2, taints=[{"key": "spot", "effect": "PreferNoSchedule"}]),
+        ],
+    }
+    assert free_capacity(cluster)["cpu"] == 3 + 1  # the worker and the PreferNoSchedule node only
+    assert Inventory.from_dict({"clusters": [cluster]}).clusters[0].facts()["free"] == free_capacity(cluster)
+
+
+def test_where_an_application_runs_has_one_definition():
+    from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
+
+    def current_or_desired(node: ast.AST) -> bool:
+        text = ast.unparse(node) if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) else ""
+        return "current" in text and "desired" in text
+
+    copies = _source_copies(current_or_desired, re.compile(r"current\s*\|\|.*desired"), ("model.py",))
+    assert copies == [], "use placement/model.py current_placement (or the KB inventory's placements)"
+    assert current_placement({"current": {"a": 1}, "desired": {"b": 2}}) == {"a": 1}
+    assert current_placement({"current": None, "desired": {"b": 2}}) == {"b": 2}
+    assert current_placement(None) == {}
