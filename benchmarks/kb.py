@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -285,6 +286,7 @@ def bench(backend: str, args: argparse.Namespace) -> dict:
         for _run in range(args.runs):
             server_cpu = sum(s.cpu_seconds() for s in servers)
             own_cpu = time.process_time()
+            load_before = os.getloadavg()[0]
             result = runner(run_load([s.port for s in servers], pairs, rate, args.warmup, args.duration))
             # CPU per request shows the KB's capacity apart from what else runs on the machine
             per_request = 1000 / max(1, result["sent"])
@@ -292,6 +294,7 @@ def bench(backend: str, args: argparse.Namespace) -> dict:
                 (sum(s.cpu_seconds() for s in servers) - server_cpu) * per_request, 3
             )
             result["loadgen_cpu_ms_per_request"] = round((time.process_time() - own_cpu) * per_request, 3)
+            result["loadavg"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]  # 1 min, before/after
             runs.append(result)
     return {"instances": instances, **_summary(runs), "runs": runs}
 
@@ -305,6 +308,10 @@ def _summary(runs: list[dict]) -> dict:
         return max(values) if values else None
 
     p50s = sorted(r["p50_ms"] for r in runs if r["p50_ms"] is not None)
+
+    def mean(key: str) -> float:
+        return round(sum(r[key] for r in runs) / len(runs), 3)
+
     return {
         "agents": runs[0]["agents"],
         "target_rate": runs[0]["target_rate"],
@@ -315,7 +322,8 @@ def _summary(runs: list[dict]) -> dict:
         "p99_ms": worst("p99_ms"),
         "max_ms": worst("max_ms"),
         "p99_ms_per_run": [r["p99_ms"] for r in runs],
-        "server_cpu_ms_per_request": round(sum(r["server_cpu_ms_per_request"] for r in runs) / len(runs), 3),
+        "server_cpu_ms_per_request": mean("server_cpu_ms_per_request"),
+        "loadgen_cpu_ms_per_request": mean("loadgen_cpu_ms_per_request"),
     }
 
 
@@ -361,6 +369,12 @@ def main(argv: list[str] | None = None) -> int:
             print(backend, json.dumps(results[backend]), flush=True)
     report = {
         "benchmark": "kb-heartbeats",
+        # how to repeat it (a database URL's credentials left out)
+        "command": re.sub(
+            r"//[^@/\s]*@",
+            "//",
+            " ".join(["python", "benchmarks/kb.py", *(sys.argv[1:] if argv is None else argv)]),
+        ),
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),

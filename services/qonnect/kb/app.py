@@ -110,11 +110,11 @@ def create_app(settings: Settings) -> FastAPI:
     return app
 
 
-def asgi_app(settings: Settings) -> Any:
+def asgi_app(settings: Settings, api: FastAPI | None = None) -> Any:
     """What the server runs: (the access log,) security headers, the token check, the body
-    limit, the heartbeat short path, then FastAPI. No interactive /docs: it would load its
-    script from a CDN; the schema is at /openapi.json."""
-    api = create_app(settings)
+    limit, the heartbeat short path, then FastAPI (``api``, made here unless given). No
+    interactive /docs: it would load its script from a CDN; the schema is at /openapi.json."""
+    api = api or create_app(settings)
     inner = errors.BodyLimit(ReportFastPath(api), limit=settings.max_body)
     outer = SecurityHeaders(AuthFirst(inner, lambda: api.state.kb))
     return AccessLog(outer) if settings.access_log else outer

@@ -10,6 +10,8 @@ regular FastAPI route, which gives the same answer the API documents.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -56,23 +58,27 @@ class ReportFastPath:
             report = Report.model_validate_json(body)
         except ValidationError:
             return False
-        now = time.time()
-        try:
-            ack = await kb.writer.submit_bulk("report", (cluster, report, now))
-        except HTTPException as exc:
-            await _answer(send, exc.status_code, {"detail": exc.detail})
-            return True
-        except Exception as exc:
-            if is_unavailable(exc):
-                await _answer(send, 503, {"detail": "the KB database is unavailable, retry later"})
-            else:
-                log.exception("unexpected error storing a report")
-                await _answer(send, 500, {"detail": "internal error"})
-            return True
-        await _send(
-            send, 200, b'{"seq":%d,"applied":%s}' % (ack["seq"], b"true" if ack["applied"] else b"false")
-        )
+        fut = kb.writer.enqueue_bulk("report", (cluster, report, time.time()), asyncio.get_running_loop())
+        with contextlib.suppress(Exception):
+            await fut  # outcome() reads the result or the error
+        status, data = outcome(fut)
+        await _send(send, status, data)
         return True
+
+
+def outcome(fut: asyncio.Future) -> tuple[int, bytes]:
+    """The status and body answering a report, from the writer's future (also used by the
+    protocol-level path in hotpath.py, so both answer alike)."""
+    exc = fut.exception()
+    if exc is None:
+        ack = fut.result()
+        return 200, b'{"seq":%d,"applied":%s}' % (ack["seq"], b"true" if ack["applied"] else b"false")
+    if isinstance(exc, HTTPException):
+        return exc.status_code, json.dumps({"detail": exc.detail}).encode()
+    if is_unavailable(exc):
+        return 503, json.dumps({"detail": "the KB database is unavailable, retry later"}).encode()
+    log.error("unexpected error storing a report", exc_info=exc)
+    return 500, json.dumps({"detail": "internal error"}).encode()
 
 
 async def _read(receive: Any) -> bytes | None:
@@ -84,10 +90,6 @@ async def _read(receive: Any) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-async def _answer(send: Any, status: int, payload: dict) -> None:
-    await _send(send, status, json.dumps(payload).encode())
 
 
 async def _send(send: Any, status: int, data: bytes) -> None:

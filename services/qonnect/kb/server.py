@@ -12,8 +12,9 @@ from pathlib import Path
 
 import uvicorn
 
-from qonnect.kb.app import asgi_app
+from qonnect.kb.app import asgi_app, create_app
 from qonnect.kb.deps import Settings
+from qonnect.kb.hotpath import reporting
 from qonnect.kb.middleware import access_log as access_logger
 from qonnect.kb.protocol import guarded
 
@@ -70,10 +71,23 @@ def serve(
         access_logger.addHandler(handler)
         access_logger.setLevel(logging.INFO)
         access_logger.propagate = False
+    api = create_app(settings)
+    # reports skip the ASGI stack (hotpath.py); with the access log on, every request goes
+    # through it so that each one is logged
+    http = (
+        guarded(settings.request_timeout, settings.max_connections)
+        if settings.access_log
+        else reporting(
+            settings.request_timeout,
+            settings.max_connections,
+            settings.max_body,
+            lambda: getattr(api.state, "kb", None),
+        )
+    )
     config = uvicorn.Config(
-        asgi_app(settings),
+        asgi_app(settings, api),
         loop="uvloop",
-        http=guarded(settings.request_timeout, settings.max_connections),
+        http=http,
         lifespan="on",
         access_log=False,
         log_level="warning",

@@ -102,10 +102,14 @@ class GroupWriter:
 
     async def submit_bulk(self, kind: str, payload: Any) -> Any:
         """Queue a payload for the bulk handler ``kind``; wait until it is committed."""
-        loop = asyncio.get_running_loop()
+        return await self.enqueue_bulk(kind, payload, asyncio.get_running_loop())
+
+    def enqueue_bulk(self, kind: str, payload: Any, loop: asyncio.AbstractEventLoop) -> asyncio.Future:
+        """Queue a payload for the bulk handler ``kind``; the future (of ``loop``) is settled
+        once it is committed. For callers that are not coroutines (the HTTP protocol)."""
         fut = loop.create_future()
         self._queue.put((_Bulk(kind, payload), loop, fut))
-        return await fut
+        return fut
 
     # -- the writer thread -----------------------------------------------------------------
     def _run(self) -> None:
