@@ -519,6 +519,7 @@ def test_a_migrations_cluster_writes_carry_its_token_and_a_deposed_leaders_never
     """Every object a migration writes is stamped with its fencing token and write time (the
     cluster's own record of who wrote it); after a newer leader raised the fence, the old
     token's run writes nothing, and the stamp audit would have caught a write that slipped."""
+    from ansible_collections.qonnect.core.plugins.module_utils import keys
     from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import apply_one
     from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
     from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
@@ -567,7 +568,7 @@ def test_a_migrations_cluster_writes_carry_its_token_and_a_deposed_leaders_never
         "name": "ratings-v1",
         "namespace": "bookinfo",
         "labels": live["metadata"]["labels"],
-        "annotations": {"qonnect.io/applied-hash": "slipped"},
+        "annotations": {keys.HASH_ANNOTATION: "slipped"},
     }
     apply_one(client, desired, live, False, deposed)
     found = stale_stamps(stamped_objects(stack.federation, APP), history)
