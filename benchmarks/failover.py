@@ -191,6 +191,7 @@ def ratings_cluster(stack: Stack) -> str:
 
 
 def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faults) -> dict[str, Any]:
+    faults.wait_stable()
     target = ratings_cluster(stack)
     after = last_id(stack)
     t0, wall0 = time.monotonic(), time.time()
@@ -211,7 +212,7 @@ def failover_trial(stack: Stack, kill_leader: bool, wipe_all: bool, faults: Faul
                 r.wait_serving()
         elif kill_leader:
             wait_for(
-                lambda: any(e["type"] == journal.STARTED for e in ours(stack, after)), 30, 0.05, "a start"
+                lambda: any(e["type"] == journal.STARTED for e in ours(stack, after)), 90, 0.05, "a start"
             )
             leader = stack.leader()
             if leader is not None:
@@ -322,6 +323,13 @@ class Faults:
         stack.testbed("recover", cluster)
         self.windows.append((cluster, self.open.pop(cluster, time.time()), time.time()))
 
+    def wait_stable(self) -> None:
+        """Until every cluster put back has been healthy for the controller's stable period: a
+        cluster that recovered a moment ago is not eligible yet (with one spare per tier, as in
+        the real engine's federation, the next trial's failure would have nowhere to go)."""
+        last = max((end for _c, _s, end in self.windows), default=0.0)
+        time.sleep(max(0.0, last + STABLE_SECONDS + 2 - time.time()))
+
     def failed_near(self, cluster: str, when: float) -> bool:
         if cluster in self.open and self.open[cluster] <= when + 1:
             return True
@@ -393,6 +401,7 @@ def sigstop_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     """The leader freezes for 10 s in the middle of a migration (a long GC pause, a stuck VM)."""
     import signal
 
+    faults.wait_stable()
     target = ratings_cluster(stack)
     after = last_id(stack)
     t0 = time.monotonic()
@@ -430,6 +439,7 @@ def kb_outage_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
 def tier_down_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     """The whole edge tier is down for 25 s: ratings (tier: edge) cannot be placed anywhere."""
     edge = sorted(c["name"] for c in stack.federation["clusters"] if c["tier"] == "edge")
+    faults.wait_stable()
     after = last_id(stack)
     for cluster in edge:
         faults.fail(stack, cluster)
@@ -452,6 +462,7 @@ def tier_down_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
 
 def flapping_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     """ratings' cluster fails; once ratings moved, it keeps coming back for 3 s and failing."""
+    faults.wait_stable()
     target = ratings_cluster(stack)
     after = last_id(stack)
     t0 = time.monotonic()
@@ -479,6 +490,7 @@ def partition_trial(stack: Stack, faults: Faults, workdir: Path) -> dict[str, An
     stack.stop_replicas()
     with isolated_group(stack, workdir, OPTIONS) as ns:
         leader = stack.wait_leader(timeout=30)
+        faults.wait_stable()
         target = ratings_cluster(stack)
         after = last_id(stack)
         t0 = time.monotonic()
