@@ -19,6 +19,7 @@ import pytest
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
 from qonnect.controller import journal
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -65,18 +66,37 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chro
         driver.quit()
 
 
+# The page re-renders every refresh: an element found before one may be gone after it. Reads go
+# through one script call each (no element reference outlives it), waits retry a stale reference.
+STALE = (StaleElementReferenceException,)
+
+
+def until(driver: webdriver.Chrome, check, timeout: float = 20):
+    return WebDriverWait(driver, timeout, ignored_exceptions=STALE).until(check)
+
+
+def text(driver: webdriver.Chrome, css: str) -> str:
+    """The text of the element ``css`` selects, as rendered now ("" if there is none)."""
+    return driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.innerText : ''", css
+    )
+
+
 def clusters_by_tier(driver: webdriver.Chrome) -> dict[str, list[str]]:
-    return {
-        tier: [
-            e.get_attribute("data-cluster")
-            for e in driver.find_elements(By.CSS_SELECTOR, f"#tier-{tier} .cluster")
-        ]
-        for tier in TIERS
-    }
+    return driver.execute_script(
+        "return Object.fromEntries(arguments[0].map(t => [t, "
+        "[...document.querySelectorAll(`#tier-${t} .cluster`)].map(e => e.dataset.cluster)]))",
+        TIERS,
+    )
 
 
-def card(driver: webdriver.Chrome, name: str):
-    return driver.find_element(By.CSS_SELECTOR, f'.cluster[data-cluster="{name}"]')
+def card(driver: webdriver.Chrome, name: str) -> dict[str, str]:
+    """One cluster's card: its text and health, read at once."""
+    return driver.execute_script(
+        'const e = document.querySelector(`.cluster[data-cluster="${arguments[0]}"]`);'
+        "return e ? {text: e.innerText, health: e.dataset.health} : {text: '', health: ''}",
+        name,
+    )
 
 
 def test_ui_is_static_and_needs_no_token_but_the_api_does(federation) -> None:
@@ -110,18 +130,17 @@ def test_page_asks_for_a_token_and_refuses_a_wrong_one(federation, browser: webd
 
 def test_page_shows_the_fleet_then_a_migration(federation, browser: webdriver.Chrome, tmp_path: Path) -> None:
     browser.get(f"{federation.url}/ui#token={federation.reader_token}")
-    WebDriverWait(browser, 20).until(lambda d: sum(map(len, clusters_by_tier(d).values())) == 9)
+    until(browser, lambda d: sum(map(len, clusters_by_tier(d).values())) == 9)
     assert federation.reader_token not in browser.current_url  # taken out of the address bar
     assert not browser.find_element(By.ID, "login").is_displayed()
     tiers = clusters_by_tier(browser)
     assert tiers == {tier: [f"{tier}-{i}" for i in (1, 2, 3)] for tier in TIERS}
-    healths = {e.get_attribute("data-health") for e in browser.find_elements(By.CSS_SELECTOR, ".cluster")}
-    assert healths == {"healthy"}
-    assert "bookinfo/productpage" in card(browser, "cloud-1").text
-    assert "(1/1 ready)" in card(browser, "cloud-1").text
-    assert "bookinfo/ratings" in card(browser, "edge-1").text
-    assert "nothing placed here" in card(browser, "cloud-2").text
-    summary = browser.find_element(By.ID, "summary").text
+    assert {card(browser, name)["health"] for names in tiers.values() for name in names} == {"healthy"}
+    cloud1 = card(browser, "cloud-1")["text"]
+    assert "bookinfo/productpage" in cloud1 and "(1/1 ready)" in cloud1
+    assert "bookinfo/ratings" in card(browser, "edge-1")["text"]
+    assert "nothing placed here" in card(browser, "cloud-2")["text"]
+    summary = text(browser, "#summary")
     assert "9 clusters, 9 healthy" in summary and "fencing term -" in summary  # no controller wrote yet
 
     # A failover, written the way the controller writes it: cloud-1 is lost, productpage moves.
@@ -154,25 +173,28 @@ def test_page_shows_the_fleet_then_a_migration(federation, browser: webdriver.Ch
         controller, journal.SUCCEEDED, decision, "attempt 1 succeeded: productpage now on cloud-2", attempt=1
     )
 
-    WebDriverWait(browser, 20).until(
-        lambda d: d.find_elements(By.CSS_SELECTOR, '#timeline li[data-type="controller.migration.succeeded"]')
+    until(
+        browser,
+        lambda d: d.find_elements(
+            By.CSS_SELECTOR, '#timeline li[data-type="controller.migration.succeeded"]'
+        ),
     )
-    timeline = browser.find_element(By.ID, "timeline").text
+    timeline = text(browser, "#timeline")
     assert "productpage now on cloud-2" in timeline
     assert "controller.decision" in timeline and "cluster cloud-1 is down" in timeline
     assert "bookinfo deployed energy-first" in timeline
-    WebDriverWait(browser, 10).until(lambda d: "bookinfo/productpage" in card(d, "cloud-2").text)
-    assert "bookinfo/productpage" not in card(browser, "cloud-1").text
-    assert card(browser, "cloud-1").get_attribute("data-health") == "unreachable"
-    assert "connection refused" in card(browser, "cloud-1").text
-    row = browser.find_element(By.CSS_SELECTOR, '#placements tr[data-service="productpage"]').text
+    until(browser, lambda d: "bookinfo/productpage" in card(d, "cloud-2")["text"], 10)
+    cloud1 = card(browser, "cloud-1")
+    assert "bookinfo/productpage" not in cloud1["text"]
+    assert cloud1["health"] == "unreachable" and "connection refused" in cloud1["text"]
+    row = text(browser, '#placements tr[data-service="productpage"]')
     assert "cloud-2" in row and "4/12" in row
-    summary = browser.find_element(By.ID, "summary").text
+    summary = text(browser, "#summary")
     assert "9 clusters, 8 healthy" in summary and "fencing term 4" in summary
 
     assert "agent on fog-2 restarted" not in timeline  # routine events only on request
-    browser.find_element(By.ID, "all-events").click()
-    assert "agent on fog-2 restarted" in browser.find_element(By.ID, "timeline").text
+    browser.find_element(By.ID, "all-events").click()  # the timeline is fetched again, with them
+    until(browser, lambda d: "agent on fog-2 restarted" in text(d, "#timeline"), 10)
     shot = tmp_path / "status.png"
     assert browser.save_screenshot(str(shot))
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
