@@ -14,8 +14,11 @@ from typing import Iterator
 import pytest
 import urllib3
 import yaml
-from _federation import Federation, deployment, qonnect, running, wait_for
+from _federation import Federation, running
 from kubernetes import client
+from support import run_qonnect as qonnect
+from support import wait_for
+from support.specs import deployment
 
 pytestmark = pytest.mark.timeout(90)
 CLUSTERS = ["cloud-1", "fog-1", "edge-1"]
