@@ -93,7 +93,8 @@ def watch(seconds: float, check: Callable[[], str], started: float) -> None:
 
 def table(results: list[Result], width: int = 100) -> str:
     """The summary table: step, outcome, what happened (wrapped at ``width``), seconds."""
-    rows = [("step", "result", "what happened", "seconds"), None]
+    Row = tuple[str, str, str, str]
+    rows: list[Row | None] = [("step", "result", "what happened", "seconds"), None]
     for r in results:
         lines = textwrap.wrap(r.what, width) or [""]
         rows.append((r.step, "ok" if r.ok else "FAILED", lines[0], f"{r.seconds:.1f}"))
@@ -101,10 +102,11 @@ def table(results: list[Result], width: int = 100) -> str:
     cells = [row for row in rows if row]
     widths = [max(len(row[i]) for row in cells) for i in range(3)]
     out = []
+    rule: Row = ("-" * widths[0], "-" * widths[1], "-" * widths[2], "-" * 7)
     for row in rows:
-        row = row or (*("-" * w for w in widths), "-" * 7)
+        cols = row or rule
         out.append(
-            "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3].rjust(7)
+            "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(cols[:3])) + "  " + cols[3].rjust(7)
         )
     return "\n".join(line.rstrip() for line in out)
 

@@ -19,9 +19,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from qonnect.demo.engines import ENGINES, PROFILE, Engine
 from qonnect.demo.progress import StepFailed, say, wait_until
+
+if TYPE_CHECKING:
+    from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
 
 AGENT_INTERVAL = 2.0  # seconds between agent reports
 # A cluster whose agent cannot reach its API is reported unhealthy at once (reachable: false);
@@ -41,6 +45,8 @@ STATE = (
     "logs",
 )  # what a new `up` starts afresh
 REPLICAS = 3
+# The real engine's components, as the testbed runs them (argv[0]'s name).
+KUBE_COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
 def qonnect_bin() -> list[str]:
@@ -86,7 +92,8 @@ def _is_ours(pid: int) -> bool:
 class Stack:
     """The processes of one demo directory."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, engine: str | None = None) -> None:
+        """``engine`` for a new demo; None keeps the one recorded in DIR/demo.json."""
         self.root = root.resolve()
         self.logs = self.root / "logs"
         self.tokens = self.root / "tokens"
@@ -102,11 +109,27 @@ class Stack:
             ANSIBLE_RETRY_FILES_ENABLED="0",
             PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
         )
-        self.state: dict[str, Any] = {"pids": {}, "replicas": [], "kb_url": "", "testbed": False}
+        self.state: dict[str, Any] = {
+            "pids": {},
+            "replicas": [],
+            "kb_url": "",
+            "testbed": False,
+            "engine": "emulator",
+        }
         if self.state_file.exists():
             self.state.update(json.loads(self.state_file.read_text()))
+        if engine is not None:
+            self.state["engine"] = engine
+        self.engine: Engine = ENGINES[self.state["engine"]]
         self.federation: dict[str, Any] = {}
-        self.admin = None  # KBClient with the admin token, once the KB is up
+        self._admin: KBClient | None = None
+
+    @property
+    def admin(self) -> KBClient:
+        """The KB client with the admin token (once ``start_kb`` has made one)."""
+        if self._admin is None:
+            raise RuntimeError("the demo's KB is not started: no admin client yet")
+        return self._admin
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
@@ -116,8 +139,12 @@ class Stack:
         os.replace(tmp, self.state_file)
 
     def running(self) -> list[str]:
-        """Names of recorded processes that are still alive."""
-        return [name for name, pid in self.state["pids"].items() if _is_ours(pid)]
+        """Names of recorded processes that are still alive (and the testbed, if it runs)."""
+        alive = [name for name, pid in self.state["pids"].items() if _is_ours(pid)]
+        with contextlib.suppress(OSError, ValueError):
+            if _is_ours(int((self.testbed_dir / "testbed.pid").read_text())):
+                alive.append("testbed")
+        return alive
 
     def reset(self) -> None:
         """Forget a previous run's state (database, tokens, logs), so `up` starts afresh."""
@@ -163,32 +190,56 @@ class Stack:
         return done.stdout
 
     def testbed(self, *args: str) -> None:
-        self.qonnect("testbed", *args, "--dir", str(self.testbed_dir), timeout=120)
+        self.qonnect("testbed", *args, "--dir", str(self.testbed_dir), timeout=self.engine.testbed_control)
 
     # -- start-up ------------------------------------------------------------------------------
 
     def start_testbed(self) -> None:
         import yaml
 
-        say("starting the testbed: profile paper, nine clusters (three cloud, three fog, three edge)")
+        engine = self.engine
+        say(
+            f"starting the testbed ({engine.name}): profile {PROFILE}, three cloud, three fog and three "
+            f"edge clusters; {engine.what}"
+        )
+        if engine.name == "kube":
+            self.kube_binaries()
         self.state["testbed"] = True
         self.save()
+        started = time.monotonic()
         self.qonnect(
             "testbed",
             "up",
+            "--engine",
+            engine.name,
             "--profile",
-            "paper",
+            PROFILE,
             "--dir",
             str(self.testbed_dir),
             "--start-delay",
-            "0.5",
+            str(engine.start_delay),
             "--heartbeat",
             str(AGENT_INTERVAL),
-            timeout=180,
+            "--timeout",
+            str(engine.testbed_up),
+            timeout=engine.testbed_up + 30,
         )
         self.federation = yaml.safe_load((self.testbed_dir / "federation.yaml").read_text())
         names = ", ".join(c["name"] for c in self.federation["clusters"])
-        say(f"  testbed up: {names}")
+        say(f"  testbed up in {time.monotonic() - started:.1f}s: {names}")
+
+    def kube_binaries(self) -> None:
+        """The real engine's binaries, built once into their cache (minutes) if missing there."""
+        try:
+            from qonnect_testbed.kube.binaries import BinariesError, ensure_binaries, missing
+        except ImportError as exc:
+            raise StepFailed(f"--engine kube needs the qonnect-testbed distribution ({exc})") from None
+        if missing():
+            say("  building the Kubernetes binaries once (make kube; cached outside the checkout, minutes)")
+        try:
+            say(f"  Kubernetes binaries: {ensure_binaries()}")
+        except BinariesError as exc:
+            raise StepFailed(str(exc)) from None
 
     def start_kb(self) -> None:
         from qonnect._collection import ensure_importable
@@ -226,7 +277,7 @@ class Stack:
             "kb", "token", "create", "--db", db, "--role", "admin", "--name", "demo-admin"
         ).strip()
         write_secret(self.tokens / "admin.token", admin)
-        self.admin = KBClient(self.state["kb_url"], admin)
+        self._admin = KBClient(self.state["kb_url"], admin)
         wait_until(lambda: (self.admin.healthz(), "starting"), 60, "the KB /healthz")
         for role in ("controller", "reader"):
             self.make_token(role)
@@ -277,7 +328,7 @@ class Stack:
                 self.federation["clusters"]
             ), f"{len(up)}/{len(self.federation['clusters'])} healthy"
 
-        wait_until(all_healthy, 90, "every cluster to report healthy")
+        wait_until(all_healthy, self.engine.agents_healthy, "every cluster to report healthy")
         say("  every cluster reports healthy")
 
     def start_controllers(self) -> None:
@@ -465,9 +516,32 @@ class Stack:
                     if _is_ours(pid):
                         os.kill(pid, signal.SIGKILL)
             stopped.append("testbed")
+        strays = self.kube_strays()
+        for pid in strays:  # the testbed's children die with it; this is the safety net
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if strays:
+            stopped.append(f"{len(strays)} stray control-plane process(es)")
         self.state.update(pids={}, testbed=False)
         self.save()
         return stopped
+
+    def kube_strays(self) -> list[int]:
+        """Pids of real-engine components (etcd, kube-*) still running from this demo's testbed."""
+        marker = str(self.testbed_dir).encode() + b"/"
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if Path(argv[0].decode(errors="replace")).name in KUBE_COMPONENTS and any(
+                marker in arg for arg in argv
+            ):
+                found.append(int(entry.name))
+        return [pid for pid in found if _is_alive(pid)]
 
 
 def _is_alive(pid: int) -> bool:

@@ -21,7 +21,6 @@ from qonnect.demo.progress import StepFailed, say, wait_until, watch
 from qonnect.demo.stack import Stack
 
 APP = "bookinfo"
-HEAL_TIMEOUT = 150.0  # failure -> healthy elsewhere (detection ~6 s + decision + playbook)
 CALM_WINDOW = 20.0  # step 5: seconds the placement must stay put after the recovery
 
 
@@ -52,7 +51,7 @@ class Story:
         current = current_placement(record)
         return {svc: sorted(t["cluster"] for t in targets) for svc, targets in current.items()}
 
-    def health(self, avoid: set[str] = frozenset()) -> tuple[bool, str]:
+    def health(self, avoid: frozenset[str] | set[str] = frozenset()) -> tuple[bool, str]:
         """Every service placed off ``avoid`` and Healthy there (agents' reports), with a summary."""
         placement = self.placement()
         workloads = self.kb.list_workloads(application=APP)
@@ -127,12 +126,15 @@ def objective_of(story: Story, placement: dict[str, list[str]]) -> float:
 def step1_deploy(story: Story) -> str:
     """Deploy Bookinfo energy-first with the deploy playbook; show where and why."""
     spec = story.stack.collection / "examples" / "bookinfo" / "energy-first.yml"
-    output = story.stack.playbook("deploy-energy-first", "deploy", app_file=str(spec), wait_timeout="90")
+    engine = story.stack.engine
+    output = story.stack.playbook(
+        "deploy-energy-first", "deploy", app_file=str(spec), wait_timeout=f"{engine.deploy_wait:g}"
+    )
     for line in output.splitlines():
         if '"msg":' in line:
             say(f"    {line.strip()}")
     t0 = time.monotonic()
-    wait_until(story.health, 90, "every service Healthy where it was placed", t0)
+    wait_until(story.health, engine.placed_healthy, "every service Healthy where it was placed", t0)
     story.new_events()
     placement = story.placement()
     say(f"  placed: {_where(placement)}")
@@ -170,7 +172,7 @@ def step2_cost_first(story: Story) -> str:
         ok, state = story.health()
         return bool(ok and done and story.placement() != before), state
 
-    wait_until(rescheduled, HEAL_TIMEOUT, "the re-placement to be Healthy", t0)
+    wait_until(rescheduled, stack.engine.heal, "the re-placement to be Healthy", t0)
     after = story.placement()
     old, new = objective_of(story, before), objective_of(story, after)
     say(f"  moved: {_moved(before, after)}")
@@ -214,7 +216,7 @@ def fail_and_heal(story: Story, cluster: str) -> tuple[str, str, list[dict[str, 
         ok, state = story.health(avoid=set(story.failed))
         return bool(ok and finished), state if finished else f"{state}; migration not finished yet"
 
-    wait_until(healed, HEAL_TIMEOUT, f"every service Healthy off {', '.join(story.failed)}", t0)
+    wait_until(healed, story.stack.engine.heal, f"every service Healthy off {', '.join(story.failed)}", t0)
     healthy = time.time() - failed_at
     events = [
         e
@@ -308,11 +310,11 @@ def step5_recover(story: Story) -> str:
             f"{c} {'healthy' if clusters.get(c) else 'down'}" for c in story.failed
         )
 
-    wait_until(back, 60, "the recovered clusters to be healthy", t0)
+    wait_until(back, stack.engine.recovered, "the recovered clusters to be healthy", t0)
     story.new_events()
     placement = story.placement()
     say(f"  watching the placement for {CALM_WINDOW:g}s: {_where(placement)}")
-    changes = []
+    changes: list[dict[str, Any]] = []
 
     def calm() -> str:
         events = story.new_events()
