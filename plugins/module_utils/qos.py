@@ -252,7 +252,7 @@ def finite_quantity(value: Any) -> float:
     return number
 
 
-_SHAPES = {dict: "a mapping", list: "a list"}
+_SHAPES: dict[type, str] = {dict: "a mapping", list: "a list"}
 
 
 def _typename(value: Any) -> str:
@@ -394,10 +394,15 @@ class _Loader:
     def err(self, path: str, message: str) -> None:
         self.errors.append(f"{path}: {message}")
 
-    def finish(self, app: Application) -> Application:
+    def finish(
+        self, name: str, namespace: str, labels: dict, objective: dict, services: list, **extra: Any
+    ) -> Application:
+        """The application the spec describes, or QosSpecError listing every problem found."""
         if self.errors:
             raise QosSpecError(self.errors)
-        return app
+        return Application(
+            name=name, namespace=namespace, labels=labels, objective=objective, services=services, **extra
+        )
 
     # -- generic checks -------------------------------------------------------------------
     def shaped(self, value: Any, kind: type, path: str, what: str = "") -> bool:
@@ -755,16 +760,7 @@ class _Loader:
             raw_services = raw_services[:MAX_SERVICES]
         services = [self.service(s, f"spec.services[{i}]") for i, s in enumerate(raw_services)]
         self.check_graph(services)
-        return self.finish(
-            Application(
-                name=name,
-                namespace=namespace,
-                labels=labels,
-                objective=objective,
-                services=services,
-                failure_grace_seconds=grace,
-            )
-        )
+        return self.finish(name, namespace, labels, objective, services, failure_grace_seconds=grace)
 
     def service(self, raw: Any, path: str) -> Service:
         allowed = ("name", "tier", "replicas", "spread", "dependsOn", "constraints", "manifests")
@@ -875,16 +871,7 @@ class _Loader:
                 "(a manifest file, YAML text or a list of manifests; or give the "
                 "bundle files beside the Application, e.g. --bundle cloud_svc=FILE)",
             )
-        return self.finish(
-            Application(
-                name=name,
-                namespace=namespace,
-                labels=labels,
-                objective=objective,
-                services=services,
-                source_format=QONNECT_API_VERSION,
-            )
-        )
+        return self.finish(name, namespace, labels, objective, services, source_format=QONNECT_API_VERSION)
 
     def bundle(self, raw: Any, path: str) -> list[dict]:
         """A tier bundle: a file path, multi-document YAML text, {file: PATH} or a list."""

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
 
 import pytest
@@ -48,7 +49,8 @@ def _node(name: str, cpu: float, memory: int, requested_cpu: float, **facts) -> 
 
 @pytest.fixture(scope="module")
 def mixed(federation):
-    """fog-3 reports a worker plus three nodes no application pod may use."""
+    """fog-3 reports a worker plus three nodes no application pod may use; every agent keeps
+    reporting (nodes silent for longer than the engine's node heartbeat timeout are no room)."""
     paper = next(c for c in federation.paper["clusters"] if c["name"] == MIXED)
     cluster = dict(
         paper,
@@ -65,10 +67,25 @@ def mixed(federation):
             ),
         ],
     )
-    federation.report(cluster)
-    reader = KBClient(federation.url, federation.reader_token)
-    inventory = reader.inventory()
-    return reader, {c["name"]: c for c in inventory["clusters"]}
+    fleet = [cluster if c["name"] == MIXED else c for c in federation.paper["clusters"]]
+    stop = threading.Event()
+
+    def keep_reporting() -> None:
+        while True:
+            for c in fleet:
+                federation.report(c)
+            if stop.wait(2.0):
+                return
+
+    keep_reporting_thread = threading.Thread(target=keep_reporting, name="agents", daemon=True)
+    for c in fleet:
+        federation.report(c)
+    keep_reporting_thread.start()
+    try:
+        yield KBClient(federation.url, federation.reader_token)
+    finally:
+        stop.set()
+        keep_reporting_thread.join(30)
 
 
 def _status_free(federation) -> dict[str, dict]:
@@ -88,7 +105,8 @@ def _status_free(federation) -> dict[str, dict]:
 
 
 def test_the_kb_plugin_status_and_page_show_one_free_capacity(federation, mixed, browser: webdriver.Chrome):
-    reader, clusters = mixed
+    reader = mixed
+    clusters = {c["name"]: c for c in reader.inventory()["clusters"]}
     worker = next(n for n in clusters[MIXED]["nodes"] if n["name"] == f"{MIXED}-worker")
     assert len(clusters[MIXED]["nodes"]) == 4
     expected = {r: worker["allocatable"][r] - worker["requested"][r] for r in ("cpu", "memory")}
@@ -127,7 +145,7 @@ def test_the_kb_plugin_status_and_page_show_one_free_capacity(federation, mixed,
 def test_the_kb_inventory_and_the_controller_agree_on_where_an_app_runs(federation, mixed):
     """A placement planned but not yet applied (desired only): it is where the app runs for
     everyone, so the engine's hysteresis keeps it whoever re-plans."""
-    reader, _ = mixed
+    reader = mixed
     planned = {
         svc: [{"cluster": "fog-2", "replicas": 1, "nodes": ["fog-2-worker"]}]
         for svc in ("productpage", "details", "reviews", "ratings")
