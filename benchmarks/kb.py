@@ -358,7 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument(
-        "--pg-url", default=os.environ.get("QONNECT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
+        "--pg-url",
+        default=os.environ.get("QONNECT_BENCH_PG")
+        or os.environ.get("QONNECT_TEST_PG")
+        or "postgresql://127.0.0.1:5432/test",
+        help="a database to create throw-away databases from (default: $QONNECT_BENCH_PG, $QONNECT_TEST_PG)",
     )
     args = parser.parse_args(argv)
     load_before = os.getloadavg()

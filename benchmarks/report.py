@@ -274,7 +274,7 @@ def table(header: list[str], rows: list[list[Any]]) -> list[str]:
         if v is None:
             return "-"
         if isinstance(v, float):
-            return f"{v:.4g}"
+            return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.4g}"  # 10582, not 1.058e+04
         return str(v)
 
     return [
