@@ -15,7 +15,7 @@ import pytest
 from _agent_harness import Agent, module_testbed, wait_for
 from support import kubectl, run_qonnect
 from support.federation import started_testbed
-from support.specs import deployment, managed, namespace, yaml_docs
+from support.specs import application, deployment, managed, namespace, yaml_docs
 
 # isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
@@ -54,15 +54,7 @@ def test_control_plane_taints_reach_the_kb_and_placement_never_uses_that_node(st
         "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}]},
     }
     app = load_application(
-        {
-            "apiVersion": "qonnect.io/v1",
-            "kind": "Application",
-            "metadata": {"name": "t"},
-            "spec": {
-                "objective": {"performance": 1.0},
-                "services": [{"name": "s", "tier": "edge", "replicas": 3, "manifests": [pod]}],
-            },
-        }
+        application("t", [{"name": "s", "tier": "edge", "replicas": 3, "manifests": [pod]}])
     )
     for scorer in ("weighted", "borda", "optimal"):
         (entry,) = place(app, kb.admin.inventory(), scorer=scorer).services["s"]

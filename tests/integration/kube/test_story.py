@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
 
 from _controller_stack import REPO, Stack, wait_for
 from support import run_qonnect
+from support.federation import CLUSTER_FIELDS
 
 pytestmark = [pytest.mark.timeout(600)]
 APP = "bookinfo"
@@ -47,17 +48,11 @@ class KubeStack(Stack):
         for c in self.federation["clusters"]:
             deploy = self._least_privilege(c, "deploy")
             c["kubeconfig"] = str(self._least_privilege(c, "agent"))  # start_agents reads it
+            record = {k: c.get(k) for k in CLUSTER_FIELDS if k != "name"}
             self.admin.request(
                 "PUT",
                 f"/api/v1/clusters/{c['name']}",
-                {
-                    "tier": c["tier"],
-                    "location": c["location"],
-                    "server": c["server"],
-                    "kubeconfig": str(deploy),
-                    "context": c.get("context"),
-                    "labels": c.get("labels") or {},
-                },
+                record | {"kubeconfig": str(deploy), "labels": c.get("labels") or {}},
             )
         return self.federation
 
