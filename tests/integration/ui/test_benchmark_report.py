@@ -114,7 +114,7 @@ def test_every_measured_benchmark_gets_its_numbers_and_chart(tmp_path: Path) -> 
         assert (tmp_path / "img" / f"{chart}.png").read_bytes()[:8] == PNG
     assert "| 100 | 100 | weighted | 0.1503 |" in page
     assert "borda at 100x100, optimal at 100x100: **not measured**" in page
-    assert "| sqlite | 200 | 500 | 390.2 | 0 | 445 | 1256 |" in page
+    assert "| sqlite | 1 | 200 | 500 | 1 | 390.2 | 390.2 | 0.78 | 0 | 445 | 1256 | 1256 |" in page
     assert "| failure -> decision in KB | 2 | 4.25 | 4.9 | 4.9 |" in page
     assert "| leader killed -> new leader | 2 | 1.125 | 1.4 | 1.4 |" in page
     assert "| 7 | 30 | 7.5 | 14 | 21 |" in page
