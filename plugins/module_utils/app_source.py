@@ -24,30 +24,6 @@ from ansible_collections.qonnect.core.plugins.module_utils.spec_yaml import (
     read_bounded,
 )
 
-MAX_ERRORS_IN_MSG = 20
-
-# The `bundles` option of the modules that take a spec: QONNECT's tier manifest files given
-# beside its Application file (QONNECT's API takes them as multipart fields).
-BUNDLES_ARGSPEC = {"bundles": {"type": "dict"}}
-
-
-def spec_failure(exc: QosSpecError) -> dict:
-    """fail_json arguments for a bad spec: every error in `errors`, and in `msg` as well, so the
-    default callback's one line already names the paths."""
-    shown = exc.errors[:MAX_ERRORS_IN_MSG]
-    more = len(exc.errors) - len(shown)
-    msg = f"invalid QoS spec ({len(exc.errors)} error{'s' if len(exc.errors) != 1 else ''}): " + "; ".join(
-        shown
-    )
-    if more:
-        msg += f"; and {more} more (see errors)"
-    return {"msg": msg, "errors": exc.errors}
-
-
-def unexpected(exc: BaseException) -> str:
-    """The message for an error no check foresaw (a bug): its type and text, no traceback."""
-    return f"unexpected {type(exc).__name__}: {str(exc)[:500]} (please report this as a bug)"
-
 
 def _bundles(params: dict[str, Any]) -> dict[str, str]:
     """The `bundles` option with relative paths made absolute (against the working directory)."""

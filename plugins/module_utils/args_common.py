@@ -1,9 +1,18 @@
 # Copyright: qonnect.core contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The KB connection argspec (matching doc fragment qonnect.core.kb) and a client factory.
+"""Argument specs the modules share, each paired with the doc fragment that documents it.
 
-One place defines how a module reaches the KB so every module accepts the same options and
-environment variables.
+=================  =============================  ======================================
+argument spec      doc fragment                   modules
+=================  =============================  ======================================
+KB_ARGSPEC         qonnect.core.kb                every module
+PLAN_ARGSPEC       qonnect.core.plan              placement, deploy
+K8S_AUTH_ARGSPEC   qonnect.core.k8s_auth          cluster, deploy (k8s/auth.py resolves it)
+SOURCE_ARGSPEC     (each module's own options)    application, placement, deploy
+=================  =============================  ======================================
+
+Argument specs only: the KB client is built in module.py, the plan computed in
+runners/placement.py. tests/unit/plugins/modules/test_fragments.py holds each spec to its fragment.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.basic import env_fallback
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import K8S_AUTH_ARGSPEC
 from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER, SCORERS
 
 KB_ARGSPEC: dict[str, dict[str, Any]] = {
@@ -22,52 +32,42 @@ KB_ARGSPEC: dict[str, dict[str, Any]] = {
     "kb_timeout": {"type": "float", "default": 10.0},
 }
 
-
-def kb_argspec(**extra: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Return the KB options merged with a module's own options."""
-    spec = {name: dict(opts) for name, opts in KB_ARGSPEC.items()}
-    spec.update(extra)
-    return spec
-
-
-def kb_client_from_params(params: dict[str, Any]):
-    """Build a KBClient from module params; raises ValueError naming a missing option."""
-    from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
-
-    url = params.get("kb_url")
-    if not url:
-        raise ValueError("kb_url: required (or set the QONNECT_KB_URL environment variable)")
-    return KBClient(
-        url,
-        params.get("kb_token"),
-        ca_path=params.get("kb_ca_path"),
-        validate_certs=params.get("kb_validate_certs") is not False,
-        timeout=params.get("kb_timeout") or 10.0,
-    )
-
-
-PLAN_ARGSPEC = {
-    "name": {"type": "str"},
-    "spec": {"type": "dict"},
-    "src": {"type": "path"},
+# How the engine computes a plan (placement, and deploy when it is given no plan).
+PLAN_ARGSPEC: dict[str, dict[str, Any]] = {
     "scorer": {"type": "str", "choices": list(SCORERS), "default": DEFAULT_SCORER},
     "exclude": {"type": "list", "elements": "str", "default": []},
     "hysteresis": {"type": "float", "default": 0.1},
 }
 
+# Where the application comes from: a spec mapping, a spec file (with QONNECT's tier bundles
+# beside it) or its name in the KB. Each module documents these itself: what it does with the
+# spec differs (store it, plan it, deploy it).
+SOURCE_ARGSPEC: dict[str, dict[str, Any]] = {
+    "name": {"type": "str"},
+    "spec": {"type": "dict"},
+    "src": {"type": "path"},
+    "bundles": {"type": "dict"},
+}
 
-def compute_plan(app, inventory: dict, params: dict, explain: bool = True) -> dict:
-    """Run the engine with the module's options; the current placement drives hysteresis."""
-    from ansible_collections.qonnect.core.plugins.module_utils.placement import place
+STATE_ARGSPEC: dict[str, dict[str, Any]] = {
+    "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+}
 
-    current = (inventory.get("placements") or {}).get(app.name)
-    plan = place(
-        app,
-        inventory,
-        scorer=params["scorer"],
-        exclude=tuple(params.get("exclude") or ()),
-        current=current,
-        hysteresis=params["hysteresis"],
-        explain=explain,
-    )
-    return plan.to_dict()
+
+def argspec(*shared: dict[str, dict[str, Any]], **own: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A module's argument spec: the KB options, the shared specs it takes and its own options
+    (copies, so no module changes another's)."""
+    spec: dict[str, dict[str, Any]] = {}
+    for part in (KB_ARGSPEC, *shared, own):
+        spec.update({name: dict(opts) for name, opts in part.items()})
+    return spec
+
+
+__all__ = [
+    "K8S_AUTH_ARGSPEC",
+    "KB_ARGSPEC",
+    "PLAN_ARGSPEC",
+    "SOURCE_ARGSPEC",
+    "STATE_ARGSPEC",
+    "argspec",
+]

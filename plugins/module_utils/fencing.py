@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.errors import QonnectError
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 
 
-class FencedError(ValueError):
+class FencedError(QonnectError, ValueError):
     """A newer controller leader holds the fence: this run must not change anything more."""
 
 

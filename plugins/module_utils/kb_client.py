@@ -17,13 +17,15 @@ import threading
 import urllib.parse
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.errors import QonnectError
+
 API = "/api/v1"
 MAX_IDLE = 4  # idle keep-alive connections kept per client (one per concurrent caller)
 # the server closed a kept-alive connection without answering: retry once on a new one
 STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
-class KBError(Exception):
+class KBError(QonnectError):
     """A failed KB call: ``status`` is the HTTP status, 0 when the KB could not be reached."""
 
     def __init__(self, status: int, message: str) -> None:

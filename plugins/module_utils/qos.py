@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils import spec_yaml
+from ansible_collections.qonnect.core.plugins.module_utils.errors import QonnectError
 from ansible_collections.qonnect.core.plugins.module_utils.quantity import parse_quantity
 from ansible_collections.qonnect.core.plugins.module_utils.spec_yaml import (
     MAX_FILE_BYTES,
@@ -68,8 +69,10 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _POD_TEMPLATE_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "ReplicationController")
 
 
-class QosSpecError(ValueError):
+class QosSpecError(QonnectError, ValueError):
     """A spec that cannot be used; ``errors`` lists every problem as 'path: what is wrong'."""
+
+    summary = "invalid QoS spec"
 
     def __init__(self, errors: list[str]):
         self.errors = list(errors)

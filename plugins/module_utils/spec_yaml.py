@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.errors import QonnectError
+
 try:
     import yaml
 
@@ -44,7 +46,7 @@ LIMITS = {
 }
 
 
-class SpecYamlError(ValueError):
+class SpecYamlError(QonnectError, ValueError):
     """Input that cannot be read safely; ``errors`` holds 'path: problem' strings."""
 
     def __init__(self, errors: list[str], detail: str = ""):

@@ -109,96 +109,22 @@ errors:
   sample: ["spec.services[2].tier: 'cloude' is not one of cloud, fog, edge, any"]
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
-    BUNDLES_ARGSPEC,
-    load_given,
-    spec_failure,
-    store,
-    stored_application,
-    unexpected,
-)
 from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
-    compute_plan,
-    kb_argspec,
-    kb_client_from_params,
+    SOURCE_ARGSPEC,
+    STATE_ARGSPEC,
+    argspec,
 )
-from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
-from ansible_collections.qonnect.core.plugins.module_utils.qos import QosSpecError
-
-
-def summary(app) -> dict:
-    return {
-        "name": app.name,
-        "namespace": app.namespace,
-        "objective": dict(app.objective),
-        "services": [s.name for s in app.services],
-    }
-
-
-def run(module: AnsibleModule) -> dict:
-    params = module.params
-    kb = kb_client_from_params(params)
-    if params["state"] == "absent":
-        if not params.get("name"):
-            raise ValueError("name: required when state is absent")
-        existing = stored_application(kb, params["name"])
-        if existing is None:
-            return {"changed": False}
-        if not module.check_mode:
-            kb.delete_application(params["name"])
-        return {"changed": True, "diff": {"before": existing.get("application") or {}, "after": {}}}
-
-    app, body = load_given(params)
-    if params.get("name") and params["name"] != app.name:
-        raise ValueError(f"name: {params['name']!r} differs from the spec's metadata.name {app.name!r}")
-    if params["check_placement"]:  # a spec becomes current only once it places (issue 13.5)
-        compute_plan(app, kb.inventory(), {"scorer": "weighted", "hysteresis": 0.1}, False)
-    result = store(kb, app, body, module.check_mode)
-    result["application"] = summary(app)
-    return result
+from ansible_collections.qonnect.core.plugins.module_utils.module import run_module
+from ansible_collections.qonnect.core.plugins.module_utils.runners.application import run
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=kb_argspec(
-            name={"type": "str"},
-            spec={"type": "dict"},
-            src={"type": "path"},
-            state={"type": "str", "choices": ["present", "absent"], "default": "present"},
-            check_placement={"type": "bool", "default": True},
-            **BUNDLES_ARGSPEC,
-        ),
+    run_module(
+        run,
+        argspec(SOURCE_ARGSPEC, STATE_ARGSPEC, check_placement={"type": "bool", "default": True}),
         mutually_exclusive=[("spec", "src")],
         required_if=[("state", "present", ("spec", "src"), True)],
-        supports_check_mode=True,
     )
-    from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import (
-        InventoryError,
-        PlacementError,
-    )
-
-    try:
-        result = run(module)
-    except QosSpecError as exc:
-        module.fail_json(**spec_failure(exc))
-    except InventoryError as exc:
-        module.fail_json(msg=str(exc).split("\n", 1)[0], errors=exc.errors)
-    except PlacementError as exc:
-        module.fail_json(
-            msg=f"not stored: the spec cannot be placed: {exc}",
-            service=exc.service,
-            constraint=exc.constraint,
-        )
-    except KBError as exc:
-        module.fail_json(msg=str(exc), status=exc.status)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    except Exception as exc:  # a bug: still a message, never a bare "Module failed"
-        module.fail_json(msg=unexpected(exc))
-    if not module._diff:
-        result.pop("diff", None)
-    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -110,109 +110,22 @@ nodes:
             "allocatable": {"cpu": "6", "memory": "7160000000"}, "labels": {"qonnect.io/tier": "edge"}}]
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
-    kb_argspec,
-    kb_client_from_params,
+    K8S_AUTH_ARGSPEC,
+    STATE_ARGSPEC,
+    argspec,
 )
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import k8s_auth_argspec
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.nodes import common_label, node_facts
-from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
-from ansible_collections.qonnect.core.plugins.module_utils.keys import LOCATION_LABEL, TIER_LABEL
-
-FIELDS = ("tier", "location", "server", "kubeconfig", "context", "labels")
-
-
-def desired_record(params: dict, nodes: list | None) -> dict:
-    record = {k: params[k] for k in FIELDS if params.get(k) is not None}
-    if nodes:
-        tier = common_label(nodes, TIER_LABEL)
-        location = common_label(nodes, LOCATION_LABEL)
-        if "tier" not in record and tier:
-            record["tier"] = tier
-        if "location" not in record and location:
-            record["location"] = location
-    return record
-
-
-def changes(existing: dict, record: dict) -> dict:
-    return {k: v for k, v in record.items() if existing.get(k) != v}
-
-
-def declared(record: dict) -> dict:
-    """The fields this module manages (the KB adds status and timestamps)."""
-    return {k: record.get(k) for k in ("name", *FIELDS) if k in record}
-
-
-def gather_credentials(name: str, params: dict) -> tuple:
-    """How gather_nodes reaches the cluster: O(kubeconfig), else the K8S_AUTH options as the
-    deploy module takes them (a kubeconfig with a context named after the cluster, or an API
-    server URL with a bearer token, e.g. from AWX's Kubernetes credential)."""
-    if params.get("kubeconfig"):
-        return params["kubeconfig"], params.get("context")
-    if params.get("k8s_kubeconfig") or params.get("k8s_host"):
-        record = {
-            "name": name,
-            "server": params.get("k8s_host"),
-            "kubeconfig": None,
-            "context": params.get("context"),
-        }
-        return resolve_credentials({name}, {name: record}, {}, dict(params, k8s_cluster=name))[name]
-    raise ValueError(
-        "kubeconfig: required when gather_nodes is true (or the K8S_AUTH options: k8s_kubeconfig, "
-        "or k8s_host with k8s_api_key)"
-    )
-
-
-def run(module: AnsibleModule) -> dict:
-    params = module.params
-    kb = kb_client_from_params(params)
-    name = params["name"]
-    try:
-        existing = kb.get_cluster(name)
-    except KBError as exc:
-        if exc.status != 404:
-            raise
-        existing = None
-    result: dict = {"changed": False}
-    if params["state"] == "absent":
-        if existing is not None:
-            result.update(changed=True, diff={"before": declared(existing), "after": {}})
-            if not module.check_mode:
-                kb.delete_cluster(name)
-        result["cluster"] = None
-        return result
-
-    nodes = None
-    if params["gather_nodes"]:
-        nodes = node_facts(get_client(name, *gather_credentials(name, params)))
-        result["nodes"] = nodes
-    record = desired_record(params, nodes)
-    if existing is None:
-        if "tier" not in record:
-            raise ValueError("tier: required to register a new cluster (cloud, fog or edge)")
-        record.setdefault("location", name)
-        body = dict(record, name=name)
-        result.update(changed=True, diff={"before": {}, "after": body})
-        result["cluster"] = body if module.check_mode else kb.register_cluster(body)
-        return result
-    delta = changes(existing, record)
-    if delta:
-        after = dict(existing, **delta)
-        result.update(changed=True, diff={"before": declared(existing), "after": declared(after)})
-        result["cluster"] = after if module.check_mode else kb.update_cluster(name, delta)
-    else:
-        result["cluster"] = existing
-    return result
+from ansible_collections.qonnect.core.plugins.module_utils.module import run_module
+from ansible_collections.qonnect.core.plugins.module_utils.runners.cluster import run
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=kb_argspec(
+    run_module(
+        run,
+        argspec(
+            STATE_ARGSPEC,
+            K8S_AUTH_ARGSPEC,
             name={"type": "str", "required": True},
-            state={"type": "str", "choices": ["present", "absent"], "default": "present"},
             tier={"type": "str", "choices": ["cloud", "fog", "edge"]},
             location={"type": "str"},
             server={"type": "str"},
@@ -220,21 +133,8 @@ def main() -> None:
             context={"type": "str"},
             labels={"type": "dict"},
             gather_nodes={"type": "bool", "default": False},
-            **k8s_auth_argspec(),
         ),
-        supports_check_mode=True,
     )
-    try:
-        result = run(module)
-    except KBError as exc:
-        module.fail_json(msg=str(exc), status=exc.status)
-    except K8sError as exc:
-        module.fail_json(msg=f"cannot read nodes: {exc}")
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    if not module._diff:
-        result.pop("diff", None)
-    module.exit_json(**result)
 
 
 if __name__ == "__main__":

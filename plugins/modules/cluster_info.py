@@ -81,48 +81,19 @@ latency_ms:
   sample: {"cloud-1": {"edge-1": 25.0}}
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
-    kb_argspec,
-    kb_client_from_params,
-)
-from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
-
-
-def select(clusters: list[dict], params: dict) -> list[dict]:
-    names = set(params.get("name") or [])
-    out = []
-    for cluster in clusters:
-        if names and cluster.get("name") not in names:
-            continue
-        if params.get("tier") and cluster.get("tier") != params["tier"]:
-            continue
-        if params.get("healthy_only") and not cluster.get("healthy"):
-            continue
-        out.append(cluster)
-    return out
+from ansible_collections.qonnect.core.plugins.module_utils.args_common import argspec
+from ansible_collections.qonnect.core.plugins.module_utils.module import run_module
+from ansible_collections.qonnect.core.plugins.module_utils.runners.cluster import info
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=kb_argspec(
+    run_module(
+        info,
+        argspec(
             name={"type": "list", "elements": "str", "default": []},
             tier={"type": "str", "choices": ["cloud", "fog", "edge"]},
             healthy_only={"type": "bool", "default": False},
         ),
-        supports_check_mode=True,
-    )
-    try:
-        inventory = kb_client_from_params(module.params).inventory()
-    except KBError as exc:
-        module.fail_json(msg=str(exc), status=exc.status)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(
-        changed=False,
-        clusters=select(inventory.get("clusters") or [], module.params),
-        placements=inventory.get("placements") or {},
-        latency_ms=inventory.get("latency_ms") or {},
     )
 
 

@@ -82,20 +82,6 @@ options:
         just its C(services) mapping. When not given the plan is computed from the Knowledge Base's inventory
         with O(scorer), O(exclude) and O(hysteresis).
     type: dict
-  scorer:
-    description: Scorer used when computing the plan.
-    type: str
-    choices: [weighted, borda, optimal]
-    default: weighted
-  exclude:
-    description: Clusters not to use when computing the plan.
-    type: list
-    elements: str
-    default: []
-  hysteresis:
-    description: Hysteresis used when computing the plan.
-    type: float
-    default: 0.1
   wait:
     description: Wait until the new workloads are ready before switching addresses and removing old ones.
     type: bool
@@ -132,6 +118,7 @@ options:
     type: dict
 extends_documentation_fragment:
   - qonnect.core.kb
+  - qonnect.core.plan
   - qonnect.core.k8s_auth
 attributes:
   check_mode:
@@ -221,288 +208,25 @@ diff:
             "before": {}, "after": {"kind": "Deployment"}}]
 """
 
-from urllib.parse import urlparse
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
-    BUNDLES_ARGSPEC,
-    load_app_from_params,
-    load_given,
-    spec_failure,
-    store,
-    stored_application,
-    unexpected,
-)
 from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
+    K8S_AUTH_ARGSPEC,
     PLAN_ARGSPEC,
-    compute_plan,
-    kb_argspec,
-    kb_client_from_params,
+    SOURCE_ARGSPEC,
+    STATE_ARGSPEC,
+    argspec,
 )
-from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import k8s_auth_argspec
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import (
-    Deployer,
-    Target,
-    service_domain,
-)
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import with_grace
-from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
-from ansible_collections.qonnect.core.plugins.module_utils.keys import ADDRESS_LABEL
-from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
-from ansible_collections.qonnect.core.plugins.module_utils.qos import (
-    MAX_REPLICAS,
-    QONNECT_API_VERSION,
-    QONNECT_PLACEHOLDERS,
-    Application,
-    QosSpecError,
-)
-
-
-def previous_placement(kb, app: str) -> dict:
-    try:
-        stored = kb.get_placement(app)
-    except KBError as exc:
-        if exc.status == 404:
-            return {}
-        raise
-    return current_placement(stored)
-
-
-def address_of(record: dict) -> str:
-    """Where other tiers reach a cluster (QONNECT's [TIER_CLUSTER_IP]): label
-    qonnect.io/address, else the host of its API server URL."""
-    labels = record.get("labels") or {}
-    if labels.get(ADDRESS_LABEL):
-        return labels[ADDRESS_LABEL]
-    return urlparse(record.get("server") or "").hostname or ""
-
-
-def targets(
-    kb, names: set[str], overrides: dict, records: dict | None = None, params: dict | None = None
-) -> dict[str, Target]:
-    """Each cluster's credentials (k8s/auth.py: KB paths, kubeconfig content, K8S_AUTH_*)."""
-    if records is None:
-        records = {c["name"]: c for c in kb.list_clusters()} if names else {}
-    credentials = resolve_credentials(names, records, overrides, params or {})
-    out = {}
-    for name in sorted(names):
-        record = records.get(name, {})
-        kubeconfig, context = credentials[name]
-        out[name] = Target(
-            name, kubeconfig, context, service_domain(name, record.get("labels")), address_of(record)
-        )
-    return out
-
-
-def plan_services(plan: dict) -> dict:
-    """Accept a whole plan or only its services mapping."""
-    services = plan.get("services", plan)
-    if not isinstance(services, dict):
-        raise ValueError(
-            "plan.services: expected a mapping of service to a list of {cluster, replicas, nodes}"
-        )
-    for svc, entries in services.items():
-        if not isinstance(entries, list) or not all(
-            isinstance(e, dict) and e.get("cluster") for e in entries
-        ):
-            raise ValueError(f"plan.services.{svc}: expected a list of {{cluster, replicas, nodes}}")
-        for i, e in enumerate(entries):
-            replicas = e.get("replicas", 1)
-            if (
-                isinstance(replicas, bool)
-                or not isinstance(replicas, int)
-                or not 1 <= replicas <= MAX_REPLICAS
-            ):
-                raise ValueError(
-                    f"plan.services.{svc}[{i}].replicas: {replicas!r} is not an integer "
-                    f"from 1 to {MAX_REPLICAS}"
-                )
-    return services
-
-
-def event(kb, body: dict, warnings: list) -> None:
-    try:
-        kb.post_event(body)
-    except KBError as exc:
-        warnings.append(f"could not record the event: {exc}")
-
-
-def remove(module: AnsibleModule, kb) -> dict:
-    """Sweep every registered cluster for objects labelled with the application; idempotent,
-    and fine for an application the KB no longer knows."""
-    params = module.params
-    namespace, services = params.get("name"), {}
-    if params.get("src") or params.get("spec") is not None:
-        app = load_given(params)[0]
-    else:
-        stored = stored_application(kb, params["name"])
-        app = Application.from_dict(stored["application"]) if stored else None
-    if app is not None:
-        namespace = app.namespace
-        services = {s.name: s.manifests for s in app.services}
-    name = app.name if app is not None else params["name"]
-    previous = previous_placement(kb, name)
-    overrides = params.get("kubeconfigs") or {}
-    records = {c["name"]: c for c in kb.list_clusters()}
-    reachable: dict[str, Target] = {}
-    warnings = []
-    for cluster in sorted(set(records) | set(overrides)):  # every registered cluster
-        try:
-            reachable.update(targets(kb, {cluster}, overrides, records, params))
-        except ValueError as exc:
-            warnings.append(f"cluster {cluster}: not swept: {exc}")
-    deployer = Deployer(
-        name,
-        namespace,
-        services,
-        {},
-        reachable,
-        previous=set(reachable),
-        check_mode=module.check_mode,
-        before_step=fence_guard(kb, params.get("fencing")),
-    )
-    result = deployer.remove()
-    for cluster, res in result["clusters"].items():
-        if res["status"] == "unreachable":
-            warnings.append(
-                f"cluster {cluster} is unreachable ({res['error']}): objects of {name} "
-                "may remain there; run the removal again when it is back"
-            )
-    unreachable = {c for c, r in result["clusters"].items() if r["status"] == "unreachable"}
-    result["failed"] = any(r["status"] == "failed" for r in result["clusters"].values())
-    if params["record"] and not module.check_mode and previous and not result["failed"] and not unreachable:
-        kb.put_placement(name, {"desired": {}, "current": {}}, params.get("fencing"))
-        event(
-            kb,
-            {
-                "type": "deploy",
-                "reason": "Removed",
-                "application": name,
-                "message": params.get("reason") or result["message"],
-            },
-            warnings,
-        )
-    result["changed"] = result["changed"] or bool(previous)
-    result["plan"] = {"services": {}}
-    result["warnings"] = result.get("warnings", []) + warnings
-    return result
-
-
-def run(module: AnsibleModule) -> tuple[dict, bool]:
-    params = module.params
-    kb = kb_client_from_params(params)
-    if params["state"] == "absent":
-        result = remove(module, kb)
-        return result, result["failed"]
-    given = bool(params.get("src") or params.get("spec") is not None)
-    if given:
-        app, body = load_given(params)
-    else:
-        app = load_app_from_params(params, kb)
-    previous = previous_placement(kb, app.name)
-    old_clusters = {e["cluster"] for entries in previous.values() for e in entries}
-    services = {s.name: [with_grace(m, app.failure_grace_seconds) for m in s.manifests] for s in app.services}
-    overrides = params.get("kubeconfigs") or {}
-    warnings: list[str] = []
-
-    # Place first: a spec is stored only once it validates and places (issue 13.5).
-    plan = dict(params["plan"]) if params.get("plan") else compute_plan(app, kb.inventory(), params, False)
-    chosen = plan_services(plan)
-    plan["services"] = chosen
-    plan.pop("explanation", None)  # the placement module returns it; here it would only be noise
-    new_clusters = {e["cluster"] for entries in chosen.values() for e in entries}
-    qonnect_format = app.source_format == QONNECT_API_VERSION
-    deployer = Deployer(
-        app.name,
-        app.namespace,
-        services,
-        chosen,
-        targets(kb, new_clusters | old_clusters, overrides, params=params),
-        previous=old_clusters,
-        check_mode=module.check_mode,
-        wait=params["wait"],
-        wait_timeout=params["wait_timeout"],
-        placeholders={
-            f"{s.tier}-svc": QONNECT_PLACEHOLDERS[s.tier]
-            for s in app.services
-            if s.tier in QONNECT_PLACEHOLDERS
-        }
-        if qonnect_format
-        else None,
-        own_replicas=qonnect_format,
-        before_step=fence_guard(kb, params.get("fencing")),
-    )
-    stored = None
-    if given and params["record"]:
-        stored = store(kb, app, body, module.check_mode)
-    placement = {
-        svc: [
-            {
-                "cluster": e["cluster"],
-                "replicas": e.get("replicas", 1),
-                **({"nodes": list(e["nodes"])} if e.get("nodes") else {}),
-            }
-            for e in entries
-        ]
-        for svc, entries in chosen.items()
-    }
-    # Record the intent before touching a cluster, so whatever this run applies can be found
-    # (a controller's fenced deploy has recorded its decision itself).
-    intent = (
-        params["record"] and not module.check_mode and not params.get("fencing") and placement != previous
-    )
-    if intent:
-        kb.put_placement(app.name, {"desired": placement})
-    result = deployer.run()
-    result["plan"] = plan
-    if stored is not None:
-        result["version"] = stored["version"]
-        result["changed"] = result["changed"] or stored["changed"]
-    result["warnings"] = result.get("warnings", []) + warnings
-    if not params["record"] or module.check_mode:
-        result["changed"] = result["changed"] or (params["record"] and placement != previous)
-        return result, result["failed"]
-    if result["failed"]:
-        if intent:
-            kb.put_placement(app.name, {"desired": previous})
-        for name, res in result["clusters"].items():
-            if res["status"] in ("failed", "unreachable"):
-                event(
-                    kb,
-                    {
-                        "type": "deploy",
-                        "reason": "DeployFailed",
-                        "application": app.name,
-                        "cluster": name,
-                        "message": res["error"] or "",
-                    },
-                    result["warnings"],
-                )
-        return result, True
-    if placement != previous:
-        kb.put_placement(app.name, {"desired": placement, "current": placement}, params.get("fencing"))
-        result["changed"] = True
-    if result["changed"]:
-        event(
-            kb,
-            {
-                "type": "deploy",
-                "reason": "Deployed",
-                "application": app.name,
-                "message": params.get("reason") or result["message"],
-            },
-            result["warnings"],
-        )
-    return result, False
+from ansible_collections.qonnect.core.plugins.module_utils.module import run_module
+from ansible_collections.qonnect.core.plugins.module_utils.runners.deploy import run
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=kb_argspec(
-            state={"type": "str", "choices": ["present", "absent"], "default": "present"},
+    run_module(
+        run,
+        argspec(
+            SOURCE_ARGSPEC,
+            STATE_ARGSPEC,
+            PLAN_ARGSPEC,
+            K8S_AUTH_ARGSPEC,
             plan={"type": "dict"},
             wait={"type": "bool", "default": True},
             wait_timeout={"type": "float", "default": 60.0},
@@ -516,42 +240,10 @@ def main() -> None:
             },
             reason={"type": "str"},
             kubeconfigs={"type": "dict"},
-            **k8s_auth_argspec(),
-            **PLAN_ARGSPEC,
-            **BUNDLES_ARGSPEC,
         ),
         mutually_exclusive=[("spec", "src", "name")],
         required_one_of=[("spec", "src", "name")],
-        supports_check_mode=True,
     )
-    from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import (
-        InventoryError,
-        PlacementError,
-    )
-
-    try:
-        result, failed = run(module)
-    except QosSpecError as exc:
-        module.fail_json(**spec_failure(exc))
-    except InventoryError as exc:
-        module.fail_json(msg=str(exc).split("\n", 1)[0], errors=exc.errors)
-    except PlacementError as exc:
-        module.fail_json(msg=str(exc), service=exc.service, constraint=exc.constraint)
-    except KBError as exc:
-        hint = " (a newer controller decision is stored: fencing token too old)" if exc.status == 409 else ""
-        module.fail_json(msg=str(exc) + hint, status=exc.status)
-    except (K8sError, ValueError) as exc:
-        module.fail_json(msg=str(exc))
-    except Exception as exc:  # a bug: still a message, never a bare "Module failed"
-        module.fail_json(msg=unexpected(exc))
-    diff = result.pop("diff", None)
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    if module._diff and diff is not None:
-        result["diff"] = diff
-    if failed:
-        module.fail_json(**result, msg=result.pop("message"))
-    module.exit_json(**result)
 
 
 if __name__ == "__main__":

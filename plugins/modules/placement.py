@@ -41,23 +41,6 @@ options:
       - QONNECT's tier manifest files beside its Application file (C(cloud_svc), C(fog_svc),
         C(edge_svc) to a file), with O(src) or O(spec) in QONNECT's format.
     type: dict
-  scorer:
-    description:
-      - How clusters are ranked. V(weighted) is the default objective, V(borda) is QONNECT's original
-        Borda count, V(optimal) solves the whole assignment as a MILP with HiGHS.
-    type: str
-    choices: [weighted, borda, optimal]
-    default: weighted
-  exclude:
-    description: Clusters not to use, for example a failed or drained cluster.
-    type: list
-    elements: str
-    default: []
-  hysteresis:
-    description:
-      - Keep a service on its current cluster unless another beats it by more than this fraction.
-    type: float
-    default: 0.1
   explain:
     description: Return the per-service explanation.
     type: bool
@@ -69,6 +52,7 @@ options:
     type: dict
 extends_documentation_fragment:
   - qonnect.core.kb
+  - qonnect.core.plan
 attributes:
   check_mode:
     support: full
@@ -134,61 +118,27 @@ errors:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
-    BUNDLES_ARGSPEC,
-    load_app_from_params,
-    spec_failure,
-    unexpected,
-)
 from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
     PLAN_ARGSPEC,
-    compute_plan,
-    kb_argspec,
-    kb_client_from_params,
+    SOURCE_ARGSPEC,
+    argspec,
 )
-from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
-from ansible_collections.qonnect.core.plugins.module_utils.qos import QosSpecError
+from ansible_collections.qonnect.core.plugins.module_utils.module import run_module
+from ansible_collections.qonnect.core.plugins.module_utils.runners.placement import run
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=kb_argspec(
+    run_module(
+        run,
+        argspec(
+            SOURCE_ARGSPEC,
+            PLAN_ARGSPEC,
             explain={"type": "bool", "default": True},
             inventory={"type": "dict"},
-            **PLAN_ARGSPEC,
-            **BUNDLES_ARGSPEC,
         ),
         mutually_exclusive=[("spec", "src", "name")],
         required_one_of=[("spec", "src", "name")],
-        supports_check_mode=True,
     )
-    from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import (
-        InventoryError,
-        PlacementError,
-    )
-
-    params = module.params
-    try:
-        kb = None
-        if params.get("name") or params.get("inventory") is None:
-            kb = kb_client_from_params(params)
-        app = load_app_from_params(params, kb)
-        inventory = params["inventory"] if params.get("inventory") is not None else kb.inventory()
-        plan = compute_plan(app, inventory, params, params["explain"])
-    except QosSpecError as exc:
-        module.fail_json(**spec_failure(exc))
-    except InventoryError as exc:
-        module.fail_json(msg=str(exc).split("\n", 1)[0], errors=exc.errors)
-    except PlacementError as exc:
-        module.fail_json(msg=str(exc), service=exc.service, constraint=exc.constraint)
-    except KBError as exc:
-        module.fail_json(msg=str(exc), status=exc.status)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    except Exception as exc:  # a bug: still a message, never a bare "Module failed"
-        module.fail_json(msg=unexpected(exc))
-    module.exit_json(changed=False, plan=plan)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import tempfile
 import threading
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.errors import QonnectError
+
 # The kubernetes client is imported on first use: it costs about half a second, which a run
 # that stops at validation (a refused spec, a check of arguments) should not pay.
 _KUBERNETES: dict[str, Any] = {}
@@ -24,7 +26,7 @@ FIELD_MANAGER = "qonnect"
 REQUEST_TIMEOUT = 15.0
 
 
-class K8sError(Exception):
+class K8sError(QonnectError):
     """A failed Kubernetes call, with the cluster it concerns and the HTTP status (0: no answer)."""
 
     def __init__(self, cluster: str, message: str, status: int = 0):

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from ansible_collections.qonnect.core.plugins.module_utils.errors import QonnectError
 
-class InventoryError(ValueError):
+
+class InventoryError(QonnectError, ValueError):
     """The inventory dict is malformed; ``errors`` lists every problem with its path."""
+
+    summary = "invalid inventory"
 
     def __init__(self, errors: list[str]):
         self.errors = list(errors)
         super().__init__("invalid inventory:\n  " + "\n  ".join(self.errors))
 
 
-class PlacementError(ValueError):
+class PlacementError(QonnectError, ValueError):
     """No plan exists: ``service`` cannot be placed because no cluster meets ``constraint``."""
 
     def __init__(self, service: str, constraint: str, detail: str = ""):

@@ -21,10 +21,15 @@ def kb():
 
 @pytest.fixture
 def run_module(monkeypatch, capsys, kb):
-    """run_module(module, args, check_mode=False, diff=False) -> the module's JSON result."""
+    """run_module(module, args, check_mode=False, diff=False) -> the module's JSON result.
+
+    Every module reaches the KB through the runner's client factory (module_utils/module.py),
+    so this one seam gives each of them the in-memory KB."""
+    from ansible_collections.qonnect.core.plugins.module_utils import module as runner
+
+    monkeypatch.setattr(runner, "kb_client_from_params", lambda params: kb)
 
     def run(module, args, check_mode=False, diff=False):
-        monkeypatch.setattr(module, "kb_client_from_params", lambda params: kb)
         args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
         with patch_module_args(args), pytest.raises(SystemExit):
             module.main()
@@ -48,7 +53,7 @@ def _memory_cluster_class():
 @pytest.fixture
 def memory_clusters(monkeypatch):
     """Clusters cloud-1, fog-1, edge-1 in memory; the deploy module's Deployer talks to them."""
-    from ansible_collections.qonnect.core.plugins.modules import deploy
+    from ansible_collections.qonnect.core.plugins.module_utils.runners import deploy
 
     cls = _memory_cluster_class()
     log: list = []

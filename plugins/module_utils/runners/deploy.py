@@ -1,0 +1,318 @@
+# Copyright: qonnect.core contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The deploy module's runner: place, record the intent, apply (k8s/deployer.py), record the
+outcome in the KB; or sweep an application off every cluster.
+
+The runner returns the deployer's result with ``failed`` set when a cluster refused: the
+module then fails with the per-cluster results (module.py reports it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlparse
+
+from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
+    load_app_from_params,
+    load_given,
+    store,
+    stored_application,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError
+from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import (
+    Deployer,
+    Target,
+    service_domain,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import with_grace
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.keys import ADDRESS_LABEL
+from ansible_collections.qonnect.core.plugins.module_utils.module import QonnectModule
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
+from ansible_collections.qonnect.core.plugins.module_utils.qos import (
+    MAX_REPLICAS,
+    QONNECT_API_VERSION,
+    QONNECT_PLACEHOLDERS,
+    Application,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.runners.placement import compute_plan
+
+STALE_FENCE_HINT = "a newer controller decision is stored: fencing token too old"
+
+
+def previous_placement(kb: Any, app: str) -> dict:
+    try:
+        stored = kb.get_placement(app)
+    except KBError as exc:
+        if exc.status == 404:
+            return {}
+        raise
+    return current_placement(stored)
+
+
+def put_fenced(kb: Any, app: str, placement: dict, fencing: dict | None) -> None:
+    """Write a placement with the run's fencing token; a refusal says why (a newer decision)."""
+    try:
+        kb.put_placement(app, placement, fencing)
+    except KBError as exc:
+        if exc.status == 409 and fencing:
+            raise exc.with_context(hint=STALE_FENCE_HINT) from None
+        raise
+
+
+def address_of(record: dict) -> str:
+    """Where other tiers reach a cluster (QONNECT's [TIER_CLUSTER_IP]): label
+    qonnect.io/address, else the host of its API server URL."""
+    labels = record.get("labels") or {}
+    if labels.get(ADDRESS_LABEL):
+        return labels[ADDRESS_LABEL]
+    return urlparse(record.get("server") or "").hostname or ""
+
+
+def targets(
+    kb: Any, names: set[str], overrides: dict, records: dict | None = None, params: dict | None = None
+) -> dict[str, Target]:
+    """Each cluster's credentials (k8s/auth.py: KB paths, kubeconfig content, K8S_AUTH_*)."""
+    if records is None:
+        records = {c["name"]: c for c in kb.list_clusters()} if names else {}
+    credentials = resolve_credentials(names, records, overrides, params or {})
+    out = {}
+    for name in sorted(names):
+        record = records.get(name, {})
+        kubeconfig, context = credentials[name]
+        out[name] = Target(
+            name, kubeconfig, context, service_domain(name, record.get("labels")), address_of(record)
+        )
+    return out
+
+
+def plan_services(plan: dict) -> dict:
+    """Accept a whole plan or only its services mapping."""
+    services = plan.get("services", plan)
+    if not isinstance(services, dict):
+        raise InputError(
+            "plan.services", "expected a mapping of service to a list of {cluster, replicas, nodes}"
+        )
+    for svc, entries in services.items():
+        if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and e.get("cluster") for e in entries
+        ):
+            raise InputError(f"plan.services.{svc}", "expected a list of {cluster, replicas, nodes}")
+        for i, e in enumerate(entries):
+            replicas = e.get("replicas", 1)
+            if (
+                isinstance(replicas, bool)
+                or not isinstance(replicas, int)
+                or not 1 <= replicas <= MAX_REPLICAS
+            ):
+                raise InputError(
+                    f"plan.services.{svc}[{i}].replicas",
+                    f"{replicas!r} is not an integer from 1 to {MAX_REPLICAS}",
+                )
+    return services
+
+
+def placement_of(chosen: dict) -> dict:
+    """The plan's services as the KB stores a placement: {service: [{cluster, replicas, nodes}]}."""
+    return {
+        svc: [
+            {
+                "cluster": e["cluster"],
+                "replicas": e.get("replicas", 1),
+                **({"nodes": list(e["nodes"])} if e.get("nodes") else {}),
+            }
+            for e in entries
+        ]
+        for svc, entries in chosen.items()
+    }
+
+
+def event(kb: Any, body: dict, warnings: list) -> None:
+    try:
+        kb.post_event(body)
+    except KBError as exc:
+        warnings.append(f"could not record the event: {exc}")
+
+
+def removal_target(module: QonnectModule, kb: Any) -> tuple[str, str, dict]:
+    """The application to remove: its name, namespace and manifests per service (the last two
+    unknown when the KB no longer holds it and no spec is given)."""
+    params = module.params
+    if params.get("src") or params.get("spec") is not None:
+        app: Application | None = load_given(params)[0]
+    else:
+        stored = stored_application(kb, params["name"])
+        app = Application.from_dict(stored["application"]) if stored else None
+    if app is None:
+        return params["name"], params["name"], {}
+    return app.name, app.namespace, {s.name: s.manifests for s in app.services}
+
+
+def remove(module: QonnectModule, kb: Any) -> dict:
+    """Sweep every registered cluster for objects labelled with the application; idempotent,
+    and fine for an application the KB no longer knows."""
+    params = module.params
+    name, namespace, services = removal_target(module, kb)
+    previous = previous_placement(kb, name)
+    overrides = params.get("kubeconfigs") or {}
+    records = {c["name"]: c for c in kb.list_clusters()}
+    reachable: dict[str, Target] = {}
+    warnings = []
+    for cluster in sorted(set(records) | set(overrides)):  # every registered cluster
+        try:
+            reachable.update(targets(kb, {cluster}, overrides, records, params))
+        except ValueError as exc:
+            warnings.append(f"cluster {cluster}: not swept: {exc}")
+    deployer = Deployer(
+        name,
+        namespace,
+        services,
+        {},
+        reachable,
+        previous=set(reachable),
+        check_mode=module.check_mode,
+        before_step=fence_guard(kb, params.get("fencing")),
+    )
+    result = deployer.remove()
+    for cluster, res in result["clusters"].items():
+        if res["status"] == "unreachable":
+            warnings.append(
+                f"cluster {cluster} is unreachable ({res['error']}): objects of {name} "
+                "may remain there; run the removal again when it is back"
+            )
+    unreachable = {c for c, r in result["clusters"].items() if r["status"] == "unreachable"}
+    result["failed"] = any(r["status"] == "failed" for r in result["clusters"].values())
+    if params["record"] and not module.check_mode and previous and not result["failed"] and not unreachable:
+        put_fenced(kb, name, {"desired": {}, "current": {}}, params.get("fencing"))
+        event(
+            kb,
+            {
+                "type": "deploy",
+                "reason": "Removed",
+                "application": name,
+                "message": params.get("reason") or result["message"],
+            },
+            warnings,
+        )
+    result["changed"] = result["changed"] or bool(previous)
+    result["plan"] = {"services": {}}
+    result["warnings"] = result.get("warnings", []) + warnings
+    return result
+
+
+def deployer_for(
+    module: QonnectModule, kb: Any, app: Application, chosen: dict, old_clusters: set
+) -> Deployer:
+    """The deployer of this run: the plan's clusters and those the application leaves."""
+    params = module.params
+    services = {s.name: [with_grace(m, app.failure_grace_seconds) for m in s.manifests] for s in app.services}
+    new_clusters = {e["cluster"] for entries in chosen.values() for e in entries}
+    qonnect_format = app.source_format == QONNECT_API_VERSION
+    placeholders = (
+        {
+            f"{s.tier}-svc": QONNECT_PLACEHOLDERS[s.tier]
+            for s in app.services
+            if s.tier in QONNECT_PLACEHOLDERS
+        }
+        if qonnect_format
+        else None
+    )
+    return Deployer(
+        app.name,
+        app.namespace,
+        services,
+        chosen,
+        targets(kb, new_clusters | old_clusters, params.get("kubeconfigs") or {}, params=params),
+        previous=old_clusters,
+        check_mode=module.check_mode,
+        wait=params["wait"],
+        wait_timeout=params["wait_timeout"],
+        placeholders=placeholders,
+        own_replicas=qonnect_format,
+        before_step=fence_guard(kb, params.get("fencing")),
+    )
+
+
+def record_failure(kb: Any, app: str, result: dict, previous: dict, intent: bool) -> None:
+    """After a failed deploy: the intent goes back to the previous placement, and each refusing
+    cluster gets a DeployFailed event."""
+    if intent:
+        kb.put_placement(app, {"desired": previous})
+    for name, res in result["clusters"].items():
+        if res["status"] in ("failed", "unreachable"):
+            event(
+                kb,
+                {
+                    "type": "deploy",
+                    "reason": "DeployFailed",
+                    "application": app,
+                    "cluster": name,
+                    "message": res["error"] or "",
+                },
+                result["warnings"],
+            )
+
+
+def record_success(
+    module: QonnectModule, kb: Any, app: str, result: dict, placement: dict, previous: dict
+) -> None:
+    """After a deploy: the placement (fenced, for a controller's run) and a Deployed event."""
+    params = module.params
+    if placement != previous:
+        put_fenced(kb, app, {"desired": placement, "current": placement}, params.get("fencing"))
+        result["changed"] = True
+    if result["changed"]:
+        event(
+            kb,
+            {
+                "type": "deploy",
+                "reason": "Deployed",
+                "application": app,
+                "message": params.get("reason") or result["message"],
+            },
+            result["warnings"],
+        )
+
+
+def run(module: QonnectModule) -> dict:
+    params, kb = module.params, module.kb
+    if params["state"] == "absent":
+        return remove(module, kb)
+    given = bool(params.get("src") or params.get("spec") is not None)
+    if given:
+        app, body = load_given(params)
+    else:
+        app = load_app_from_params(params, kb)
+    previous = previous_placement(kb, app.name)
+    old_clusters = {e["cluster"] for entries in previous.values() for e in entries}
+
+    # Place first: a spec is stored only once it validates and places (issue 13.5).
+    plan = dict(params["plan"]) if params.get("plan") else compute_plan(app, kb.inventory(), params, False)
+    chosen = plan_services(plan)
+    plan["services"] = chosen
+    plan.pop("explanation", None)  # the placement module returns it; here it would only be noise
+    deployer = deployer_for(module, kb, app, chosen, old_clusters)
+    stored = store(kb, app, body, module.check_mode) if given and params["record"] else None
+    placement = placement_of(chosen)
+    # Record the intent before touching a cluster, so whatever this run applies can be found
+    # (a controller's fenced deploy has recorded its decision itself).
+    intent = (
+        params["record"] and not module.check_mode and not params.get("fencing") and placement != previous
+    )
+    if intent:
+        kb.put_placement(app.name, {"desired": placement})
+    result = deployer.run()
+    result["plan"] = plan
+    if stored is not None:
+        result["version"] = stored["version"]
+        result["changed"] = result["changed"] or stored["changed"]
+    result["warnings"] = result.get("warnings", [])
+    if not params["record"] or module.check_mode:
+        result["changed"] = result["changed"] or (params["record"] and placement != previous)
+    elif result["failed"]:
+        record_failure(kb, app.name, result, previous, intent)
+    else:
+        record_success(module, kb, app.name, result, placement, previous)
+    return result
