@@ -19,7 +19,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export QONNECT_TEST_PG ?= postgresql://qonnect:qonnect@127.0.0.1:5432/test
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup services test unit integration molecule sanity lint build check-build ansible-lint ee changelog demo demo-kube demo-down plan clean kube
+.PHONY: setup services test unit integration molecule sanity lint typecheck build check-build ansible-lint ee changelog demo demo-kube demo-down plan clean kube
 
 setup: $(STAMP)
 
@@ -27,7 +27,7 @@ $(STAMP): requirements.txt test-requirements.txt services/pyproject.toml testbed
 	@bash scripts/setup-venv.sh "$(PYTHON)" "$(VENV)"
 	@touch $(STAMP)
 
-## test: everything CI runs — ruff, unit and integration tests (both engines), molecule, collection build +
+## test: everything CI runs — ruff, mypy, unit and integration tests (both engines), molecule, collection build +
 ## secret scan, ansible-test sanity and units, ansible-lint (production), antsibull-changelog lint
 test: setup services kube lint
 	$(PY) -m pytest tests -q
@@ -55,9 +55,15 @@ integration: setup services kube
 molecule: setup
 	$(BIN)/molecule test
 
+## lint: ruff (check and format --check) and mypy
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(MAKE) --no-print-directory typecheck
+
+## typecheck: mypy on plugins/module_utils and the qonnect services (settings in mypy.ini)
+typecheck: setup
+	$(BIN)/mypy
 
 ## sanity: ansible-test sanity on a copy of the collection at an ansible_collections/ path
 sanity: setup

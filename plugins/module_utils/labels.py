@@ -5,20 +5,26 @@ QoS spec) and the Resource Agent (workload selectors read from the cluster)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 
 def labels_match(
-    labels: dict, match_labels: dict | None = None, match_expressions: list | None = None
+    labels: Mapping[str, str],
+    match_labels: Mapping[str, Any] | None = None,
+    match_expressions: Sequence[Mapping[str, Any]] | None = None,
 ) -> bool:
     """True when ``labels`` satisfy every matchLabels entry and every matchExpressions item."""
-    for key, value in (match_labels or {}).items():
-        if labels.get(key) != value:
+    for name, value in (match_labels or {}).items():
+        if labels.get(name) != value:
             return False
     for expr in match_expressions or []:
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        present = key in labels
-        if op == "In" and not (present and labels[key] in values):
+        present = isinstance(key, str) and key in labels
+        label = labels[key] if isinstance(key, str) and present else None
+        if op == "In" and not (present and label in values):
             return False
-        if op == "NotIn" and present and labels[key] in values:
+        if op == "NotIn" and present and label in values:
             return False
         if op == "Exists" and not present:
             return False

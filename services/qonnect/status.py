@@ -237,7 +237,7 @@ def _controller(
     terms = [int((p.get("fencing") or {}).get("term") or 0) for p in placements]
     terms += [e["ref"]["term"] for e in events if journal.trusted(e)]
     terms = [t for t in terms if t > 0]  # term 0: written without a controller's token
-    replicas = []
+    replicas: list[dict[str, Any]] = []
     for url in urls:
         st = fetch_status(url, timeout)
         if isinstance(st, str):

@@ -153,7 +153,7 @@ def prepare(
 
 
 def namespace_object(namespace: str, application: str) -> dict:
-    obj = {
+    obj: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {"name": namespace, "labels": managed_labels(application)},
@@ -166,7 +166,7 @@ def address_stub(name: str, namespace: str, application: str, service: str, targ
     """An ExternalName Service making `name` resolve to the cluster that runs the service."""
     labels = managed_labels(application, service)
     labels[ROLE_LABEL] = "address"
-    obj = {
+    obj: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
@@ -177,7 +177,7 @@ def address_stub(name: str, namespace: str, application: str, service: str, targ
 
 
 def is_stub(obj: dict | None) -> bool:
-    return bool(obj) and ((obj.get("spec") or {}).get("type") == "ExternalName")
+    return obj is not None and (obj.get("spec") or {}).get("type") == "ExternalName"
 
 
 def contains(live: Any, desired: Any) -> bool:

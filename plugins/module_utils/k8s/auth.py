@@ -89,9 +89,13 @@ def token_kubeconfig(
     }
 
 
+def _context_names(contexts: Any) -> set[str]:
+    return {c["name"] for c in contexts or [] if isinstance(c, dict) and isinstance(c.get("name"), str)}
+
+
 def _contexts(kubeconfig: str | dict) -> set[str]:
     if isinstance(kubeconfig, dict):
-        return {c.get("name") for c in kubeconfig.get("contexts") or [] if isinstance(c, dict)}
+        return _context_names(kubeconfig.get("contexts"))
     if not HAS_YAML:
         return set()
     try:
@@ -99,11 +103,13 @@ def _contexts(kubeconfig: str | dict) -> set[str]:
             loaded = yaml.safe_load(fh) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ValueError(f"k8s_kubeconfig: cannot read {kubeconfig}: {type(exc).__name__}") from None
-    return {c.get("name") for c in loaded.get("contexts") or [] if isinstance(c, dict)}
+    return _context_names(loaded.get("contexts"))
 
 
 def _same_server(a: str | None, b: str | None) -> bool:
-    return bool(a and b) and a.rstrip("/").lower() == b.rstrip("/").lower()
+    if not a or not b:
+        return False
+    return a.rstrip("/").lower() == b.rstrip("/").lower()
 
 
 def resolve(names: set[str], records: dict[str, dict], overrides: dict, params: dict) -> dict[str, tuple]:

@@ -114,6 +114,13 @@ def _deferred(desired: dict, live: dict | None) -> bool:
     return is_stub(desired) or is_stub(live)
 
 
+# Seconds a deploy waits for its new workloads to be ready: sized for real image pulls and
+# Kubernetes' own pace (a pulled image, a scheduled pod, a Service's endpoints), not for the
+# emulator's 0.3 s pods. The module option, the playbooks and the controller's migrations
+# default to it; the controller gives each migration run this much plus RUN_OVERHEAD.
+DEFAULT_WAIT_TIMEOUT = 300.0
+
+
 class Deployer:
     """Runs the four phases for one application; see the module docstring."""
 
@@ -127,7 +134,7 @@ class Deployer:
         previous: set[str] | None = None,
         check_mode: bool = False,
         wait: bool = True,
-        wait_timeout: float = 60.0,
+        wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
         client_factory: Callable[[Target], Any] | None = None,
         before_step: Callable[[str], None] | None = None,
         placeholders: dict[str, str] | None = None,
@@ -385,10 +392,13 @@ class Deployer:
         """Kinds to look for when sweeping: the defaults plus every kind the application has."""
         own = sorted(
             {
-                (m.get("apiVersion"), m.get("kind"))
+                (m["apiVersion"], m["kind"])
                 for ms in self.services.values()
                 for m in ms
-                if isinstance(m, dict) and m.get("kind") != "Namespace"
+                if isinstance(m, dict)
+                and isinstance(m.get("apiVersion"), str)
+                and isinstance(m.get("kind"), str)
+                and m["kind"] != "Namespace"
             }
         )
         return list(DEFAULT_PRUNE_KINDS) + [k for k in own if k not in DEFAULT_PRUNE_KINDS]

@@ -212,8 +212,10 @@ def with_grace(manifest: dict, seconds: float | None) -> dict:
     set, the manifest is no workload, or it already has its own annotation)."""
     if seconds is None or not isinstance(manifest, dict) or manifest.get("kind") not in GRACE_KINDS:
         return manifest
-    meta = manifest.get("metadata") if isinstance(manifest.get("metadata"), dict) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    meta = manifest.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    annotations = meta.get("annotations")
+    annotations = annotations if isinstance(annotations, dict) else {}
     if GRACE_ANNOTATION in annotations:
         return manifest
     return {

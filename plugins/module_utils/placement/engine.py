@@ -18,6 +18,12 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.plan import
 from ansible_collections.qonnect.core.plugins.module_utils.scorers import SCORERS
 
 
+def _cluster_of(fleet: Fleet, entry: object) -> int | None:
+    """Index of the cluster a placement entry names (None: no such cluster, or no entry)."""
+    name = entry.get("cluster") if isinstance(entry, dict) else None
+    return fleet.cluster_index.get(name) if isinstance(name, str) else None
+
+
 class Problem:
     """One placement request as the scorers see it."""
 
@@ -35,7 +41,7 @@ class Problem:
         mask = np.zeros(self.fleet.num_clusters, dtype=bool)
         entries = self.current.get(service)
         for entry in entries if isinstance(entries, list) else []:
-            c = self.fleet.cluster_index.get(entry.get("cluster")) if isinstance(entry, dict) else None
+            c = _cluster_of(self.fleet, entry)
             if c is not None:
                 mask[c] = True
         return mask
@@ -82,7 +88,7 @@ def release_current(fleet: Fleet, app, current: dict) -> None:
             continue
         req = request_vector(svc)
         for entry in entries:
-            c = fleet.cluster_index.get(entry.get("cluster")) if isinstance(entry, dict) else None
+            c = _cluster_of(fleet, entry)
             if c is None or not fleet.node_count[c]:
                 continue
             first, count = int(fleet.node_start[c]), int(fleet.node_count[c])

@@ -20,7 +20,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet impor
 try:
     import jmespath
 except ImportError:  # pragma: no cover - exercised only without jmespath
-    jmespath = None
+    jmespath = None  # type: ignore[assignment]  # optional dependency
 
 
 class ServiceContext:
@@ -31,16 +31,16 @@ class ServiceContext:
         self.service = service
         self.exclude = exclude
         self.req = request_vector(service)
-        self._fits = None
-        self._ok = None
+        self._fits: np.ndarray | None = None
+        self._ok: np.ndarray | None = None
 
-    def ok_nodes(self):
+    def ok_nodes(self) -> np.ndarray:
         """Nodes this service may run on: eligible, with every blocking taint tolerated."""
         if self._ok is None:
             self._ok = self.fleet.node_ok_for(self.service)
         return self._ok
 
-    def fits(self):
+    def fits(self) -> np.ndarray:
         """Nodes that are eligible and have room for one more replica right now.
 
         Computed once per context (the capacity filter and the assignment share it); callers

@@ -22,7 +22,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.model impor
 try:
     import numpy as np
 except ImportError:  # pragma: no cover - exercised only without numpy
-    np = None
+    np = None  # type: ignore[assignment]  # optional dependency
 
 TIER_CODES = {"cloud": 0, "fog": 1, "edge": 2}
 

@@ -34,7 +34,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet impor
 try:
     import highspy
 except ImportError:  # pragma: no cover - exercised only without highspy
-    highspy = None
+    highspy = None  # type: ignore[assignment]  # optional dependency
 
 TIME_LIMIT = 60.0
 # stop when the plan is proven within this fraction of the optimum (exact proofs on 100x100

@@ -77,17 +77,29 @@ class Config:
     max_attempts: int = 4
     backoff: float = 2.0
     defer_max: float = 60.0  # longest wait between checks of an unplaceable application
-    run_timeout: float = 300.0
+    wait_timeout: float = DEFAULT_WAIT_TIMEOUT  # each migration's deploy waits this long for readiness
+    run_timeout: float = DEFAULT_WAIT_TIMEOUT + RUN_OVERHEAD  # a whole run: the wait plus the rest
     settings: Settings = field(default_factory=Settings)
     timing: Timing = field(default_factory=Timing)
     extravars: dict[str, Any] = field(default_factory=dict)
     name: str = ""  # the operator's name for this replica (--id); Raft knows it by self_addr
 
 
+def run_timeout_for(wait_timeout: float) -> float:
+    """A migration run may take its deploy's readiness wait plus RUN_OVERHEAD (playbook start-up,
+    discovery, apply, fence checks, switch, prune) before the executor gives up on it."""
+    return wait_timeout + RUN_OVERHEAD
+
+
 def migration_vars(cfg: Config) -> dict[str, Any]:
     """Variables of every migration run: the migration re-plans with the settings the detector
     judged drift with (one hop from Python to Ansible), plus the operator's extra vars."""
-    return {"hysteresis": cfg.settings.hysteresis, "scorer": DEFAULT_SCORER, **cfg.extravars}
+    return {
+        **cfg.extravars,
+        "hysteresis": cfg.settings.hysteresis,
+        "scorer": DEFAULT_SCORER,
+        "wait_timeout": cfg.wait_timeout,
+    }
 
 
 class Controller:
@@ -204,13 +216,12 @@ class Controller:
             self.why = f"leader of term {term}, but no decisions: cannot read the KB ({exc})"
             return
         self._kb_heard(True)
-        snapshot = dataclasses.replace(
-            snapshot, heard_for=time.monotonic() - (self.kb_ok_since or time.monotonic())
-        )
+        heard_for = time.monotonic() - (self.kb_ok_since or time.monotonic())
+        snapshot = dataclasses.replace(snapshot, heard_for=heard_for)
         self.apps = {a["name"] for a in snapshot.applications}
-        if snapshot.heard_for < self.cfg.settings.heartbeat_timeout:
+        if heard_for < self.cfg.settings.heartbeat_timeout:
             self.why = (
-                f"leader of term {term}: the KB answers again since {snapshot.heard_for:.1f}s; waiting "
+                f"leader of term {term}: the KB answers again since {heard_for:.1f}s; waiting "
                 f"{self.cfg.settings.heartbeat_timeout:g}s for agents to report before judging clusters"
             )
             return
@@ -313,7 +324,7 @@ class Controller:
             if res:
                 log.info("decision on %s not taken: %s", trigger.app, res.get("why"))
             return False
-        decision = self.node.machine.get(res["id"])
+        decision = self._committed(res["id"])
         self.metrics.count_decision(trigger.kind)
         if trigger.failed_at is not None:
             self.metrics.observe("detection_seconds", max(0.0, time.time() - trigger.failed_at))
@@ -380,7 +391,7 @@ class Controller:
                 log.warning(
                     "decision %s re-committed from the KB record of lost decision %s", res["id"], r["id"]
                 )
-                self._record(machine.get(res["id"]), fresh=True)
+                self._record(self._committed(res["id"]), fresh=True)
                 superseded = {
                     "id": r["id"],
                     "app": event["application"],
@@ -569,7 +580,7 @@ class Controller:
             return
         term = self.node.term()
         attempt, token = res["attempt"], res["token"]
-        snapshot = dict(self.node.machine.get(decision["id"]))
+        snapshot = dict(self._committed(decision["id"]))
         try:
             journal.post(
                 self.kb,
@@ -678,6 +689,14 @@ class Controller:
         except KBError as exc:
             log.info("cannot post end of %s: %s", decision["id"], exc)
 
+    def _committed(self, decision_id: str) -> dict[str, Any]:
+        """A decision this replica has just committed and applied (only ended decisions are
+        ever trimmed from the log, so it is there)."""
+        decision = self.node.machine.get(decision_id)
+        if decision is None:
+            raise LookupError(f"decision {decision_id} was committed but is not in the replicated log")
+        return decision
+
     def _propose(self, cmd: dict[str, Any]) -> dict[str, Any] | None:
         try:
             return self.node.propose(cmd, self.cfg.commit_timeout)
@@ -724,7 +743,7 @@ class Controller:
             except RuntimeError:
                 time.sleep(0.01)
         machine = self.node.machine
-        state = {0: "follower", 1: "candidate", 2: "leader"}.get(raw.get("state"), "unknown")
+        state = {0: "follower", 1: "candidate", 2: "leader"}.get(raw.get("state", -1), "unknown")
         return {
             "node": self.node.node_id,
             "name": self.cfg.name or self.node.node_id,

@@ -134,9 +134,9 @@ def _guarded_parse(self: Any) -> Any:
     return message
 
 
-_original_parse = _tcp.TcpConnection._TcpConnection__processParseMessage  # type: ignore[attr-defined]
-_tcp.TcpConnection._TcpConnection__processRead = _guarded_read  # type: ignore[attr-defined]
-_tcp.TcpConnection._TcpConnection__processParseMessage = _guarded_parse  # type: ignore[attr-defined]
+_original_parse = _tcp.TcpConnection._TcpConnection__processParseMessage
+_tcp.TcpConnection._TcpConnection__processRead = _guarded_read
+_tcp.TcpConnection._TcpConnection__processParseMessage = _guarded_parse
 
 
 class GuardedTransport(TCPTransport):
@@ -217,6 +217,8 @@ class ReplicatedDecisions(SyncObjConsumer):
 class RaftNode(SyncObj):
     """One replica of the decision log."""
 
+    _SyncObj__raftElectionDeadline: float  # pysyncobj's (untyped) next election time
+
     def __init__(
         self,
         self_addr: str,
@@ -264,7 +266,7 @@ class RaftNode(SyncObj):
         start the election soon instead of waiting out the full election timeout. Raft allows an
         early election at any time (it only costs liveness, never safety); a partition does not
         drop connections, so there the normal timeout and leaderFallbackTimeout apply."""
-        super()._SyncObj__onNodeDisconnected(node)  # type: ignore[misc]
+        super()._SyncObj__onNodeDisconnected(node)
         if node == self._getLeader() and not self._isLeader():
             soon = monotonic() + random.uniform(0.02, 0.4)
             if soon < self._SyncObj__raftElectionDeadline:

@@ -81,10 +81,12 @@ async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
 
 
 def install(app: FastAPI) -> None:
-    app.add_exception_handler(RequestValidationError, _validation)
-    app.add_exception_handler(StarletteHTTPException, _http)
-    app.add_exception_handler(SpecError, _spec)
-    app.add_exception_handler(Exception, _unexpected)
+    # the decorator form: Starlette types add_exception_handler's handler as taking any
+    # Exception, which a handler of one exception class is not
+    app.exception_handler(RequestValidationError)(_validation)
+    app.exception_handler(StarletteHTTPException)(_http)
+    app.exception_handler(SpecError)(_spec)
+    app.exception_handler(Exception)(_unexpected)
 
 
 class BodyLimit:

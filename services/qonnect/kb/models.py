@@ -7,9 +7,13 @@ integer or a NUL character would otherwise become a 500).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from annotated_types import GroupedMetadata
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 MAX_INT = 2**63 - 1
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -31,13 +35,23 @@ def storable(value: str | None) -> str | None:
     return value
 
 
-def Text(max_length: int, min_length: int = 0) -> Any:
-    """A bounded string that both databases can store."""
-    return Annotated[str, Field(min_length=min_length, max_length=max_length), AfterValidator(storable)]
+@dataclass(frozen=True)
+class Text(GroupedMetadata):
+    """``Annotated[str, Text(max, min)]``: a bounded string that both databases can store.
+
+    Metadata rather than a function returning a type, so type checkers see a plain ``str``.
+    """
+
+    max_length: int
+    min_length: int = 0
+
+    def __iter__(self) -> Iterator[object]:
+        yield Field(min_length=self.min_length, max_length=self.max_length)
+        yield AfterValidator(storable)
 
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
-Labels = Annotated[dict[Text(317, 1), Text(1024)], Field(max_length=256)]
+Labels = Annotated[dict[Annotated[str, Text(317, 1)], Annotated[str, Text(1024)]], Field(max_length=256)]
 Count = Annotated[int, Field(ge=0, le=MAX_INT)]
 NonNegative = Annotated[float, Field(ge=0, le=1e300)]
 
@@ -72,10 +86,10 @@ class ClusterIn(Strict):
 
     name: Name
     tier: Tier
-    location: Text(253, 1) | None = Field(None, description="defaults to the cluster name")
-    server: Text(2048, 1) | None = Field(None, description="Kubernetes API URL")
-    kubeconfig: Text(4096, 1) | None = Field(None, description="credentials: kubeconfig path")
-    context: Text(253, 1) | None = Field(None, description="credentials: kubeconfig context")
+    location: Annotated[str, Text(253, 1)] | None = Field(None, description="defaults to the cluster name")
+    server: Annotated[str, Text(2048, 1)] | None = Field(None, description="Kubernetes API URL")
+    kubeconfig: Annotated[str, Text(4096, 1)] | None = Field(None, description="credentials: kubeconfig path")
+    context: Annotated[str, Text(253, 1)] | None = Field(None, description="credentials: kubeconfig context")
     labels: Labels = Field(default_factory=dict)
 
 
@@ -84,22 +98,30 @@ class ClusterPut(Strict):
 
     name: Name | None = None
     tier: Tier
-    location: Text(253, 1) | None = None
-    server: Text(2048, 1) | None = None
-    kubeconfig: Text(4096, 1) | None = None
-    context: Text(253, 1) | None = None
+    location: Annotated[str, Text(253, 1)] | None = None
+    server: Annotated[str, Text(2048, 1)] | None = None
+    kubeconfig: Annotated[str, Text(4096, 1)] | None = None
+    context: Annotated[str, Text(253, 1)] | None = None
     labels: Labels = Field(default_factory=dict)
 
 
 class ClusterPatch(Strict):
     """PATCH body: only the fields given change; ``server``/``kubeconfig``/``context`` may be null."""
 
-    tier: Tier = None
-    location: Text(253, 1) = None
-    server: Text(2048, 1) | None = None
-    kubeconfig: Text(4096, 1) | None = None
-    context: Text(253, 1) | None = None
-    labels: Labels = None
+    # None only as "not given": an explicit null is refused below and absent from the schema
+    tier: Tier | SkipJsonSchema[None] = None
+    location: Annotated[str, Text(253, 1)] | SkipJsonSchema[None] = None
+    server: Annotated[str, Text(2048, 1)] | None = None
+    kubeconfig: Annotated[str, Text(4096, 1)] | None = None
+    context: Annotated[str, Text(253, 1)] | None = None
+    labels: Labels | SkipJsonSchema[None] = None
+
+    @field_validator("tier", "location", "labels", mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:
+            raise ValueError("must not be null (leave the field out to keep it)")
+        return value
 
 
 class ClusterStatus(Out):
@@ -143,13 +165,13 @@ class Resources(Strict):
 class Taint(Strict):
     """A node taint; NoSchedule/NoExecute ones keep pods that do not tolerate them off the node."""
 
-    key: Text(317, 1)
-    value: Text(63) = ""
+    key: Annotated[str, Text(317, 1)]
+    value: Annotated[str, Text(63)] = ""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
 class NodeReport(Strict):
-    name: Text(253, 1)
+    name: Annotated[str, Text(253, 1)]
     ready: bool
     schedulable: bool = True
     pressure: Pressure = Field(default_factory=Pressure)
@@ -163,13 +185,13 @@ class NodeReport(Strict):
 
 
 class WorkloadReport(Strict):
-    namespace: Text(253, 1)
-    kind: Text(63, 1)
-    name: Text(253, 1)
-    application: Text(253) | None = None
-    service: Text(253) | None = None
+    namespace: Annotated[str, Text(253, 1)]
+    kind: Annotated[str, Text(63, 1)]
+    name: Annotated[str, Text(253, 1)]
+    application: Annotated[str, Text(253)] | None = None
+    service: Annotated[str, Text(253)] | None = None
     status: WorkloadStatus
-    reason: Text(16384) = ""
+    reason: Annotated[str, Text(16384)] = ""
     replicas: Annotated[int, Field(ge=0, le=1_000_000)] = 0
     ready_replicas: Annotated[int, Field(ge=0, le=1_000_000)] = 0
     since: NonNegative | None = None
@@ -181,14 +203,14 @@ class Report(Strict):
     seq: Count
     ts: NonNegative
     reachable: bool = True
-    error: Text(16384) | None = None
+    error: Annotated[str, Text(16384)] | None = None
     nodes: Annotated[list[NodeReport], Field(max_length=5000)] | None = Field(
         None, description="null: not observed this time, the stored nodes stay"
     )
     workloads: Annotated[list[WorkloadReport], Field(max_length=20000)] | None = Field(
         None, description="null: not observed this time, the stored workloads stay"
     )
-    latencies: Annotated[dict[Text(253, 1), NonNegative], Field(max_length=5000)] = Field(
+    latencies: Annotated[dict[Annotated[str, Text(253, 1)], NonNegative], Field(max_length=5000)] = Field(
         default_factory=dict, description="round-trip ms to each peer (cluster name or 'kb')"
     )
 
@@ -281,11 +303,11 @@ class VersionList(Out):
 class Assignment(Strict):
     cluster: Name
     replicas: Annotated[int, Field(ge=0, le=1_000_000)] = 1
-    nodes: Annotated[list[Text(253, 1)], Field(max_length=1000)] | None = None
+    nodes: Annotated[list[Annotated[str, Text(253, 1)]], Field(max_length=1000)] | None = None
 
 
 Placement = Annotated[
-    dict[Text(253, 1), Annotated[list[Assignment], Field(max_length=1000)]],
+    dict[Annotated[str, Text(253, 1)], Annotated[list[Assignment], Field(max_length=1000)]],
     Field(max_length=1000, description="service -> the clusters it runs on"),
 ]
 
@@ -328,21 +350,21 @@ class DecisionRef(Strict):
     """Which controller decision (and attempt) an event is about: structured, never parsed
     from the message."""
 
-    id: Text(64, 1)
+    id: Annotated[str, Text(64, 1)]
     term: Count
     seq: Count
     attempt: Annotated[int, Field(ge=1, le=MAX_INT)] | None = None
-    exclude: Annotated[list[Text(253, 1)], Field(max_length=1000)] = []
+    exclude: Annotated[list[Annotated[str, Text(253, 1)]], Field(max_length=1000)] = []
 
 
 class EventIn(Strict):
-    type: Text(64, 1) = Field(
+    type: Annotated[str, Text(64, 1)] = Field(
         description="e.g. deploy, failure, migration; controller.* only from controller tokens"
     )
-    reason: Text(256) = ""
-    message: Text(8192) = ""
-    application: Text(253, 1) | None = None
-    cluster: Text(253, 1) | None = None
+    reason: Annotated[str, Text(256)] = ""
+    message: Annotated[str, Text(8192)] = ""
+    application: Annotated[str, Text(253, 1)] | None = None
+    cluster: Annotated[str, Text(253, 1)] | None = None
     ts: NonNegative | None = Field(None, description="when it happened; default: receive time")
     ref: DecisionRef | None = Field(None, description="the controller decision the event is about")
     fencing: Fencing | None = Field(
@@ -378,7 +400,7 @@ class EventList(Out):
 class TokenIn(Strict):
     role: Role
     cluster: Name | None = Field(None, description="required for (and only for) role agent")
-    name: Text(128, 1) | None = None
+    name: Annotated[str, Text(128, 1)] | None = None
 
     @model_validator(mode="after")
     def _cluster_for_agents(self) -> TokenIn:

@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from qonnect.kb.models import EventIn, PlacementIn, Report
+from qonnect.kb.models import EventIn, NodeReport, PlacementIn, Report, WorkloadReport
 from qonnect.kb.storage import Conn
 
 
@@ -146,8 +146,8 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
             )
         )
     beat: dict[str, tuple] = {}
-    nodes: dict[str, tuple[int, float, Report]] = {}
-    workloads: dict[str, tuple[int, Report]] = {}
+    nodes: dict[str, tuple[int, float, list[NodeReport]]] = {}
+    workloads: dict[str, tuple[int, list[WorkloadReport]]] = {}
     latencies: dict[tuple[str, str], tuple] = {}
     for cluster, rep, now in items:
         if cluster not in known:
@@ -155,9 +155,9 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
         if cluster not in beat or rep.seq > beat[cluster][1]:
             beat[cluster] = (cluster, rep.seq, now, rep.ts, int(rep.reachable), rep.error)
         if rep.nodes is not None and (cluster not in nodes or rep.seq > nodes[cluster][0]):
-            nodes[cluster] = (rep.seq, now, rep)
+            nodes[cluster] = (rep.seq, now, rep.nodes)
         if rep.workloads is not None and (cluster not in workloads or rep.seq > workloads[cluster][0]):
-            workloads[cluster] = (rep.seq, rep)
+            workloads[cluster] = (rep.seq, rep.workloads)
         for peer, ms in rep.latencies.items():
             key = (cluster, peer)
             if key not in latencies or rep.seq > latencies[key][2]:
@@ -168,7 +168,7 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
             conn,
             "nodes_seq",
             ("nodes_received",),
-            [(c, seq, now) for c, (seq, now, _report) in nodes.items()],
+            [(c, seq, now) for c, (seq, now, _) in nodes.items()],
         )
     )
     _replace_rows(
@@ -176,9 +176,9 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
         "nodes",
         fresh,
         ("cluster", "name", "data"),
-        [(c, n.name, n.model_dump_json()) for c in fresh for n in nodes[c][2].nodes],
+        [(c, n.name, n.model_dump_json()) for c in fresh for n in nodes[c][2]],
     )
-    fresh = sorted(_newer(conn, "workloads_seq", (), [(c, seq) for c, (seq, _report) in workloads.items()]))
+    fresh = sorted(_newer(conn, "workloads_seq", (), [(c, seq) for c, (seq, _) in workloads.items()]))
     _replace_rows(
         conn,
         "workloads",
@@ -187,7 +187,7 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
         [
             (c, w.namespace, w.kind, w.name, w.application, w.model_dump_json())
             for c in fresh
-            for w in workloads[c][1].workloads
+            for w in workloads[c][1]
         ],
     )
     _insert(
@@ -271,7 +271,7 @@ def put_placement(conn: Conn, app: str, body: PlacementIn, now: float) -> None:
     fence = body.fencing
     if fence is not None:
         check_fence(conn, fence.term, fence.seq, "placement")
-    if fence is not None and term is not None:
+    if fence is not None and row is not None and term is not None:
         if (fence.term, fence.seq) < (term, seq):
             raise HTTPException(
                 409,
@@ -380,6 +380,8 @@ def insert_event(conn: Conn, event: EventIn, now: float, role: str | None = None
             fence.seq if fence else None,
         ),
     )
+    if row is None:  # INSERT ... RETURNING yields one row
+        raise RuntimeError("inserting an event returned no id")
     return {
         "id": row[0],
         "ts": ts,

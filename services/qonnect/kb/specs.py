@@ -48,7 +48,8 @@ def _file_references(value: Any, path: str, out: list[str]) -> None:
 
 def _bundle_paths(spec: dict[str, Any], out: list[str]) -> None:
     """QONNECT's format also takes a bare file path as a tier bundle."""
-    inner = spec.get("spec") if isinstance(spec.get("spec"), dict) else {}
+    inner = spec.get("spec")
+    inner = inner if isinstance(inner, dict) else {}
     for where, holder in (("spec.", inner), ("", spec)):
         for key, _tier in qos.QONNECT_BUNDLES:
             raw = holder.get(key)

@@ -19,7 +19,7 @@ from typing import Any
 try:
     import psycopg
 except ImportError:  # pragma: no cover - only SQLite is usable without psycopg
-    psycopg = None
+    psycopg = None  # type: ignore[assignment]  # optional dependency
 
 
 class StorageError(Exception):
@@ -141,6 +141,7 @@ class Database:
         The writer's SQLite connection does not checkpoint the WAL itself (that would stall a
         commit while the database file is synced); ``checkpoint`` does it from another thread.
         """
+        raw: sqlite3.Connection | psycopg.Connection
         try:
             if self.dialect == "sqlite":
                 raw = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)

@@ -60,6 +60,28 @@ def test_cluster_names_are_dns_labels_and_patch_cannot_null_the_tier():
     assert patch.model_fields_set == {"kubeconfig"}
 
 
+@pytest.mark.parametrize("field", ["tier", "location", "labels"])
+def test_patch_fields_that_cannot_be_null_refuse_null_and_document_no_null(field):
+    with pytest.raises(ValidationError) as err:
+        ClusterPatch.model_validate({field: None})
+    assert fields(err.value) == {field}
+    assert "null" not in str(ClusterPatch.model_json_schema()["properties"][field])
+    assert ClusterPatch.model_validate({}).model_fields_set == set()
+
+
+def test_bounded_text_keeps_its_limits_and_refuses_nul_inside_labels():
+    with pytest.raises(ValidationError) as err:
+        ClusterIn.model_validate({"name": "c", "tier": "edge", "location": "x" * 254})
+    assert fields(err.value) == {"location"}
+    with pytest.raises(ValidationError) as err:
+        ClusterIn.model_validate({"name": "c", "tier": "edge", "labels": {"k": "v\x00"}})
+    assert fields(err.value) == {"labels.k"}
+    assert ClusterIn.model_json_schema()["properties"]["labels"]["propertyNames"] == {
+        "maxLength": 317,
+        "minLength": 1,
+    }
+
+
 def test_tokens_bind_agents_and_only_agents_to_a_cluster():
     assert TokenIn.model_validate({"role": "agent", "cluster": "edge-1"}).cluster == "edge-1"
     for body in ({"role": "agent"}, {"role": "reader", "cluster": "edge-1"}):
