@@ -87,9 +87,12 @@ options:
     type: bool
     default: true
   wait_timeout:
-    description: Seconds to wait for readiness.
+    description:
+      - Seconds to wait for the new workloads to be ready (also the longest wait for a Terminating
+        namespace on move-back). Sized for real image pulls; the controller passes its own
+        C(--wait-timeout) to every migration.
     type: float
-    default: 60
+    default: 300
   record:
     description: Record the placement and an event in the Knowledge Base.
     type: bool
@@ -229,7 +232,7 @@ def main() -> None:
             K8S_AUTH_ARGSPEC,
             plan={"type": "dict"},
             wait={"type": "bool", "default": True},
-            wait_timeout={"type": "float", "default": 60.0},
+            wait_timeout={"type": "float", "default": 300.0},
             record={"type": "bool", "default": True},
             fencing={
                 "type": "dict",

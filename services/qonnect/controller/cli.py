@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from qonnect.controller.detector import PROGRESSING_BACKSTOP
+from qonnect.controller.timeouts import DEFAULT_WAIT_TIMEOUT, OWN_VARS, RUN_OVERHEAD, run_timeout_for
 from qonnect.errors import UserError
 
 log = logging.getLogger("qonnect.controller")
@@ -81,6 +82,13 @@ def add_parser(subparsers: Any) -> None:
         help="seconds a recovered cluster must stay healthy before apps move back to it",
     )
     run.add_argument("--max-attempts", type=int, default=4, help="playbook attempts per decision")
+    run.add_argument(
+        "--wait-timeout",
+        type=float,
+        default=DEFAULT_WAIT_TIMEOUT,
+        help="seconds each migration waits for its new workloads to be ready (default %(default)gs, "
+        f"sized for real image pulls); a run may take this plus {RUN_OVERHEAD:g}s before it is stopped",
+    )
     run.add_argument(
         "--extra-var",
         action="append",
@@ -151,7 +159,10 @@ def _run(args: argparse.Namespace) -> int:
         key, sep, value = item.partition("=")
         if not sep or not key.isidentifier():
             raise UserError(f"--extra-var: expected KEY=VALUE with KEY an identifier, got {item!r}")
+        if key in OWN_VARS:
+            raise UserError(f"--extra-var: {key} is set by the controller itself ({OWN_VARS[key]})")
         extravars[key] = value
+    wait_timeout = _positive(args.wait_timeout, "--wait-timeout")
     playbook = args.playbook or default_playbook()
     if not Path(playbook).is_file():
         raise UserError(f"--playbook: {playbook} does not exist")
@@ -177,6 +188,8 @@ def _run(args: argparse.Namespace) -> int:
         http_port=int(http_port),
         tick=_positive(args.tick, "--tick"),
         max_attempts=args.max_attempts,
+        wait_timeout=wait_timeout,
+        run_timeout=run_timeout_for(wait_timeout),
         settings=settings,
         extravars=extravars,
         name=args.id,

@@ -54,6 +54,7 @@ from qonnect.controller.reconcile import Reconciler
 from qonnect.controller.replan import Feasibility
 from qonnect.controller.statemachine import PENDING, RETRY, RUNNING
 from qonnect.controller.status import Metrics, StatusServer
+from qonnect.controller.timeouts import DEFAULT_WAIT_TIMEOUT, RUN_OVERHEAD
 
 log = logging.getLogger("qonnect.controller")
 
@@ -83,12 +84,6 @@ class Config:
     timing: Timing = field(default_factory=Timing)
     extravars: dict[str, Any] = field(default_factory=dict)
     name: str = ""  # the operator's name for this replica (--id); Raft knows it by self_addr
-
-
-def run_timeout_for(wait_timeout: float) -> float:
-    """A migration run may take its deploy's readiness wait plus RUN_OVERHEAD (playbook start-up,
-    discovery, apply, fence checks, switch, prune) before the executor gives up on it."""
-    return wait_timeout + RUN_OVERHEAD
 
 
 def migration_vars(cfg: Config) -> dict[str, Any]:
