@@ -83,7 +83,7 @@ latency_ms:
 
 from ansible_collections.qonnect.core.plugins.module_utils.args_common import argspec
 from ansible_collections.qonnect.core.plugins.module_utils.module import run_module
-from ansible_collections.qonnect.core.plugins.module_utils.runners.cluster import info
+from ansible_collections.qonnect.core.plugins.module_utils.runners.cluster_info import info
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 # Copyright: qonnect.core contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The runners of the cluster module (register, update or remove a cluster's KB record) and of
-cluster_info (read the federation as the KB sees it)."""
+"""The runner of the cluster module: register, update or remove a cluster's KB record (reading
+its nodes through the cluster's kubeconfig when asked). cluster_info has its own runner, which
+needs no Kubernetes client."""
 
 from __future__ import annotations
 
@@ -104,29 +105,3 @@ def run(module: QonnectModule) -> dict:
     else:
         result["cluster"] = existing
     return result
-
-
-def select(clusters: list[dict], params: dict) -> list[dict]:
-    """The clusters cluster_info's filters (name, tier, healthy_only) keep."""
-    names = set(params.get("name") or [])
-    out = []
-    for cluster in clusters:
-        if names and cluster.get("name") not in names:
-            continue
-        if params.get("tier") and cluster.get("tier") != params["tier"]:
-            continue
-        if params.get("healthy_only") and not cluster.get("healthy"):
-            continue
-        out.append(cluster)
-    return out
-
-
-def info(module: QonnectModule) -> dict:
-    """cluster_info: one call to the KB's inventory endpoint, filtered."""
-    inventory = module.kb.inventory()
-    return {
-        "changed": False,
-        "clusters": select(inventory.get("clusters") or [], module.params),
-        "placements": inventory.get("placements") or {},
-        "latency_ms": inventory.get("latency_ms") or {},
-    }

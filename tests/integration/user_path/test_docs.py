@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -63,12 +64,48 @@ def test_markup_is_not_cut_short(kind, name):
     assert not broken, f"{kind}/{name}: markup cut short by a ')' inside it: {broken}"
 
 
+_PREFIX = "ansible_collections.qonnect.core.plugins.module_utils."
+
+
+def _module_utils_reached(path: Path) -> set[str]:
+    """The collection's module_utils a module imports, directly or through other module_utils
+    (what AnsiballZ packs), as dotted names below module_utils (e.g. ``k8s.client``)."""
+    import ast
+
+    seen: set[str] = set()
+    todo = [path]
+    while todo:
+        for node in ast.walk(ast.parse(todo.pop().read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            for full in names:
+                if not full.startswith(_PREFIX):
+                    continue
+                dotted = full[len(_PREFIX) :]
+                base = ROOT / "plugins" / "module_utils" / Path(*dotted.split("."))
+                source = (
+                    base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+                )
+                if dotted not in seen and source.is_file():
+                    seen.add(dotted)
+                    todo.append(source)
+    return seen
+
+
+def test_the_requirement_walk_sees_through_runners():
+    modules = ROOT / "plugins" / "modules"
+    assert "k8s.client" in _module_utils_reached(modules / "deploy.py")
+    assert "k8s.client" in _module_utils_reached(modules / "cluster.py")  # gather_nodes
+    assert "k8s.client" not in _module_utils_reached(modules / "placement.py")
+    assert "k8s.client" not in _module_utils_reached(modules / "cluster_info.py")
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_every_module_documents_its_requirements(name):
     requirements = documentation("modules", name).get("requirements") or []
     assert any(r.startswith("python >= 3.10") for r in requirements), requirements
-    text = (ROOT / "plugins" / "modules" / f"{name}.py").read_text()
-    needs = {"kubernetes": "k8s." in text or name == "deploy"}
+    reached = _module_utils_reached(ROOT / "plugins" / "modules" / f"{name}.py")
+    needs = {"kubernetes": "k8s.client" in reached}  # the one module_utils importing kubernetes
     for package, needed in needs.items():
         if needed:
             assert any(r.startswith(package) for r in requirements), (name, package, requirements)
