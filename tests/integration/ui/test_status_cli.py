@@ -118,13 +118,20 @@ def test_watch_refreshes_until_interrupted(federation, tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            # a runner that ignores SIGINT (xdist workers, `cmd &` in a script) passes that on, and
+            # Python keeps an inherited SIG_IGN: give the command the terminal's default, as a user has
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     try:
         # two refreshes, however long the command takes to start on a busy machine
         wait_for(lambda: out_file.read_text().count("qonnect federation at") >= 2, 60, "two refreshes")
     finally:
         os.killpg(proc.pid, signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)  # a loaded machine may take a while to schedule it
+        try:
+            _out, err = proc.communicate(timeout=60)  # a loaded machine may take a while to schedule it
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # never leave it running after the test
+            raise
     assert proc.returncode == 130, err
     assert out_file.read_text().count("qonnect federation at") >= 2
 
