@@ -59,6 +59,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "services"))
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "controller"))  # the real-process harness
+sys.path.insert(0, str(ROOT / "tests"))  # its shared helpers (support)
 
 import qonnect._collection as _collection_on_path  # noqa: E402, F401  (puts the collection on sys.path)
 from _controller_netns import isolated_group  # noqa: E402

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,35 +20,20 @@ from pathlib import Path
 from typing import Any
 
 import qonnect._collection as _collection_on_path  # noqa: F401 - makes the collection importable
+import support
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
+from support import free_port, qonnect_cmd
+
+__all__ = ["BIN", "REPO", "Stack", "free_port", "qonnect_cmd", "wait_for"]
 
 REPO = Path(__file__).resolve().parents[3]
 PY = sys.executable
 BIN = Path(PY).parent
 
 
-def qonnect_cmd(*args: str) -> list[str]:
-    """The installed ``qonnect`` entry point (``python -m qonnect.cli`` would load the CLI module
-    twice, as __main__ and as qonnect.cli, and its UserError would not be caught)."""
-    return [str(BIN / "qonnect"), *args]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def wait_for(predicate: Any, timeout: float, interval: float = 0.1, what: str = "condition") -> Any:
-    """Poll until predicate() is truthy; return its value or raise AssertionError naming what."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
+    """support.wait_for with this harness's positional order (timeout, interval, what)."""
+    return support.wait_for(predicate, timeout, what, interval=interval)
 
 
 class Replica:

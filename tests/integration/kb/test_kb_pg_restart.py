@@ -10,7 +10,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -21,14 +20,9 @@ from pathlib import Path
 import psycopg
 import pytest
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
+from support import free_port
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class OwnPostgres:
@@ -41,7 +35,7 @@ class OwnPostgres:
         self.bin = Path(bins[-1]).parent
         self.dir = Path(tempfile.mkdtemp(prefix="qkb-pg-"))
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.user = "postgres" if os.geteuid() == 0 else None
         if self.user:
             shutil.chown(self.dir, self.user, self.user)
