@@ -18,7 +18,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from ansible_collections.qonnect.core.plugins.module_utils import spec_yaml
 from ansible_collections.qonnect.core.plugins.module_utils.errors import QonnectError
@@ -32,7 +32,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.spec_yaml import (
 try:
     import jmespath
 except ImportError:  # pragma: no cover - exercised only without jmespath
-    jmespath = None
+    jmespath = None  # type: ignore[assignment]  # optional dependency
 
 API_VERSION = "qonnect.io/v1"
 QONNECT_API_VERSION = "swarmchestrate.tu-berlin.de/v1"
@@ -343,7 +343,7 @@ def _pod_path(kind: str | None) -> str:
     return "spec.template.spec"
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

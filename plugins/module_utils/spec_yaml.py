@@ -26,7 +26,7 @@ try:
 
     _Loader = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 except ImportError:  # pragma: no cover - exercised only without PyYAML
-    yaml = None
+    yaml = None  # type: ignore[assignment]  # optional dependency
     _Loader = None
 
 MAX_FILE_BYTES = 4 * 2**20  # one spec or manifest file, or one inline YAML text
