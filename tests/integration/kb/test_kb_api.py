@@ -9,6 +9,7 @@ import urllib.parse
 
 import pytest
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import free_capacity
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -183,8 +184,9 @@ def test_reports_merge_by_seq_into_the_inventory(live_kb, fresh):
     agent.report(a, {"seq": 11, "ts": now, "nodes": [node("n1", cpu=8.0)], "workloads": None})
     inv = live_kb.admin.inventory()
     cluster = next(c for c in inv["clusters"] if c["name"] == a)
-    assert set(cluster) == {"name", "tier", "location", "labels", "healthy", "heartbeat_age", "nodes"}
+    assert set(cluster) == {"name", "tier", "location", "labels", "healthy", "heartbeat_age", "nodes", "free"}
     assert cluster["healthy"] is True and 0 <= cluster["heartbeat_age"] < 2
+    assert cluster["free"] == free_capacity(cluster)  # the one definition of free capacity
     assert [n["name"] for n in cluster["nodes"]] == ["n1"]
     n1 = cluster["nodes"][0]
     assert n1["allocatable"] == {"cpu": 8.0, "memory": 7160000000, "ephemeral_storage": 10**11}
