@@ -103,6 +103,11 @@ def _contexts(kubeconfig: str | dict) -> set[str]:
             loaded = yaml.safe_load(fh) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ValueError(f"k8s_kubeconfig: cannot read {kubeconfig}: {type(exc).__name__}") from None
+    if not isinstance(loaded, dict):
+        raise ValueError(
+            f"k8s_kubeconfig: {kubeconfig} is not a kubeconfig (expected a mapping with clusters, "
+            f"users and contexts, got a {type(loaded).__name__})"
+        )
     return _context_names(loaded.get("contexts"))
 
 

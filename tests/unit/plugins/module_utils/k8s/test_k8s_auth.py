@@ -119,3 +119,11 @@ def test_argspec_reads_the_k8s_auth_environment_variables():
         "k8s_cluster": "QONNECT_K8S_CLUSTER",
     }
     assert spec["k8s_api_key"]["no_log"] and spec["k8s_kubeconfig"]["no_log"]
+
+
+@pytest.mark.parametrize("content", ["- just\n- a list\n", "plain text\n", "42\n"])
+def test_a_shared_kubeconfig_file_that_is_not_a_mapping_is_a_clear_error(tmp_path, content):
+    path = tmp_path / "kubeconfig"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=rf"k8s_kubeconfig: {path} is not a kubeconfig \(expected a mapping"):
+        auth.resolve({"cloud-1"}, RECORDS, {}, {"k8s_kubeconfig": str(path)})
