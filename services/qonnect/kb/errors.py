@@ -3,7 +3,6 @@ bad input; plus the request-body size limit (413)."""
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -12,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from qonnect.kb.asgi import send_detail
 from qonnect.kb.specs import SpecError
 from qonnect.kb.storage import is_conflict, is_unavailable
 
@@ -132,19 +132,7 @@ class BodyLimit:
 
     @staticmethod
     async def _reply(send: Any, status: int, detail: str) -> None:
-        body = json.dumps({"detail": detail}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_detail(send, status, detail, ((b"connection", b"close"),))
 
 
 def replay_body(body: bytes, receive: Any) -> Any:

@@ -21,6 +21,7 @@ from typing import Any
 from fastapi import HTTPException
 from pydantic import ValidationError
 
+from qonnect.kb.asgi import send_json
 from qonnect.kb.errors import replay_body
 from qonnect.kb.middleware import PRINCIPAL
 from qonnect.kb.models import Report
@@ -62,7 +63,7 @@ class ReportFastPath:
         with contextlib.suppress(Exception):
             await fut  # outcome() reads the result or the error
         status, data = outcome(fut)
-        await _send(send, status, data)
+        await send_json(send, status, data)
         return True
 
 
@@ -90,14 +91,3 @@ async def _read(receive: Any) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-async def _send(send: Any, status: int, data: bytes) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})

@@ -18,6 +18,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from qonnect.kb import auth
+from qonnect.kb.asgi import send_detail
 from qonnect.kb.storage import is_unavailable
 
 log = logging.getLogger(__name__)
@@ -36,19 +37,7 @@ def bearer(scope: dict) -> str | None:
 
 
 async def _reply(send: Any, status: int, detail: str, extra: list[tuple[bytes, bytes]]) -> None:
-    body = json.dumps({"detail": detail}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *extra,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await send_detail(send, status, detail, tuple(extra))
 
 
 class AuthFirst:
