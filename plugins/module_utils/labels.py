@@ -1,7 +1,8 @@
 # Copyright: qonnect.core contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Kubernetes label-selector semantics, shared by the placement filters (cluster selectors in a
-QoS spec) and the Resource Agent (workload selectors read from the cluster)."""
+QoS spec), the Resource Agent (workload selectors read from the cluster) and the testbed's API
+server (labelSelector query strings, whose `>`/`<` are the Gt/Lt operators)."""
 
 from __future__ import annotations
 
@@ -30,4 +31,17 @@ def labels_match(
             return False
         if op == "DoesNotExist" and present:
             return False
+        if op in ("Gt", "Lt") and not _compares(label, values, op):
+            return False
     return True
+
+
+def _compares(label: str | None, values: Sequence[Any], op: str) -> bool:
+    """Gt/Lt compare integers; an absent or non-integer label never matches."""
+    if label is None:
+        return False
+    try:
+        number, bound = int(label), int(values[0])
+    except (TypeError, ValueError, IndexError):
+        return False
+    return number > bound if op == "Gt" else number < bound

@@ -1,11 +1,12 @@
-"""Object store of one emulated Kubernetes cluster: the registry behind its API server.
+"""The object store of one emulated Kubernetes cluster: objects, resourceVersions and watches.
 
 It plays the part etcd plus the generic registry play in a real API server: it assigns uid,
-creationTimestamp, generation and a cluster-wide resourceVersion, applies the defaults real
-servers apply, enforces optimistic concurrency, cascades deletes through ownerReferences and
-namespaces, filters by label and field selectors, and keeps a short event history so that
-watches can resume from a resourceVersion. The API server app and the simulation controllers
-both go through these methods, so the simulation changes objects exactly as a client would.
+creationTimestamp, generation and a cluster-wide resourceVersion, applies the defaults
+(defaults.py) and validation (validation.py) real servers apply, enforces optimistic
+concurrency, cascades deletes through ownerReferences and namespaces, filters by label and
+field selectors (selectors.py), and keeps a short event history so that watches can resume from
+a resourceVersion. The API server app and the simulation controllers both go through these
+methods, so the simulation changes objects exactly as a client would.
 
 Stored objects are never mutated in place (every write stores a new dict), which lets the API
 server serialise them without copying; the public methods hand out copies.
@@ -18,579 +19,20 @@ import binascii
 import collections
 import ipaddress
 import json
-import re
 import uuid
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from qonnect_testbed.quantities import UPSTREAM_PATTERN, canonicalise
+from qonnect_testbed.store import selectors
+from qonnect_testbed.store.defaults import TOLERATED_TAINTS, admit_pod, apply_defaults
+from qonnect_testbed.store.errors import ApiError, invalid
+from qonnect_testbed.store.resources import INITIAL_NAMESPACES, RESOURCES, ResourceType, resource_type
+from qonnect_testbed.store.validation import validate
+from qonnect_testbed.store.values import json_copy, now_rfc3339
 
 Callback = Callable[[str, str, dict], None]
-
-
-class ApiError(Exception):
-    """A failed request; the API server turns it into a metav1 Status with the same fields."""
-
-    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-        self.message = message
-        self.details = details
-
-    def status(self) -> dict:
-        """The metav1 Status object real servers send for this error."""
-        out: dict[str, Any] = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
-        if self.details is not None:
-            out["details"] = self.details
-        return out
-
-
-@dataclass(frozen=True)
-class ResourceType:
-    """How one served resource is named and scoped (the data behind discovery)."""
-
-    plural: str
-    singular: str
-    kind: str
-    group: str
-    version: str
-    namespaced: bool
-    short_names: tuple[str, ...] = ()
-    subresources: tuple[str, ...] = ()
-    categories: tuple[str, ...] = ()
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def group_version(self) -> str:
-        return self.api_version
-
-
-RESOURCES: dict[str, ResourceType] = {
-    r.plural: r
-    for r in (
-        ResourceType("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",), ("status",)),
-        ResourceType("nodes", "node", "Node", "", "v1", False, ("no",), ("status",)),
-        ResourceType("pods", "pod", "Pod", "", "v1", True, ("po",), ("status", "binding"), ("all",)),
-        ResourceType("services", "service", "Service", "", "v1", True, ("svc",), ("status",), ("all",)),
-        ResourceType("serviceaccounts", "serviceaccount", "ServiceAccount", "", "v1", True, ("sa",)),
-        ResourceType("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",)),
-        ResourceType("secrets", "secret", "Secret", "", "v1", True),
-        ResourceType("events", "event", "Event", "", "v1", True, ("ev",)),
-        ResourceType(
-            "deployments",
-            "deployment",
-            "Deployment",
-            "apps",
-            "v1",
-            True,
-            ("deploy",),
-            ("status", "scale"),
-            ("all",),
-        ),
-        ResourceType(
-            "replicasets",
-            "replicaset",
-            "ReplicaSet",
-            "apps",
-            "v1",
-            True,
-            ("rs",),
-            ("status", "scale"),
-            ("all",),
-        ),
-        ResourceType(
-            "statefulsets",
-            "statefulset",
-            "StatefulSet",
-            "apps",
-            "v1",
-            True,
-            ("sts",),
-            ("status", "scale"),
-            ("all",),
-        ),
-        ResourceType(
-            "daemonsets", "daemonset", "DaemonSet", "apps", "v1", True, ("ds",), ("status",), ("all",)
-        ),
-        ResourceType("endpoints", "endpoints", "Endpoints", "", "v1", True, ("ep",)),
-        ResourceType("leases", "lease", "Lease", "coordination.k8s.io", "v1", True),
-        # served so real applications' bundles apply whole (QONNECT's Bookinfo has Ingresses);
-        # stored only: the emulator runs no ingress controller
-        ResourceType("ingresses", "ingress", "Ingress", "networking.k8s.io", "v1", True, ("ing",)),
-    )
-}
-
-INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _PROTECTED_NAMESPACES = frozenset(("default", "kube-system", "kube-public"))
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
-
-
-def resource_type(resource: str) -> ResourceType:
-    """The served resource named by its plural, or 404 NotFound like a real server."""
-    try:
-        return RESOURCES[resource]
-    except KeyError:
-        raise ApiError(
-            404, "NotFound", f"the server could not find the requested resource ({resource})"
-        ) from None
-
-
-def now_rfc3339() -> str:
-    """Timestamps as Kubernetes writes them (second precision, UTC, 'Z')."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def json_copy(obj: Any) -> Any:
-    """Deep copy of JSON-like data; several times faster than copy.deepcopy."""
-    if isinstance(obj, dict):
-        return {k: json_copy(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [json_copy(v) for v in obj]
-    return obj
-
-
-# --------------------------------------------------------------------------- selectors
-
-_KEY = r"[A-Za-z0-9](?:[-A-Za-z0-9_./]*[A-Za-z0-9])?"
-_VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
-_RE_SET = re.compile(rf"^({_KEY})\s+(in|notin)\s*\((.*)\)$")
-_RE_CMP = re.compile(rf"^({_KEY})\s*(==|=|!=|>|<)\s*({_VALUE})$")
-_RE_EXISTS = re.compile(rf"^({_KEY})$")
-_RE_NOT_EXISTS = re.compile(rf"^!\s*({_KEY})$")
-_RE_VALUE = re.compile(rf"^{_VALUE}$")
-
-Requirement = tuple[str, str, tuple[str, ...]]  # key, operator, values
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
-def parse_label_selector(selector: str | None) -> list[Requirement]:
-    """Parse a labelSelector string (=, ==, !=, in, notin, exists, !key, >, <); 400 if invalid."""
-    if not selector or not selector.strip():
-        return []
-    reqs: list[Requirement] = []
-    for raw in _split_top_level(selector):
-        part = raw.strip()
-        if m := _RE_SET.match(part):
-            values = tuple(v.strip() for v in m.group(3).split(",") if v.strip())
-            if not all(_RE_VALUE.match(v) for v in values):
-                raise _bad_selector(part)
-            reqs.append((m.group(1), m.group(2), values))
-        elif m := _RE_CMP.match(part):
-            op = "=" if m.group(2) == "==" else m.group(2)
-            if op in (">", "<") and not re.fullmatch(r"-?\d+", m.group(3)):
-                raise _bad_selector(part)
-            reqs.append((m.group(1), op, (m.group(3),)))
-        elif m := _RE_NOT_EXISTS.match(part):
-            reqs.append((m.group(1), "!", ()))
-        elif m := _RE_EXISTS.match(part):
-            reqs.append((m.group(1), "exists", ()))
-        else:
-            raise _bad_selector(part)
-    return reqs
-
-
-def _bad_selector(part: str) -> ApiError:
-    return ApiError(
-        400,
-        "BadRequest",
-        f"unable to parse requirement: found '{part}', expected a label selector requirement",
-    )
-
-
-def labels_match(reqs: list[Requirement], labels: dict | None) -> bool:
-    """Whether labels satisfy every requirement (absent keys match != and notin, as in k8s)."""
-    labels = labels or {}
-    for key, op, values in reqs:
-        present = key in labels
-        value = labels.get(key)
-        if op == "=":
-            ok = present and value == values[0]
-        elif op == "!=":
-            ok = not present or value != values[0]
-        elif op == "in":
-            ok = present and value in values
-        elif op == "notin":
-            ok = not present or value not in values
-        elif op == "exists":
-            ok = present
-        elif op == "!":
-            ok = not present
-        else:  # > and <: integer comparison, unparsable label values never match
-            try:
-                ok = present and (int(value) > int(values[0]) if op == ">" else int(value) < int(values[0]))
-            except (TypeError, ValueError):
-                ok = False
-        if not ok:
-            return False
-    return True
-
-
-_COMMON_FIELDS = ("metadata.name", "metadata.namespace")
-FIELD_LABELS: dict[str, tuple[str, ...]] = {
-    "pods": (
-        "spec.nodeName",
-        "spec.restartPolicy",
-        "spec.schedulerName",
-        "spec.serviceAccountName",
-        "spec.hostNetwork",
-        "status.phase",
-        "status.podIP",
-        "status.nominatedNodeName",
-    ),
-    "nodes": ("spec.unschedulable",),
-    "namespaces": ("status.phase",),
-    "secrets": ("type",),
-    "events": (
-        "involvedObject.kind",
-        "involvedObject.namespace",
-        "involvedObject.name",
-        "involvedObject.uid",
-        "involvedObject.apiVersion",
-        "involvedObject.resourceVersion",
-        "involvedObject.fieldPath",
-        "reason",
-        "reportingComponent",
-        "source",
-        "type",
-    ),
-}
-FieldRequirement = tuple[list[str], bool, str]  # path, negated, value
-
-
-def parse_field_selector(resource: str, selector: str | None) -> list[FieldRequirement]:
-    """Parse a fieldSelector (=, ==, != on the fields real servers index); 400 otherwise."""
-    if not selector or not selector.strip():
-        return []
-    allowed = _COMMON_FIELDS + FIELD_LABELS.get(resource, ())
-    reqs: list[FieldRequirement] = []
-    for raw in selector.split(","):
-        part = raw.strip()
-        m = re.match(r"^([A-Za-z0-9.]+)\s*(==|=|!=)\s*(.*)$", part)
-        if not m:
-            raise ApiError(
-                400, "BadRequest", f"invalid field selector: '{part}': expected field=value or field!=value"
-            )
-        field, op, value = m.groups()
-        if field not in allowed:
-            kind = RESOURCES[resource].kind if resource in RESOURCES else resource
-            raise ApiError(
-                400,
-                "BadRequest",
-                f"field label not supported: {field} (for {kind}; supported: {', '.join(allowed)})",
-            )
-        reqs.append((field.split("."), op == "!=", value))
-    return reqs
-
-
-def _field_value(obj: dict, path: list[str]) -> str:
-    cur: Any = obj
-    for key in path:
-        cur = cur.get(key) if isinstance(cur, dict) else None
-    if isinstance(cur, bool):
-        return "true" if cur else "false"
-    if cur is None:
-        return "false" if path in (["spec", "unschedulable"], ["spec", "hostNetwork"]) else ""
-    return str(cur)
-
-
-def fields_match(reqs: list[FieldRequirement], obj: dict) -> bool:
-    """Whether obj satisfies every field requirement."""
-    return all((_field_value(obj, path) == value) != negated for path, negated, value in reqs)
-
-
-# --------------------------------------------------------------------------- defaults
-
-
-def _apply_defaults(resource: str, obj: dict, store: Store) -> None:  # noqa: C901 - over the budget before it was set; split when next changed
-    """The defaults a real API server fills in on create, for the fields clients look at."""
-    spec = obj.get("spec")
-    if resource == "namespaces":
-        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-        obj["status"] = {"phase": "Active"}
-        obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
-    elif resource == "pods" and isinstance(spec, dict):
-        _default_pod_spec(spec)
-        _requests_from_limits(spec)
-        obj.setdefault("status", {}).setdefault("phase", "Pending")
-        obj["status"].setdefault("qosClass", _qos_class(spec))
-    elif resource == "deployments" and isinstance(spec, dict):
-        spec.setdefault("replicas", 1)
-        spec.setdefault("revisionHistoryLimit", 10)
-        spec.setdefault("progressDeadlineSeconds", 600)
-        strategy = spec.setdefault("strategy", {"type": "RollingUpdate"})
-        if strategy.get("type", "RollingUpdate") == "RollingUpdate":
-            strategy["type"] = "RollingUpdate"
-            strategy.setdefault("rollingUpdate", {}).setdefault("maxUnavailable", "25%")
-            strategy["rollingUpdate"].setdefault("maxSurge", "25%")
-        template_spec = spec.get("template", {}).get("spec")
-        if isinstance(template_spec, dict):
-            _default_pod_spec(template_spec)
-        obj.setdefault("status", {})
-    elif resource in ("statefulsets", "daemonsets", "replicasets") and isinstance(spec, dict):
-        if resource != "daemonsets":
-            spec.setdefault("replicas", 1)
-        if resource == "statefulsets":
-            spec.setdefault("podManagementPolicy", "OrderedReady")
-            strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
-            if isinstance(strategy, dict) and strategy.setdefault("type", "RollingUpdate") == "RollingUpdate":
-                strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
-            spec.setdefault(
-                "persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"}
-            )
-        if resource == "daemonsets":
-            strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
-            if isinstance(strategy, dict) and strategy.setdefault("type", "RollingUpdate") == "RollingUpdate":
-                strategy.setdefault("rollingUpdate", {}).setdefault("maxUnavailable", 1)
-                strategy["rollingUpdate"].setdefault("maxSurge", 0)
-        if resource != "replicasets":
-            spec.setdefault("revisionHistoryLimit", 10)
-        template_spec = (spec.get("template") or {}).get("spec")
-        if isinstance(template_spec, dict):
-            _default_pod_spec(template_spec)
-        obj.setdefault(
-            "status",
-            {"replicas": 0}
-            if resource != "daemonsets"
-            else {
-                "currentNumberScheduled": 0,
-                "numberMisscheduled": 0,
-                "desiredNumberScheduled": 0,
-                "numberReady": 0,
-            },
-        )
-    elif resource == "services" and isinstance(spec, dict):
-        spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
-        if spec.get("clusterIP") != "None":
-            spec.setdefault("clusterIP", store.allocate_cluster_ip())
-            spec["clusterIPs"] = [spec["clusterIP"]]
-        spec.setdefault("ipFamilies", ["IPv4"])
-        spec.setdefault("ipFamilyPolicy", "SingleStack")
-        spec.setdefault("internalTrafficPolicy", "Cluster")
-        for port in spec.get("ports") or []:
-            if isinstance(port, dict):
-                port.setdefault("protocol", "TCP")
-                port.setdefault("targetPort", port.get("port"))
-        obj.setdefault("status", {"loadBalancer": {}})
-    elif resource == "secrets":
-        obj.setdefault("type", "Opaque")
-    elif resource == "nodes":
-        obj.setdefault("spec", {})
-        obj.setdefault("status", {})
-
-
-def _default_pod_spec(spec: dict) -> None:
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("securityContext", {})
-    spec.setdefault("enableServiceLinks", True)
-    for container in spec.get("containers") or []:
-        if isinstance(container, dict):
-            tag = str(container.get("image", "")).rsplit("/", 1)[-1]
-            latest = ":" not in tag or tag.endswith(":latest")
-            container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
-            container.setdefault("terminationMessagePath", "/dev/termination-log")
-            container.setdefault("terminationMessagePolicy", "File")
-            container.setdefault("resources", {})
-            for port in container.get("ports") or []:
-                if isinstance(port, dict):
-                    port.setdefault("protocol", "TCP")
-
-
-def _requests_from_limits(spec: dict) -> None:
-    """SetDefaults_Pod: a limit without a request is also the request (pods, not templates)."""
-    for field in ("containers", "initContainers"):
-        for container in spec.get(field) or []:
-            resources = container.get("resources") if isinstance(container, dict) else None
-            limits = resources.get("limits") if isinstance(resources, dict) else None
-            if isinstance(limits, dict) and limits:
-                requests = resources.setdefault("requests", {})
-                if isinstance(requests, dict):
-                    for key, value in limits.items():
-                        requests.setdefault(key, value)
-
-
-TOLERATED_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-
-
-def admit_pod(obj: dict, toleration_seconds: dict[str, int]) -> None:
-    """What the default admission plugins add to a new pod: ServiceAccount, Priority and
-    DefaultTolerationSeconds (NoExecute tolerations of not-ready and unreachable nodes)."""
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return
-    account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
-    spec["serviceAccountName"] = spec["serviceAccount"] = account
-    spec.setdefault("priority", 0)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-    tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
-    for key in TOLERATED_TAINTS:
-        if any(
-            isinstance(t, dict)
-            and ((t.get("key") in (key, None, "") and t.get("operator") == "Exists") or t.get("key") == key)
-            and t.get("effect") in ("NoExecute", None, "")
-            for t in tolerations
-        ):
-            continue
-        tolerations.append(
-            {
-                "key": key,
-                "operator": "Exists",
-                "effect": "NoExecute",
-                "tolerationSeconds": int(toleration_seconds.get(key, 300)),
-            }
-        )
-    spec["tolerations"] = tolerations
-
-
-def _qos_class(spec: dict) -> str:
-    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
-    resources = [c.get("resources") or {} for c in containers]
-    if not any(r.get("requests") or r.get("limits") for r in resources):
-        return "BestEffort"
-    guaranteed = all(
-        (r.get("limits") or {}).get(k)
-        and (r.get("requests") or {}).get(k, (r.get("limits") or {}).get(k)) == r["limits"][k]
-        for r in resources
-        for k in ("cpu", "memory")
-    )
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def _invalid(kind: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    """422 Invalid with field causes, as real servers report validation failures."""
-    text = "; ".join(f"{field}: {msg}" for field, msg in causes)
-    return ApiError(
-        422,
-        "Invalid",
-        f'{kind} "{name}" is invalid: {text}',
-        {
-            "name": name,
-            "kind": kind,
-            "causes": [
-                {"reason": "FieldValueInvalid", "message": msg, "field": field} for field, msg in causes
-            ],
-        },
-    )
-
-
-def _validate(rt: ResourceType, obj: dict) -> None:  # noqa: C901 - over the budget before it was set; split when next changed
-    meta = obj["metadata"]
-    name = meta.get("name", "")
-    causes: list[tuple[str, str]] = []
-    pattern = _DNS1123_LABEL if rt.plural in ("namespaces", "services") else _DNS1123_SUBDOMAIN
-    if not isinstance(name, str) or len(name) > 253 or not pattern.match(name):
-        causes.append(("metadata.name", f'Invalid value: "{name}": must be a lowercase RFC 1123 name'))
-    for field in ("labels", "annotations"):
-        value = meta.get(field)
-        if value is not None and (
-            not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())
-        ):
-            causes.append(
-                (f"metadata.{field}", "Invalid value: must be a map of string keys to string values")
-            )
-    for key, value in (meta.get("labels") or {}).items():
-        if isinstance(value, str) and (
-            not _RE_EXISTS.match(key) or not _RE_VALUE.match(value) or len(value) > 63
-        ):
-            causes.append(("metadata.labels", f'Invalid value: "{key}={value}": not a valid label'))
-    spec = obj.get("spec")
-    if rt.plural == "pods":
-        _validate_pod_spec(spec, "spec", causes)
-    elif rt.plural in ("deployments", "statefulsets", "daemonsets", "replicasets"):
-        if not isinstance(spec, dict):
-            causes.append(("spec", "Required value"))
-        else:
-            selector = (spec.get("selector") or {}).get("matchLabels")
-            template = spec.get("template") or {}
-            tlabels = (template.get("metadata") or {}).get("labels") or {}
-            if not spec.get("selector"):
-                causes.append(("spec.selector", "Required value"))
-            elif selector and any(tlabels.get(k) != v for k, v in selector.items()):
-                causes.append(
-                    (
-                        "spec.template.metadata.labels",
-                        "Invalid value: `selector` does not match template `labels`",
-                    )
-                )
-            replicas = spec.get("replicas", 1)
-            if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-                causes.append(("spec.replicas", "Invalid value: must be greater than or equal to 0"))
-            _validate_pod_spec(template.get("spec"), "spec.template.spec", causes)
-    elif rt.plural == "services" and isinstance(spec, dict):
-        for i, port in enumerate(spec.get("ports") or []):
-            p = port.get("port") if isinstance(port, dict) else None
-            if not isinstance(p, int) or not 0 < p < 65536:
-                causes.append(
-                    (f"spec.ports[{i}].port", "Invalid value: must be between 1 and 65535, inclusive")
-                )
-    elif rt.plural in ("configmaps", "secrets"):
-        for field in ("data", "stringData", "binaryData"):
-            value = obj.get(field)
-            if value is not None and (
-                not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())
-            ):
-                causes.append((field, "Invalid value: must be a map of string keys to string values"))
-        if rt.plural == "secrets":
-            for key, value in (obj.get("data") or {}).items():
-                try:
-                    base64.b64decode(value, validate=True)
-                except (binascii.Error, ValueError):
-                    causes.append((f"data[{key}]", "Invalid value: must be base64-encoded"))
-    if causes:
-        raise _invalid(rt.kind, name if isinstance(name, str) else "", causes)
-
-
-def _validate_pod_spec(spec: Any, path: str, causes: list[tuple[str, str]]) -> None:
-    if not isinstance(spec, dict):
-        causes.append((path, "Required value"))
-        return
-    containers = spec.get("containers")
-    if not isinstance(containers, list) or not containers:
-        causes.append((f"{path}.containers", "Required value"))
-        return
-    for i, container in enumerate(containers):
-        if not isinstance(container, dict) or not container.get("name"):
-            causes.append((f"{path}.containers[{i}].name", "Required value"))
-        elif not container.get("image"):
-            causes.append((f"{path}.containers[{i}].image", "Required value"))
-
-
-# --------------------------------------------------------------------------- store
-
 _Key = tuple[str, str]  # namespace ("" for cluster-scoped), name
 Event = tuple[int, str, str, dict]  # resourceVersion, type, resource, stored object
 
@@ -634,7 +76,7 @@ class Store:
             raise ApiError(
                 404,
                 "NotFound",
-                f'{self._qualified(rt)} "{name}" not found',
+                f'{rt.qualified} "{name}" not found',
                 {"name": name, "group": rt.group, "kind": rt.plural},
             )
         return obj
@@ -694,13 +136,7 @@ class Store:
         self, resource: str, label_selector: str | None, field_selector: str | None
     ) -> Callable[[dict], bool]:
         """A predicate for the selectors (parsed once; 400 BadRequest if malformed)."""
-        lreqs = parse_label_selector(label_selector)
-        freqs = parse_field_selector(resource, field_selector)
-        if not lreqs and not freqs:
-            return lambda obj: True
-        return lambda obj: (
-            labels_match(lreqs, obj.get("metadata", {}).get("labels")) and fields_match(freqs, obj)
-        )
+        return selectors.matcher(resource, label_selector, field_selector)
 
     def _encode_continue(self, last: _Key) -> str:
         payload = {"rv": self._rv, "ns": last[0], "name": last[1]}
@@ -749,16 +185,16 @@ class Store:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = self._generate_name(rt, namespace, str(meta["generateName"]))
         if not meta.get("name"):
-            raise _invalid(
+            raise invalid(
                 rt.kind, "", [("metadata.name", "Required value: name or generateName is required")]
             )
         if rt.namespaced:
             self._require_namespace(namespace or "", rt, meta["name"])
-        _apply_defaults(resource, obj, self)
+        apply_defaults(resource, obj, self.allocate_cluster_ip)
         if resource == "pods":
             admit_pod(obj, self.toleration_seconds)
             self._require_service_account(obj, namespace or "")
-        _validate(rt, obj)
+        validate(rt, obj)
         key = self._key(rt, namespace, meta["name"])
         existing = self._objects[resource].get(key)
         if existing is not None:
@@ -768,7 +204,7 @@ class Store:
             raise ApiError(
                 409,
                 "AlreadyExists",
-                f'{being_deleted}{self._qualified(rt)} "{meta["name"]}" already exists',
+                f'{being_deleted}{rt.qualified} "{meta["name"]}" already exists',
                 {"name": meta["name"], "group": rt.group, "kind": rt.plural},
             )
         for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
@@ -809,7 +245,7 @@ class Store:
         meta = obj["metadata"]
         name = meta.get("name")
         if not name:
-            raise _invalid(rt.kind, "", [("metadata.name", "Required value: name is required")])
+            raise invalid(rt.kind, "", [("metadata.name", "Required value: name is required")])
         old = self.get_ref(resource, namespace, name)
         old_meta = old["metadata"]
         wanted_rv = meta.get("resourceVersion")
@@ -817,12 +253,12 @@ class Store:
             raise ApiError(
                 409,
                 "Conflict",
-                f'Operation cannot be fulfilled on {self._qualified(rt)} "{name}": the object has been modified; '
+                f'Operation cannot be fulfilled on {rt.qualified} "{name}": the object has been modified; '
                 "please apply your changes to the latest version and try again",
                 {"name": name, "group": rt.group, "kind": rt.plural},
             )
         if meta.get("uid") not in (None, "", old_meta["uid"]):
-            raise _invalid(rt.kind, name, [("metadata.uid", "Invalid value: field is immutable")])
+            raise invalid(rt.kind, name, [("metadata.uid", "Invalid value: field is immutable")])
         if subresource == "status":
             new = dict(old)
             new["status"] = obj.get("status", {})
@@ -839,7 +275,9 @@ class Store:
                 if field in old_meta:
                     meta[field] = old_meta[field]
             _keep_allocations(resource, new, old)
-            _apply_defaults(resource, new, self)  # real servers default every write, not just creates
+            apply_defaults(
+                resource, new, self.allocate_cluster_ip
+            )  # real servers default every write, not just creates
             if "status" in rt.subresources:
                 if "status" in old:
                     new["status"] = old["status"]
@@ -849,7 +287,7 @@ class Store:
                 meta["managedFields"] = old_meta["managedFields"]
             if _spec_part(new) != _spec_part(old):
                 meta["generation"] = old_meta.get("generation", 1) + 1
-            _validate(rt, new)
+            validate(rt, new)
         else:
             raise ApiError(
                 404,
@@ -1113,7 +551,7 @@ class Store:
             raise ApiError(
                 403,
                 "Forbidden",
-                f'{self._qualified(rt)} "{name}" is forbidden: unable to create new content in namespace '
+                f'{rt.qualified} "{name}" is forbidden: unable to create new content in namespace '
                 f"{namespace} because it is being terminated",
                 {
                     "name": name,
@@ -1141,10 +579,6 @@ class Store:
     @staticmethod
     def _key(rt: ResourceType, namespace: str | None, name: str) -> _Key:
         return ((namespace or "") if rt.namespaced else "", name)
-
-    @staticmethod
-    def _qualified(rt: ResourceType) -> str:
-        return f"{rt.plural}.{rt.group}" if rt.group else rt.plural
 
     def _commit(self, rt: ResourceType, key: _Key, obj: dict, event: str) -> None:
         self._rv += 1
