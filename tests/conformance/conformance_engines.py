@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kubernetes import client, config
-from support import run_qonnect, specs, wait_for  # noqa: F401 - wait_for: re-exported for the tests
+from support import run_qonnect, specs
 from support.federation import started_testbed
 
 ENGINES_ENV = "QONNECT_CONFORMANCE_ENGINES"

@@ -12,8 +12,9 @@ import contextlib
 from typing import Iterator
 
 import pytest
-from conformance_engines import Engine, requested_engines, running, unique, wait_for
+from conformance_engines import Engine, requested_engines, running, unique
 from kubernetes import client
+from support import wait_for
 
 
 def pytest_configure(config: pytest.Config) -> None:

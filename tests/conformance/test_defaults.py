@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conformance_engines import deployment, pod, status_of, wait_for
+from conformance_engines import deployment, pod, status_of
 from kubernetes import client
+from support import wait_for
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 

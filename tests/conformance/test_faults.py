@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conformance_engines import container_state, pod, wait_for
+from conformance_engines import container_state, pod
+from support import wait_for
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(180)]
 

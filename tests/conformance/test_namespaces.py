@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conformance_engines import pod, status_of, unique, wait_for
+from conformance_engines import pod, status_of, unique
 from kubernetes import client
+from support import wait_for
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(180)]
 

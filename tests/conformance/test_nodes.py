@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conformance_engines import CONTROL_PLANE, WORKER, pod, wait_for
+from conformance_engines import CONTROL_PLANE, WORKER, pod
+from support import wait_for
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(300)]
 

@@ -6,8 +6,9 @@ import json
 import time
 
 import pytest
-from conformance_engines import deployment, pod, wait_for
+from conformance_engines import deployment, pod
 from kubernetes import client
+from support import wait_for
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 

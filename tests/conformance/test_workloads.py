@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conformance_engines import CONTROL_PLANE, WORKER, deployment, wait_for
+from conformance_engines import CONTROL_PLANE, WORKER, deployment
 from kubernetes import client
+from support import wait_for
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(180)]
 PAUSE = "registry.k8s.io/pause:3.10"

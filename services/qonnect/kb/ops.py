@@ -168,7 +168,7 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
             conn,
             "nodes_seq",
             ("nodes_received",),
-            [(c, seq, now) for c, (seq, now, _) in nodes.items()],
+            [(c, seq, now) for c, (seq, now, _nodes) in nodes.items()],
         )
     )
     _replace_rows(
@@ -178,7 +178,9 @@ def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[An
         ("cluster", "name", "data"),
         [(c, n.name, n.model_dump_json()) for c in fresh for n in nodes[c][2]],
     )
-    fresh = sorted(_newer(conn, "workloads_seq", (), [(c, seq) for c, (seq, _) in workloads.items()]))
+    fresh = sorted(
+        _newer(conn, "workloads_seq", (), [(c, seq) for c, (seq, _workloads) in workloads.items()])
+    )
     _replace_rows(
         conn,
         "workloads",

@@ -51,7 +51,7 @@ def _node(name: str, cpu: float, memory: int, requested_cpu: float, **facts) -> 
 def mixed(federation):
     """fog-3 reports a worker plus three nodes no application pod may use; every agent keeps
     reporting (nodes silent for longer than the engine's node heartbeat timeout are no room)."""
-    paper = next(c for c in federation.paper["clusters"] if c["name"] == MIXED)
+    (paper,) = [c for c in federation.paper["clusters"] if c["name"] == MIXED]
     cluster = dict(
         paper,
         nodes=[

@@ -81,8 +81,8 @@ def test_every_kb_output_is_rendered_with_instances_medians_and_ratios(tmp_path:
     text = page.read_text()
     # 2 instances, 3 runs: median 4990/s, lowest 4100 (0.82 of offered), p99 median 90, worst 250 (2.5x target)
     assert (
-        "| postgresql | 2 | 10000 | 5000 | 3 | 4990 | 4100 | 0.82 | 0 | 20 | 90 | 250 | 90.0, 250.0, 80.0 | 100 | 2.5 | 0.3 | 0.05 | 1.5->2.5, 1.5->2.5, 1.5->2.5 | False |"
-        in text
+        "| postgresql | 2 | 10000 | 5000 | 3 | 4990 | 4100 | 0.82 | 0 | 20 | 90 | 250 | 90.0, 250.0, 80.0 | 100 | 2.5 "
+        "| 0.3 | 0.05 | 1.5->2.5, 1.5->2.5, 1.5->2.5 | False |" in text
     )
     assert (
         "| postgresql | 1 | 10000 | 5000 | 1 | 5000 | 5000 | 1 | 0 | 20 | 40 | 40 | 40.0 | 100 | 0.4 |"
