@@ -14,6 +14,7 @@ is handed to the regular ASGI application unchanged, which gives the documented 
 from __future__ import annotations
 
 import asyncio
+import http
 import re
 import time
 from collections.abc import Callable
@@ -28,8 +29,15 @@ from qonnect.kb.models import Report
 from qonnect.kb.protocol import GuardedHttpProtocol
 
 _REPORT_URL = re.compile(rb"^/api/v1/clusters/([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)/reports$")
-_REASONS = {200: b"OK", 404: b"Not Found", 500: b"Internal Server Error", 503: b"Service Unavailable"}
 _SECURITY = b"cache-control: no-store\r\nx-content-type-options: nosniff\r\n"
+
+
+def _reason(status: int) -> bytes:
+    """The reason phrase of any status the writer's outcome may carry (never a KeyError)."""
+    try:
+        return http.HTTPStatus(status).phrase.encode("ascii")
+    except ValueError:
+        return b""
 
 
 class _Pending:
@@ -133,7 +141,7 @@ class ReportProtocol(GuardedHttpProtocol):
         pending.response_started = pending.response_complete = True
         if self.transport.is_closing() or pending.disconnected:
             return
-        head = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS[status])]
+        head = [b"HTTP/1.1 %d %s\r\n" % (status, _reason(status))]
         head.extend(b"%s: %s\r\n" % (name, value) for name, value in self.server_state.default_headers)
         head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(data))
         head.append(_SECURITY)
