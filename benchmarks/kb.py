@@ -130,8 +130,34 @@ class Server:
 
 
 # -- load generator -------------------------------------------------------------------------
+_CONTENT_LENGTH = re.compile(rb"(?i)\r\ncontent-length:[ \t]*(\d+)")
+
+
+class Load:
+    """The measured window and what was seen in it, shared by all agents."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, start: float, warmup: float, duration: float) -> None:
+        self.loop = loop
+        self.start = start
+        self.measure_from = start + warmup
+        self.measure_to = start + warmup + duration
+        self.latencies: list[float] = []
+        self.errors = 0
+        self.late = 0
+        self.sent = 0
+        self.running = 0
+        self.finished = loop.create_future()
+
+    def done(self) -> None:
+        self.running -= 1
+        if self.running == 0 and not self.finished.done():
+            self.finished.set_result(None)
+
+
 class Agent(asyncio.Protocol):
-    """One simulated agent: a keep-alive connection with at most one request in flight."""
+    """One simulated agent: a keep-alive connection with at most one request in flight, driven
+    by timer callbacks (a coroutine and a sleep per request cost the load generator twice the
+    CPU, taken from the KB it measures on a 2-core machine)."""
 
     def __init__(self, cluster: str, token: str) -> None:
         self.head = (
@@ -142,36 +168,39 @@ class Agent(asyncio.Protocol):
         self.node = cluster + "-w"
         self.seq = 0
         self.buf = b""
-        self.waiter: asyncio.Future | None = None
         self.transport: asyncio.Transport | None = None
+        self.load: Load | None = None
+        self.interval = 0.0
+        self.due = 0.0
+        self.sent_at = 0.0  # perf_counter when the request in flight was sent
+        self.sent_loop = 0.0  # its loop time, which decides whether it is measured
         self.lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        if self.waiter and not self.waiter.done():
-            self.waiter.set_result(0)
+        if not self.lost and self.load is not None:
+            self.lost = True
+            if self.sent_at and self.load.measure_from <= self.sent_loop < self.load.measure_to:
+                self.load.errors += 1
+            self.load.done()
 
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        end = self.buf.find(b"\r\n\r\n")
-        if end < 0:
-            return
-        head = self.buf[:end].decode("latin-1")
-        length = 0
-        for line in head.split("\r\n")[1:]:
-            key, _sep, value = line.partition(":")
-            if key.lower() == "content-length":
-                length = int(value)
-        if len(self.buf) < end + 4 + length:
-            return
-        self.buf = self.buf[end + 4 + length :]
-        if self.waiter and not self.waiter.done():
-            self.waiter.set_result(int(head.split(" ", 2)[1]))
+    def begin(self, load: Load, interval: float) -> None:
+        self.load, self.interval = load, interval
+        self.due = load.start + random.random() * interval
+        load.running += 1
+        load.loop.call_at(self.due, self.fire)
 
-    async def send(self) -> int:
+    def fire(self) -> None:
+        load = self.load
+        if self.lost or self.due >= load.measure_to:
+            self.lost = True
+            load.done()
+            return
+        now = load.loop.time()
+        if now - self.due > self.interval:
+            load.late += 1
         self.seq += 1
         requested = 268435456 + self.seq % 7  # pods come and go: the node data changes
         body = (
@@ -182,9 +211,32 @@ class Agent(asyncio.Protocol):
             '"ephemeral_storage":0},"bandwidth_gbps":52.5,"energy_kwh":0.0024042,'
             '"price_eur_h":16.3884}]}'
         ).encode()
-        self.waiter = asyncio.get_running_loop().create_future()
+        load.sent += 1
+        self.sent_loop = now
+        self.sent_at = time.perf_counter()
         self.transport.write(f"{self.head}{len(body)}\r\n\r\n".encode() + body)
-        return await self.waiter
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        match = _CONTENT_LENGTH.search(self.buf, 0, end + 2)
+        length = int(match.group(1)) if match else 0
+        if len(self.buf) < end + 4 + length:
+            return
+        status = int(self.buf[9:12])
+        self.buf = self.buf[end + 4 + length :]
+        latency = time.perf_counter() - self.sent_at
+        self.sent_at = 0.0
+        load = self.load
+        if load.measure_from <= self.sent_loop < load.measure_to:
+            if status == 200:
+                load.latencies.append(latency)
+            else:
+                load.errors += 1
+        self.due += self.interval
+        load.loop.call_at(self.due, self.fire)  # at once if it is overdue
 
 
 async def run_load(
@@ -197,41 +249,14 @@ async def run_load(
             lambda c=cluster, t=token: Agent(c, t), "127.0.0.1", ports[i % len(ports)]
         )
         agents.append(proto)
-    interval = len(agents) / rate
-    start = loop.time() + 0.5
-    measure_from, measure_to = start + warmup, start + warmup + duration
-    latencies: list[float] = []
-    errors = 0
-    late = 0
-    sent_total = 0
-
-    async def drive(agent: Agent) -> None:
-        nonlocal errors, late, sent_total
-        due = start + random.random() * interval
-        while due < measure_to:
-            delay = due - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            elif delay < -interval:
-                late += 1
-            sent = loop.time()
-            sent_total += 1
-            status = await agent.send() if not agent.lost else 0
-            done = loop.time()
-            if measure_from <= sent < measure_to:
-                if status == 200:
-                    latencies.append(done - sent)
-                else:
-                    errors += 1
-            if agent.lost:
-                return
-            due += interval
-
-    await asyncio.gather(*(drive(a) for a in agents))
+    load = Load(loop, loop.time() + 0.5, warmup, duration)
+    for agent in agents:
+        agent.begin(load, len(agents) / rate)
+    await load.finished
     for agent in agents:
         if agent.transport:
             agent.transport.close()
-    latencies.sort()
+    latencies = sorted(load.latencies)
 
     def pct(p: float) -> float:
         return round(latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000, 2)
@@ -240,10 +265,10 @@ async def run_load(
         "agents": len(agents),
         "target_rate": rate,
         "duration_s": duration,
-        "sent": sent_total,
+        "sent": load.sent,
         "requests": len(latencies),
-        "errors": errors,
-        "late_sends": late,
+        "errors": load.errors,
+        "late_sends": load.late,
         "rate": round(len(latencies) / duration, 1),
         "p50_ms": pct(0.50) if latencies else None,
         "p99_ms": pct(0.99) if latencies else None,
@@ -252,6 +277,26 @@ async def run_load(
 
 
 # -- backends -------------------------------------------------------------------------------
+def database_cpu_seconds(dbname: str | None) -> float | None:
+    """User + system CPU of the PostgreSQL backends serving ``dbname`` (a server on this machine;
+    their command line names the database), or None for SQLite (inside the KB process)."""
+    if dbname is None:
+        return None
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            if not cmdline.startswith(b"postgres:") or f" {dbname} ".encode() not in cmdline:
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the backend ended meanwhile
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 @contextlib.contextmanager
 def database(backend: str, workdir: str, pg_url: str):
     if backend == "sqlite":
@@ -283,7 +328,9 @@ def bench(backend: str, args: argparse.Namespace) -> dict:
         servers = [stack.enter_context(Server(db_url, workdir, agents + 100)) for _i in range(instances)]
         runner = uvloop.run if uvloop else asyncio.run
         runs = []
+        dbname = db_url.rsplit("/", 1)[1] if pg else None
         for _run in range(args.runs):
+            database_cpu = database_cpu_seconds(dbname)
             server_cpu = sum(s.cpu_seconds() for s in servers)
             own_cpu = time.process_time()
             load_before = os.getloadavg()[0]
@@ -294,6 +341,13 @@ def bench(backend: str, args: argparse.Namespace) -> dict:
                 (sum(s.cpu_seconds() for s in servers) - server_cpu) * per_request, 3
             )
             result["loadgen_cpu_ms_per_request"] = round((time.process_time() - own_cpu) * per_request, 3)
+            # a backend that ended during the run is missed: a lower bound
+            after = database_cpu_seconds(dbname)
+            result["database_cpu_ms_per_request"] = (
+                None
+                if after is None or database_cpu is None
+                else round((after - database_cpu) * per_request, 3)
+            )
             result["loadavg"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]  # 1 min, before/after
             runs.append(result)
     return {"instances": instances, **_summary(runs), "runs": runs}
@@ -324,6 +378,9 @@ def _summary(runs: list[dict]) -> dict:
         "p99_ms_per_run": [r["p99_ms"] for r in runs],
         "server_cpu_ms_per_request": mean("server_cpu_ms_per_request"),
         "loadgen_cpu_ms_per_request": mean("loadgen_cpu_ms_per_request"),
+        "database_cpu_ms_per_request": mean("database_cpu_ms_per_request")
+        if all(r.get("database_cpu_ms_per_request") is not None for r in runs)
+        else None,
     }
 
 

@@ -445,6 +445,9 @@ def _kb_row(backend: str, r: dict[str, Any], targets: dict[str, Any], met: Any) 
         p99_target,
         _ratio(r.get("p99_ms"), p99_target),
         r.get("server_cpu_ms_per_request"),
+        r.get("database_cpu_ms_per_request", "-")
+        if r.get("database_cpu_ms_per_request") is not None
+        else "-",
         loadgen,
         ", ".join(f"{x['loadavg'][0]}->{x['loadavg'][1]}" for x in runs if x.get("loadavg")) or "-",
         met,
@@ -468,6 +471,7 @@ KB_HEADER = [
     "p99 target ms",
     "worst p99/target",
     "KB CPU ms/report",
+    "PostgreSQL CPU ms/report",
     "load generator CPU ms/report",
     "load avg (1 min) per run",
     "target met (every run)",

@@ -68,12 +68,17 @@ class ReportFastPath:
 
 
 def outcome(fut: asyncio.Future) -> tuple[int, bytes]:
-    """The status and body answering a report, from the writer's future (also used by the
-    protocol-level path in hotpath.py, so both answer alike)."""
+    """The status and body answering a report, from the writer's future."""
     exc = fut.exception()
-    if exc is None:
-        ack = fut.result()
-        return 200, b'{"seq":%d,"applied":%s}' % (ack["seq"], b"true" if ack["applied"] else b"false")
+    return answer(True, fut.result()) if exc is None else answer(False, exc)
+
+
+def answer(ok: bool, value: Any) -> tuple[int, bytes]:
+    """The status and body answering a report from the writer's result or error (also used by
+    the protocol-level path in hotpath.py, so both answer alike)."""
+    if ok:
+        return 200, b'{"seq":%d,"applied":%s}' % (value["seq"], b"true" if value["applied"] else b"false")
+    exc = value
     if isinstance(exc, HTTPException):
         return exc.status_code, json.dumps({"detail": exc.detail}).encode()
     if is_unavailable(exc):

@@ -6,14 +6,13 @@ task, five ASGI layers each wrapping ``send``/``receive``, message dicts. Here t
 itself recognises a report whose token is in the token cache and allowed for the cluster, whose
 body is within the limit and valid: it validates the bytes, queues the report for the group
 writer and writes the answer when the writer has committed it, with the same headers, bodies and
-status codes as the API (``fastpath.outcome``). Everything else - a token to look up, another
+status codes as the API (``fastpath.answer``). Everything else - a token to look up, another
 role, an invalid body, ``Expect: 100-continue``, a request behind a pending one (pipelining) -
 is handed to the regular ASGI application unchanged, which gives the documented answer.
 """
 
 from __future__ import annotations
 
-import asyncio
 import http
 import re
 import time
@@ -21,9 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from qonnect.kb import auth
-from qonnect.kb.fastpath import outcome
+from qonnect.kb.fastpath import answer
 from qonnect.kb.middleware import bearer
 from qonnect.kb.models import Report
 from qonnect.kb.protocol import GuardedHttpProtocol
@@ -40,6 +40,18 @@ def _reason(status: int) -> bytes:
         return b""
 
 
+_headers_cache: tuple[object, bytes] = (None, b"")
+
+
+def _default_headers(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """uvicorn's default headers (server, date) as bytes; uvicorn replaces the list when the
+    date changes, so it is formatted once per list, not once per answer."""
+    global _headers_cache
+    if _headers_cache[0] is not headers:
+        _headers_cache = (headers, b"".join(b"%s: %s\r\n" % (name, value) for name, value in headers))
+    return _headers_cache[1]
+
+
 class _Pending:
     """Stands in for uvicorn's request cycle while a report waits for its commit, so that a
     pipelined request behind it is queued (and answered after it) as uvicorn does."""
@@ -51,7 +63,11 @@ class _Pending:
         self.disconnected = False
         self.response_started = False
         self.response_complete = False
-        self.message_event = asyncio.Event()
+        self.message_event = self  # uvicorn only calls set() on it: nobody awaits this cycle
+
+    def set(self) -> None:
+        """The cycle's message event: nothing waits for it (an asyncio.Event per report was a
+        tenth of the event loop's time)."""
 
 
 class ReportProtocol(GuardedHttpProtocol):
@@ -68,12 +84,20 @@ class ReportProtocol(GuardedHttpProtocol):
         return kb
 
     def on_message_begin(self) -> None:
-        super().on_message_begin()
+        # what uvicorn's on_message_begin does, except building the ASGI scope (a dict and a
+        # copy of the app state per request): only a request handed to the app needs one
+        self.url = b""
+        self.headers = []
+        self.expect_100_continue = False
+        self._header_bytes = 0
+        self._arm()
+        self._scoped = False
         self._report: tuple[str, list[bytes]] | None = None
 
     def on_headers_complete(self) -> None:
         cluster = self._candidate()
         if cluster is None:
+            self._scope()
             super().on_headers_complete()
             return
         self._report = (cluster, [])
@@ -100,8 +124,12 @@ class ReportProtocol(GuardedHttpProtocol):
         keep_alive = self.parser.should_keep_alive()
         self._disarm()
         pending = self.cycle = _Pending(keep_alive)  # type: ignore[assignment]
-        fut = kb.writer.enqueue_bulk("report", (report[0], parsed, time.time()), self.loop)
-        fut.add_done_callback(lambda f: self._answer(pending, f))
+        kb.writer.enqueue_bulk_call(
+            "report",
+            (report[0], parsed, time.time()),
+            self.loop,
+            lambda ok, value: self._answer(pending, ok, value),
+        )
 
     # -- helpers ------------------------------------------------------------------------------
     def _candidate(self) -> str | None:
@@ -129,22 +157,35 @@ class ReportProtocol(GuardedHttpProtocol):
             return None
         return cluster
 
+    def _scope(self) -> None:
+        """Build uvicorn's per-request state for a request the ASGI application answers."""
+        if self._scoped:
+            return
+        self._scoped = True
+        url, headers, expect = self.url, self.headers, self.expect_100_continue
+        HttpToolsProtocol.on_message_begin(self)
+        self.url, self.headers, self.expect_100_continue = url, headers, expect
+        self.scope["headers"] = headers
+
     def _hand_over(self, body: bytes) -> None:
         """Give the request to the ASGI application as if it had just arrived."""
+        self._scope()
         super().on_headers_complete()
         if body:
             super().on_body(body)
         super().on_message_complete()
 
-    def _answer(self, pending: _Pending, fut: asyncio.Future) -> None:
-        status, data = outcome(fut)
+    def _answer(self, pending: _Pending, ok: bool, value: Any) -> None:
+        status, data = answer(ok, value)
         pending.response_started = pending.response_complete = True
         if self.transport.is_closing() or pending.disconnected:
             return
-        head = [b"HTTP/1.1 %d %s\r\n" % (status, _reason(status))]
-        head.extend(b"%s: %s\r\n" % (name, value) for name, value in self.server_state.default_headers)
-        head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(data))
-        head.append(_SECURITY)
+        head = [
+            b"HTTP/1.1 %d %s\r\n" % (status, _reason(status)),
+            _default_headers(self.server_state.default_headers),
+            b"content-type: application/json\r\ncontent-length: %d\r\n" % len(data),
+            _SECURITY,
+        ]
         if not pending.keep_alive:
             head.append(b"connection: close\r\n")
         head.append(b"\r\n")

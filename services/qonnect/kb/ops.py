@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from qonnect.kb.models import EventIn, NodeReport, PlacementIn, Report, WorkloadReport
+from qonnect.kb.models import EventIn, PlacementIn
 from qonnect.kb.storage import Conn
 
 
@@ -66,146 +66,18 @@ def patch_cluster(conn: Conn, name: str, changes: dict[str, Any], now: float) ->
     )
 
 
+def _for_update(conn: Conn) -> str:
+    """A row lock on PostgreSQL (several KB instances may share the database); SQLite's write
+    transactions are exclusive already."""
+    return " ORDER BY name FOR UPDATE" if conn.dialect == "postgresql" else ""
+
+
 def delete_cluster(conn: Conn, name: str) -> None:
     if conn.one("SELECT 1 FROM clusters WHERE name = ?" + _for_update(conn), (name,)) is None:
         raise not_found("cluster", name)
     for table in ("nodes", "workloads", "latencies"):
         conn.execute(f"DELETE FROM {table} WHERE cluster = ?", (name,))
     conn.execute("DELETE FROM clusters WHERE name = ?", (name,))
-
-
-# -- agent reports ------------------------------------------------------------------------
-_CHUNK = 300  # rows per multi-row statement (far below both databases' parameter limits)
-
-
-def _for_update(conn: Conn) -> str:
-    """Row locks on PostgreSQL, taken in one order (by name) by every KB instance, so two
-    instances' batches touching the same clusters queue instead of deadlocking."""
-    return " ORDER BY name FOR UPDATE" if conn.dialect == "postgresql" else ""
-
-
-def _chunks(rows: list, size: int = _CHUNK) -> list[list]:
-    return [rows[i : i + size] for i in range(0, len(rows), size)]
-
-
-def _newer(conn: Conn, column: str, extra: tuple[str, ...], rows: list[tuple]) -> set[str]:
-    """For rows (cluster, seq, *extra values): set ``column`` = seq and the extra columns where
-    seq is newer than the stored one; return the clusters that were updated."""
-    width = 2 + len(extra)
-    sets = ", ".join([f"{column} = v.column2", *(f"{c} = v.column{i + 3}" for i, c in enumerate(extra))])
-    done: set[str] = set()
-    for part in _chunks(rows):
-        values = ", ".join(["(" + ", ".join("?" * width) + ")"] * len(part))
-        done.update(
-            r[0]
-            for r in conn.all(
-                f"UPDATE clusters SET {sets} FROM (VALUES {values}) AS v"
-                f" WHERE clusters.name = v.column1"
-                f" AND (clusters.{column} IS NULL OR clusters.{column} < v.column2)"
-                " RETURNING clusters.name",
-                [x for row in part for x in row],
-            )
-        )
-    return done
-
-
-def _insert(conn: Conn, table: str, columns: tuple[str, ...], rows: list[tuple], suffix: str = "") -> None:
-    for part in _chunks(rows):
-        values = ", ".join(["(" + ", ".join("?" * len(columns)) + ")"] * len(part))
-        conn.execute(
-            f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values}{suffix}",
-            [x for row in part for x in row],
-        )
-
-
-def _replace_rows(
-    conn: Conn, table: str, clusters: list[str], columns: tuple[str, ...], rows: list[tuple]
-) -> None:
-    for part in _chunks(clusters):
-        conn.execute(f"DELETE FROM {table} WHERE cluster IN ({', '.join('?' * len(part))})", part)
-    _insert(conn, table, columns, rows)
-
-
-def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[Any]:
-    """Merge agent reports (cluster, report, receive time): per key the highest seq wins.
-
-    The cluster's heartbeat fields, its node list and its workload list each remember the seq
-    that last set them and are replaced as a whole only by a newer report; latencies are kept
-    per peer. Reports that arrive late, twice or out of order therefore change nothing, and a
-    batch can be reduced to its newest value per key first and written with a few set-based
-    statements. Returns, per item, its acknowledgement or an HTTPException (unknown cluster).
-    """
-    names = sorted({c for c, _rep, _now in items})
-    known: set[str] = set()
-    for part in _chunks(names):
-        known.update(
-            r[0]
-            for r in conn.all(
-                f"SELECT name FROM clusters WHERE name IN ({', '.join('?' * len(part))})" + _for_update(conn),
-                part,
-            )
-        )
-    beat: dict[str, tuple] = {}
-    nodes: dict[str, tuple[int, float, list[NodeReport]]] = {}
-    workloads: dict[str, tuple[int, list[WorkloadReport]]] = {}
-    latencies: dict[tuple[str, str], tuple] = {}
-    for cluster, rep, now in items:
-        if cluster not in known:
-            continue
-        if cluster not in beat or rep.seq > beat[cluster][1]:
-            beat[cluster] = (cluster, rep.seq, now, rep.ts, int(rep.reachable), rep.error)
-        if rep.nodes is not None and (cluster not in nodes or rep.seq > nodes[cluster][0]):
-            nodes[cluster] = (rep.seq, now, rep.nodes)
-        if rep.workloads is not None and (cluster not in workloads or rep.seq > workloads[cluster][0]):
-            workloads[cluster] = (rep.seq, rep.workloads)
-        for peer, ms in rep.latencies.items():
-            key = (cluster, peer)
-            if key not in latencies or rep.seq > latencies[key][2]:
-                latencies[key] = (cluster, peer, rep.seq, ms, now)
-    newest = _newer(conn, "report_seq", ("heartbeat", "report_ts", "reachable", "error"), list(beat.values()))
-    fresh = sorted(
-        _newer(
-            conn,
-            "nodes_seq",
-            ("nodes_received",),
-            [(c, seq, now) for c, (seq, now, _nodes) in nodes.items()],
-        )
-    )
-    _replace_rows(
-        conn,
-        "nodes",
-        fresh,
-        ("cluster", "name", "data"),
-        [(c, n.name, n.model_dump_json()) for c in fresh for n in nodes[c][2]],
-    )
-    fresh = sorted(
-        _newer(conn, "workloads_seq", (), [(c, seq) for c, (seq, _workloads) in workloads.items()])
-    )
-    _replace_rows(
-        conn,
-        "workloads",
-        fresh,
-        ("cluster", "namespace", "kind", "name", "application", "data"),
-        [
-            (c, w.namespace, w.kind, w.name, w.application, w.model_dump_json())
-            for c in fresh
-            for w in workloads[c][1]
-        ],
-    )
-    _insert(
-        conn,
-        "latencies",
-        ("cluster", "peer", "seq", "ms", "received"),
-        sorted(latencies.values()),
-        " ON CONFLICT (cluster, peer) DO UPDATE SET seq = excluded.seq, ms = excluded.ms,"
-        " received = excluded.received WHERE excluded.seq > latencies.seq",
-    )
-    return [
-        not_found("cluster", cluster)
-        if cluster not in known
-        else {"seq": rep.seq, "applied": cluster in newest and beat[cluster][1] == rep.seq}
-        for cluster, rep, _now in items
-    ]
 
 
 # -- applications -------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Reports are merge-safe: duplicated, delayed, reordered or compacted reports converge.
 
-The reports go through the KB's own merge (``qonnect.kb.ops.apply_reports`` on its SQLite
+The reports go through the KB's own merge (``qonnect.kb.merge.apply_reports`` on its SQLite
 storage), so this checks the real rule, and the agent's outbox compaction against it.
 """
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from qonnect.agent.buffer import Outbox
-from qonnect.kb import ops, queries
+from qonnect.kb import merge, ops, queries
 from qonnect.kb.migrations import migrate
 from qonnect.kb.models import Report
 from qonnect.kb.storage import Database
@@ -58,7 +58,7 @@ def deliver(db: Database, cluster: str, reports: list[dict], batches: list[int] 
     while items:
         size = max(1, next(sizes, 1))
         batch, items = items[:size], items[size:]
-        _write(db, lambda conn, batch=batch: ops.apply_reports(conn, batch))
+        _write(db, lambda conn, batch=batch: merge.apply_reports(conn, batch))
 
 
 def state(db: Database, cluster: str) -> dict:

@@ -11,7 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[4]
 
 
-def _run(p99s: list[float], rates: list[float], instances: int, backend: str) -> dict:
+def _run(
+    p99s: list[float], rates: list[float], instances: int, backend: str, database_cpu: float | None = None
+) -> dict:
     runs = [
         {
             "agents": 10_000,
@@ -44,6 +46,7 @@ def _run(p99s: list[float], rates: list[float], instances: int, backend: str) ->
                 "p99_ms": max(p99s),
                 "runs": runs,
                 "server_cpu_ms_per_request": 0.3,
+                "database_cpu_ms_per_request": database_cpu,
             }
         },
     }
@@ -53,7 +56,7 @@ def test_every_kb_output_is_rendered_with_instances_medians_and_ratios(tmp_path:
     source = tmp_path / "results"
     source.mkdir()
     (source / "kb-a.json").write_text(
-        json.dumps(_run([90.0, 250.0, 80.0], [5000.0, 4100.0, 4990.0], 2, "postgresql"))
+        json.dumps(_run([90.0, 250.0, 80.0], [5000.0, 4100.0, 4990.0], 2, "postgresql", database_cpu=0.1))
     )
     (source / "kb-b.json").write_text(json.dumps(_run([40.0], [5000.0], 1, "postgresql")))
     page = tmp_path / "benchmarks.md"
@@ -82,11 +85,11 @@ def test_every_kb_output_is_rendered_with_instances_medians_and_ratios(tmp_path:
     # 2 instances, 3 runs: median 4990/s, lowest 4100 (0.82 of offered), p99 median 90, worst 250 (2.5x target)
     assert (
         "| postgresql | 2 | 10000 | 5000 | 3 | 4990 | 4100 | 0.82 | 0 | 20 | 90 | 250 | 90.0, 250.0, 80.0 | 100 | 2.5 "
-        "| 0.3 | 0.05 | 1.5->2.5, 1.5->2.5, 1.5->2.5 | False |" in text
+        "| 0.3 | 0.1 | 0.05 | 1.5->2.5, 1.5->2.5, 1.5->2.5 | False |" in text
     )
     assert (
-        "| postgresql | 1 | 10000 | 5000 | 1 | 5000 | 5000 | 1 | 0 | 20 | 40 | 40 | 40.0 | 100 | 0.4 |"
-        in text
+        "| postgresql | 1 | 10000 | 5000 | 1 | 5000 | 5000 | 1 | 0 | 20 | 40 | 40 | 40.0 | 100 | 0.4 | 0.3 | - |"
+        in text  # no database CPU measured: "-"
     )
     assert text.index("### kb-a") < text.index("### kb-b")
     assert "python benchmarks/kb.py --json --runs 3" in text and '"postgresql_p99_ms_max": 100.0' in text

@@ -1,6 +1,6 @@
 """Property: agent reports merge to one state whatever their order and duplication.
 
-Runs the KB's real merge (``ops.apply_report``) on a real SQLite database; the converged state
+Runs the KB's real merge (``merge.apply_reports``) on a real SQLite database; the converged state
 must also be what the documented rule says: per section, the newest report that carried it.
 """
 
@@ -11,7 +11,7 @@ import itertools
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from qonnect.kb import migrations, ops, queries
+from qonnect.kb import merge, migrations, ops, queries
 from qonnect.kb.models import Report
 from qonnect.kb.storage import Database
 
@@ -85,11 +85,11 @@ def apply_all(conn, bodies: list[dict], batches: list[int] | None = None) -> dic
     items = [(cluster, Report.model_validate(b), 1.0) for b in bodies]
     if batches is None:
         for item in items:
-            assert ops.apply_reports(conn, [item])[0]["seq"] == item[1].seq
+            assert merge.apply_reports(conn, [item])[0]["seq"] == item[1].seq
     else:
         start = 0
         for size in [*batches, len(items)]:
-            ops.apply_reports(conn, items[start : start + size])
+            merge.apply_reports(conn, items[start : start + size])
             start += size
     conn.commit()
     return state(conn, cluster)
@@ -121,7 +121,7 @@ def test_a_report_for_an_unknown_cluster_is_a_404(conn):
     from fastapi import HTTPException
 
     conn.begin()
-    ghost = ops.apply_reports(conn, [("ghost", Report.model_validate({"seq": 1, "ts": 1.0}), 1.0)])
+    ghost = merge.apply_reports(conn, [("ghost", Report.model_validate({"seq": 1, "ts": 1.0}), 1.0)])
     conn.rollback()
     assert isinstance(ghost[0], HTTPException)
     assert ghost[0].status_code == 404 and "ghost" in ghost[0].detail
