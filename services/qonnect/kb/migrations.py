@@ -139,6 +139,14 @@ MIGRATIONS: list[tuple[int, str, list[str | tuple[str, str]]]] = [
             ("postgresql", "ALTER TABLE workloads SET (fillfactor = 70)"),
         ],
     ),
+    (
+        4,
+        "a counter of token changes, so instances reload the tokens only when they changed",
+        [
+            "CREATE TABLE token_changes (id INTEGER PRIMARY KEY, generation BIGINT NOT NULL)",
+            "INSERT INTO token_changes (id, generation) VALUES (1, 0)",
+        ],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

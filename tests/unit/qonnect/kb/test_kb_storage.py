@@ -46,3 +46,35 @@ def test_tokens_are_stored_only_as_hashes(tmp_path):
     )
     assert auth.lookup(conn, auth.hash_token(made["token"] + "x")) is None
     db.close()
+
+
+def test_the_token_cache_rereads_tokens_only_after_a_token_write(tmp_path):
+    db = Database(f"sqlite://{tmp_path / 'kb.sqlite'}")
+    migrations.migrate(db)
+    conn = db.connect()
+    cache = auth.TokenCache()
+
+    def reload() -> bool:
+        with db.reader() as snapshot:
+            return cache.reload(snapshot)
+
+    def write(fn):
+        conn.begin()
+        out = fn(conn)
+        conn.commit()
+        return out
+
+    assert reload() is True  # the first time: everything
+    assert reload() is False  # nothing changed: only the counter was read
+    made = write(lambda c: auth.insert_token(c, "agent", "edge-1", "a", 1.0))
+    digest = auth.hash_token(made["token"])
+    assert cache.get(digest) is None
+    assert reload() is True and cache.get(digest) == auth.Principal("a", "agent", "edge-1")
+    assert reload() is False
+    write(lambda c: auth.revoke_token_id(c, made["id"]))
+    assert reload() is True and cache.get(digest) is None
+    other = write(lambda c: auth.insert_token(c, "reader", None, "r", 2.0))
+    assert reload() is True
+    write(lambda c: auth.revoke_token(c, "r"))
+    assert reload() is True and cache.get(auth.hash_token(other["token"])) is None
+    db.close()
