@@ -8,8 +8,10 @@ several instances the agents are spread round-robin over them, as a simple load 
 Latency is measured from sending a request to reading its whole answer, which the KB gives only
 after the report is durably committed.
 
-The load generator is one uvloop process writing pre-built HTTP/1.1 requests on raw sockets, so
-it costs little of the CPU that the KB shares with it.
+The load generator shares the machine's CPUs with the KB, so it is kept cheap: one uvloop
+process writing HTTP/1.1 requests on raw sockets, the agents driven by timer callbacks, no
+garbage collection while measuring. (A Go generator was tried: it used as much CPU per report,
+the system calls dominate, and gave no better latencies.)
 
     python benchmarks/kb.py --json      # SQLite: 1000 agents, 2000/s; PostgreSQL: 2 instances,
                                         # 10000 agents, 5000/s
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import platform
@@ -142,6 +145,7 @@ class Load:
         self.measure_from = start + warmup
         self.measure_to = start + warmup + duration
         self.latencies: list[float] = []
+        self.seconds: dict[int, list[float]] = {}  # latencies by second of the measured window
         self.errors = 0
         self.late = 0
         self.sent = 0
@@ -233,6 +237,7 @@ class Agent(asyncio.Protocol):
         if load.measure_from <= self.sent_loop < load.measure_to:
             if status == 200:
                 load.latencies.append(latency)
+                load.seconds.setdefault(int(self.sent_loop - load.measure_from), []).append(latency)
             else:
                 load.errors += 1
         self.due += self.interval
@@ -252,7 +257,13 @@ async def run_load(
     load = Load(loop, loop.time() + 0.5, warmup, duration)
     for agent in agents:
         agent.begin(load, len(agents) / rate)
-    await load.finished
+    # the generator's own collections would show up as the KB's latency: none while measuring
+    gc.collect()
+    gc.disable()
+    try:
+        await load.finished
+    finally:
+        gc.enable()
     for agent in agents:
         if agent.transport:
             agent.transport.close()
@@ -273,6 +284,10 @@ async def run_load(
         "p50_ms": pct(0.50) if latencies else None,
         "p99_ms": pct(0.99) if latencies else None,
         "max_ms": round(latencies[-1] * 1000, 2) if latencies else None,
+        # where in the window the slow ones were (a stall, a periodic job, a slow start)
+        "p99_ms_by_second": [
+            round(sorted(v)[int(0.99 * (len(v) - 1))] * 1000, 1) for _s, v in sorted(load.seconds.items())
+        ],
     }
 
 
@@ -335,12 +350,13 @@ def bench(backend: str, args: argparse.Namespace) -> dict:
             own_cpu = time.process_time()
             load_before = os.getloadavg()[0]
             result = runner(run_load([s.port for s in servers], pairs, rate, args.warmup, args.duration))
+            generator_cpu = time.process_time() - own_cpu
             # CPU per request shows the KB's capacity apart from what else runs on the machine
             per_request = 1000 / max(1, result["sent"])
             result["server_cpu_ms_per_request"] = round(
                 (sum(s.cpu_seconds() for s in servers) - server_cpu) * per_request, 3
             )
-            result["loadgen_cpu_ms_per_request"] = round((time.process_time() - own_cpu) * per_request, 3)
+            result["loadgen_cpu_ms_per_request"] = round(generator_cpu * per_request, 3)
             # a backend that ended during the run is missed: a lower bound
             after = database_cpu_seconds(dbname)
             result["database_cpu_ms_per_request"] = (

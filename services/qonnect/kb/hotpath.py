@@ -52,6 +52,20 @@ def _default_headers(headers: list[tuple[bytes, bytes]]) -> bytes:
     return _headers_cache[1]
 
 
+class _NoWaiter:
+    """The message event of a report's cycle: nothing waits for it (an asyncio.Event per report
+    was a tenth of the event loop's time). One shared instance: a cycle referring to itself
+    would be garbage only the cycle collector frees, thousands per second."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        return None
+
+
+_NO_WAITER = _NoWaiter()
+
+
 class _Pending:
     """Stands in for uvicorn's request cycle while a report waits for its commit, so that a
     pipelined request behind it is queued (and answered after it) as uvicorn does."""
@@ -63,11 +77,7 @@ class _Pending:
         self.disconnected = False
         self.response_started = False
         self.response_complete = False
-        self.message_event = self  # uvicorn only calls set() on it: nobody awaits this cycle
-
-    def set(self) -> None:
-        """The cycle's message event: nothing waits for it (an asyncio.Event per report was a
-        tenth of the event loop's time)."""
+        self.message_event = _NO_WAITER  # uvicorn only calls set() on it: nobody awaits this cycle
 
 
 class ReportProtocol(GuardedHttpProtocol):
