@@ -85,6 +85,7 @@ class Server:
         self.port_file = Path(workdir) / f"port-{uuid.uuid4().hex[:6]}"
         self.connections = connections
         self.proc: subprocess.Popen | None = None
+        self.log = open(Path(workdir) / f"kb-{uuid.uuid4().hex[:6]}.log", "wb")  # noqa: SIM115 - closed in __exit__
 
     def __enter__(self) -> Server:
         self.proc = subprocess.Popen(
@@ -104,13 +105,15 @@ class Server:
                 str(self.connections),
             ],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            # a file, not a pipe: nobody reads a pipe while measuring, and a full one would
+            # stop the KB at its next log line
+            stderr=self.log,
             start_new_session=True,
         )
         deadline = time.monotonic() + 60
         while not self.port_file.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                err = Path(self.log.name).read_text(errors="replace")
                 self.__exit__()
                 raise RuntimeError(f"the KB did not start: {err[-2000:]}")
             time.sleep(0.05)
@@ -130,6 +133,13 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.log.close()
+
+    def log_lines(self) -> list[str]:
+        """What the KB wrote besides its start-up line (warnings, errors)."""
+        self.log.flush()
+        lines = Path(self.log.name).read_text(errors="replace").splitlines()
+        return [line for line in lines if not line.startswith("qonnect kb: serving")]
 
 
 # -- load generator -------------------------------------------------------------------------
@@ -293,8 +303,9 @@ async def run_load(
 
 # -- backends -------------------------------------------------------------------------------
 def database_cpu_seconds(dbname: str | None) -> float | None:
-    """User + system CPU of the PostgreSQL backends serving ``dbname`` (a server on this machine;
-    their command line names the database), or None for SQLite (inside the KB process)."""
+    """User + system CPU of the PostgreSQL backends and autovacuum workers of ``dbname`` (a
+    server on this machine; their command line names the database), or None for SQLite (inside
+    the KB process)."""
     if dbname is None:
         return None
     total = 0.0
@@ -303,7 +314,11 @@ def database_cpu_seconds(dbname: str | None) -> float | None:
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes()
-            if not cmdline.startswith(b"postgres:") or f" {dbname} ".encode() not in cmdline:
+            # "postgres: 15/main: USER DB HOST(PORT) STATE", "... autovacuum worker DB"
+            if (
+                not cmdline.startswith(b"postgres:")
+                or dbname.encode() not in cmdline.replace(b"\0", b" ").split()
+            ):
                 continue
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # the backend ended meanwhile
@@ -366,7 +381,15 @@ def bench(backend: str, args: argparse.Namespace) -> dict:
             )
             result["loadavg"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]  # 1 min, before/after
             runs.append(result)
-    return {"instances": instances, **_summary(runs), "runs": runs}
+        logged = [line for s in servers for line in s.log_lines()]
+    # a KB that logged while measured (a failed batch, a retried conflict) says so here
+    return {
+        "instances": instances,
+        **_summary(runs),
+        "kb_log_lines": len(logged),
+        "kb_log": logged[-20:],
+        "runs": runs,
+    }
 
 
 def _summary(runs: list[dict]) -> dict:
