@@ -1,4 +1,5 @@
-"""The report short path leaves no garbage that only the cycle collector can free.
+"""The report short path leaves no garbage that only the cycle collector can free (with the KB
+integration tests: it imports uvicorn's httptools protocol, which ansible-test units lacks).
 
 Thousands of reports per second each leaving a reference cycle filled the young generation, and
 its collections (tens of milliseconds with the GIL held at that rate) were the KB's tail latency.
