@@ -51,6 +51,7 @@ def open_state(settings: Settings) -> KBState:
         db,
         bulk={"report": merge.apply_reports},
         commit_interval=POSTGRESQL_COMMIT_INTERVAL if db.dialect == "postgresql" else 0.0,
+        one_statement=frozenset({"report"}) if db.dialect in merge.ONE_STATEMENT else frozenset(),
     )
     writer.start()
     return KBState(settings=settings, db=db, writer=writer)

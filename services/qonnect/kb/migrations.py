@@ -147,6 +147,29 @@ MIGRATIONS: list[tuple[int, str, list[str | tuple[str, str]]]] = [
             "INSERT INTO token_changes (id, generation) VALUES (1, 0)",
         ],
     ),
+    (
+        5,
+        "a cluster's nodes in its own row (one row written per agent report, not three)",
+        [
+            "ALTER TABLE clusters ADD COLUMN nodes TEXT",
+            # the stored node objects, in the order the API listed them, as one JSON array
+            (
+                "postgresql",
+                "UPDATE clusters SET nodes = coalesce((SELECT '[' || string_agg(n.data, ',' ORDER BY n.name)"
+                " || ']' FROM nodes n WHERE n.cluster = clusters.name), '[]')"
+                " WHERE nodes_seq IS NOT NULL OR name IN (SELECT cluster FROM nodes)",
+            ),
+            (
+                "sqlite",
+                "UPDATE clusters SET nodes = coalesce((SELECT '[' || group_concat(data, ',') || ']' FROM"
+                " (SELECT data FROM nodes WHERE nodes.cluster = clusters.name ORDER BY name)), '[]')"
+                " WHERE nodes_seq IS NOT NULL OR name IN (SELECT cluster FROM nodes)",
+            ),
+            "DROP TABLE nodes",
+            # the row now carries the node list (~0.5 kB a node): room for its update on its page
+            ("postgresql", "ALTER TABLE clusters SET (fillfactor = 50)"),
+        ],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]
@@ -160,8 +183,9 @@ def _applied(conn: Conn) -> set[int]:
     return {row[0] for row in conn.all("SELECT version FROM schema_migrations")}
 
 
-def migrate(db: Database) -> list[int]:
-    """Apply every pending migration in one transaction; return the versions applied."""
+def migrate(db: Database, upto: int | None = None) -> list[int]:
+    """Apply every pending migration (up to version ``upto``, if given) in one transaction;
+    return the versions applied."""
     conn = db.connect()
     done: list[int] = []
     try:
@@ -170,7 +194,7 @@ def migrate(db: Database) -> list[int]:
             conn.execute("SELECT pg_advisory_xact_lock(7431001)")
         applied = _applied(conn)
         for version, description, statements in MIGRATIONS:
-            if version in applied:
+            if version in applied or (upto is not None and version > upto):
                 continue
             for stmt in statements:
                 if isinstance(stmt, tuple):  # (dialect, statement): for that database only

@@ -75,7 +75,7 @@ def _for_update(conn: Conn) -> str:
 def delete_cluster(conn: Conn, name: str) -> None:
     if conn.one("SELECT 1 FROM clusters WHERE name = ?" + _for_update(conn), (name,)) is None:
         raise not_found("cluster", name)
-    for table in ("nodes", "workloads", "latencies"):
+    for table in ("workloads", "latencies"):
         conn.execute(f"DELETE FROM {table} WHERE cluster = ?", (name,))
     conn.execute("DELETE FROM clusters WHERE name = ?", (name,))
 

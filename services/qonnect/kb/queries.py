@@ -90,16 +90,16 @@ def get_cluster(conn: Conn, name: str, now: float, timeout: float, credentials: 
 
 
 def _nodes_by_cluster(conn: Conn, now: float, cluster: str | None = None) -> dict[str, list]:
-    sql = "SELECT n.cluster, n.data, c.nodes_received FROM nodes n JOIN clusters c ON c.name = n.cluster"
+    sql = "SELECT name, nodes, nodes_received FROM clusters WHERE nodes IS NOT NULL"
     args: tuple = ()
     if cluster is not None:
-        sql += " WHERE n.cluster = ?"
+        sql += " AND name = ?"
         args = (cluster,)
     out: dict[str, list] = {}
-    for name, data, received in conn.all(sql + " ORDER BY n.cluster, n.name", args):
-        node = json.loads(data)
-        node["heartbeat_age"] = age(now, received)
-        out.setdefault(name, []).append(node)
+    for name, data, received in conn.all(sql, args):
+        nodes = out[name] = json.loads(data)
+        for node in nodes:
+            node["heartbeat_age"] = age(now, received)
     return out
 
 

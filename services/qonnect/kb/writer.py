@@ -18,7 +18,8 @@ A database whose transactions cost more than their fsync (PostgreSQL: a fixed co
 statement and round trip in both processes) gets a ``commit_interval``: a transaction starts at
 most that often, so under load the writes of the interval share one transaction instead of
 a stream of transactions of a few writes each, each paying that cost. An idle KB's first write
-does not wait.
+does not wait. A bulk kind named in ``one_statement`` writes with a single statement, so a batch
+of only that kind needs no BEGIN and COMMIT around it.
 """
 
 from __future__ import annotations
@@ -109,11 +110,13 @@ class GroupWriter:
         max_batch: int = 1000,
         bulk: dict[str, Callable[[Conn, list], list]] | None = None,
         commit_interval: float = 0.0,
+        one_statement: frozenset[str] = frozenset(),
     ) -> None:
         self.db = db
         self.max_batch = max_batch
         self.commit_interval = commit_interval
         self.bulk = bulk or {}
+        self.one_statement = one_statement
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="kb-writer", daemon=True)
         self._conn: Conn | None = None
@@ -223,6 +226,13 @@ class GroupWriter:
         raise AssertionError("unreachable")
 
     def _transaction(self, batch: list[tuple]) -> list[tuple[bool, Any]]:
+        first = batch[0][0]
+        if (
+            isinstance(first, _Bulk)
+            and first.kind in self.one_statement
+            and all(isinstance(e[0], _Bulk) and e[0].kind == first.kind for e in batch)
+        ):
+            return self._statement(first.kind, batch)
         try:
             conn = self._conn_ok()
             conn.begin()
@@ -264,6 +274,19 @@ class GroupWriter:
                 (time.perf_counter() - applied) * 1000,
             )
         return results
+
+    def _statement(self, kind: str, batch: list[tuple]) -> list[tuple[bool, Any]]:
+        """A batch of one bulk kind whose handler writes with a single statement: run without
+        BEGIN and COMMIT (the connection is in autocommit mode), so the statement is its own
+        transaction - atomic and durable when it returns, in one round trip instead of three.
+        Each round trip also waits for the writer to get the GIL back from the busy event loop."""
+        try:
+            conn = self._conn_ok()
+            out = self.bulk[kind](conn, [entry[0].payload for entry in batch])
+        except Exception:
+            self._reset_if_broken()
+            raise
+        return [(not isinstance(r, HTTPException), r) for r in out]
 
     def _reset(self) -> None:
         if self._conn is not None:

@@ -8,10 +8,15 @@ and match the documented rule (per section, the newest report that carried it).
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from qonnect.kb import merge, migrations, ops, queries
+from qonnect.kb.app import close_state, open_state
+from qonnect.kb.deps import Settings
 from qonnect.kb.models import Report
 from qonnect.kb.storage import Database
 
@@ -86,7 +91,7 @@ def test_both_backends_store_the_same_merge(backends, batches):
     states, acks = [], []
     for conn in backends:
         conn.begin()
-        for table in ("nodes", "workloads", "latencies", "clusters"):
+        for table in ("workloads", "latencies", "clusters"):
             conn.execute(f"DELETE FROM {table}")
         for name in CLUSTERS:
             ops.create_cluster(conn, {"name": name, "tier": "edge", "location": name, "labels": {}}, 0.0)
@@ -109,7 +114,7 @@ def test_both_backends_store_the_same_merge(backends, batches):
         with_nodes = [r for r in mine if r["nodes"] is not None]
         if with_nodes:  # the first report with the highest seq wins
             best = max(with_nodes, key=lambda r: r["seq"])
-            assert sorted(n["name"] for n in states[0]["nodes"][cluster]) == sorted(
+            assert [n["name"] for n in states[0]["nodes"][cluster]] == sorted(
                 n["name"] for n in best["nodes"]
             )
     for batch, result in zip(batches, acks[0], strict=True):
@@ -119,7 +124,7 @@ def test_both_backends_store_the_same_merge(backends, batches):
 
 def test_postgresql_tables_rewritten_by_reports_leave_room_on_each_page(backends):
     """Updates that fit on their row's page are HOT (no index entries): node rows filled their
-    pages, so most of their updates were not."""
+    pages, so most of their updates were not; the cluster row now carries the node list."""
     conn = backends[1]
     options = dict(
         conn.all(
@@ -128,8 +133,86 @@ def test_postgresql_tables_rewritten_by_reports_leave_room_on_each_page(backends
         )
     )
     assert options == {
-        "nodes": "fillfactor=50",
-        "clusters": "fillfactor=70",
+        "clusters": "fillfactor=50",
         "latencies": "fillfactor=70",
         "workloads": "fillfactor=70",
     }
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_migration_5_moves_the_stored_nodes_into_the_cluster_row(backend, tmp_path, pg_databases):
+    db = Database(f"sqlite://{tmp_path / 'kb.sqlite'}" if backend == "sqlite" else pg_databases.new())
+    try:
+        migrations.migrate(db, upto=4)
+        conn = db.connect()
+        conn.begin()
+        for name in ("a", "b", "c"):
+            ops.create_cluster(conn, {"name": name, "tier": "edge", "location": name, "labels": {}}, 0.0)
+        conn.execute("UPDATE clusters SET nodes_seq = 3, nodes_received = 100.0 WHERE name IN ('a', 'b')")
+        for cluster, node in (("a", "n2"), ("a", "n1"), ("c", "stray")):
+            data = json.dumps({"name": node, "ready": node == "n1"})
+            conn.execute("INSERT INTO nodes (cluster, name, data) VALUES (?, ?, ?)", (cluster, node, data))
+        conn.commit()
+
+        assert migrations.migrate(db) == [5]
+        nodes = {name: queries.list_nodes(conn, name, 130.0) for name in ("a", "b", "c")}
+        assert nodes == {
+            "a": [
+                {"name": "n1", "ready": True, "heartbeat_age": 30.0},
+                {"name": "n2", "ready": False, "heartbeat_age": 30.0},
+            ],
+            "b": [],  # reported, with no nodes
+            "c": [{"name": "stray", "ready": False, "heartbeat_age": None}],  # nothing is dropped
+        }
+        with pytest.raises(Exception, match="nodes"):
+            conn.all("SELECT * FROM nodes")
+    finally:
+        db.close()
+
+
+class _StatementLog:
+    """psycopg's connection, recording the SQL it is asked to run."""
+
+    def __init__(self, raw) -> None:
+        self.raw = raw
+        self.sql: list[str] = []
+
+    def execute(self, sql, params=None, **kwargs):
+        self.sql.append(sql.strip().split()[0].upper())
+        return self.raw.execute(sql, params, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
+
+
+def test_a_postgresql_batch_of_reports_is_one_statement_without_begin_or_commit(pg_databases):
+    """The merge is one statement, so it needs no transaction around it: one round trip per
+    batch instead of three (each one also waits for the writer to get the GIL back)."""
+    db = Database(pg_databases.new())
+    kb = open_state(Settings(db_url=db.url))
+    try:
+        conn = db.connect()
+        ops.create_cluster(conn, {"name": "c0", "tier": "edge", "location": "c0", "labels": {}}, 0.0)
+        writer = kb.writer
+        spy = writer._conn.raw = _StatementLog(writer._conn.raw)
+
+        async def report(seq: int):
+            rep = Report.model_validate(
+                {"seq": seq, "ts": 1.0, "nodes": [{"name": f"n{seq}", "ready": True}]}
+            )
+            return await writer.submit_bulk("report", ("c0", rep, 10.0 + seq))
+
+        async def reports():
+            return await asyncio.gather(*(report(seq) for seq in (2, 3, 1)))
+
+        acks = asyncio.run(reports())
+        assert [a["seq"] for a in acks] == [2, 3, 1]
+        assert spy.sql and set(spy.sql) == {"WITH"}, spy.sql
+        stored = queries.list_nodes(conn, "c0", 20.0)
+        assert [(n["name"], n["heartbeat_age"]) for n in stored] == [("n3", 7.0)]
+
+        spy.sql.clear()  # any other write still gets its transaction
+        asyncio.run(writer.submit(lambda c: c.execute("UPDATE clusters SET location = 'x'")))
+        assert spy.sql == ["BEGIN", "UPDATE", "COMMIT"]
+    finally:
+        close_state(kb)
