@@ -6,7 +6,9 @@ token each, then N simulated agents, each on its own keep-alive connection, send
 (heartbeat + one node + a latency) at a fixed aggregate rate (open loop, random phases). With
 several instances the agents are spread round-robin over them, as a simple load balancer would.
 Latency is measured from sending a request to reading its whole answer, which the KB gives only
-after the report is durably committed.
+after the report is durably committed. Each run also records, per measured second, the p99 and
+the share of the machine's CPU time the hypervisor gave elsewhere (steal, from /proc/stat): on a
+virtual machine a second it lost shows up as a slow second.
 
 The load generator shares the machine's CPUs with the KB, so it is kept cheap: one uvloop
 process writing HTTP/1.1 requests on raw sockets, the agents driven by timer callbacks, no
@@ -254,6 +256,35 @@ class Agent(asyncio.Protocol):
         load.loop.call_at(self.due, self.fire)  # at once if it is overdue
 
 
+def _cpu_times() -> tuple[int, int]:
+    """(steal, all) CPU ticks of the machine so far (Linux /proc/stat; zeros elsewhere)."""
+    try:
+        ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return (0, 0)
+    return (ticks[7] if len(ticks) > 7 else 0, sum(ticks[:8]))
+
+
+class StealClock:
+    """Steal time in each second of the measured window, read once a second by the event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, start: float, duration: float) -> None:
+        self.by_second: list[float] = []
+        self.loop = loop
+        self.seconds = int(duration)
+        self.last: tuple[int, int] | None = None
+        loop.call_at(start, self._tick, start)
+
+    def _tick(self, at: float) -> None:
+        now = _cpu_times()
+        if self.last is not None:
+            steal, total = now[0] - self.last[0], now[1] - self.last[1]
+            self.by_second.append(round(100 * steal / total, 1) if total else 0.0)
+        self.last = now
+        if len(self.by_second) < self.seconds:
+            self.loop.call_at(at + 1, self._tick, at + 1)
+
+
 async def run_load(
     ports: list[int], pairs: list[tuple[str, str]], rate: float, warmup: float, duration: float
 ) -> dict:
@@ -267,6 +298,7 @@ async def run_load(
     load = Load(loop, loop.time() + 0.5, warmup, duration)
     for agent in agents:
         agent.begin(load, len(agents) / rate)
+    stolen = StealClock(loop, load.measure_from, duration)
     # the generator's own collections would show up as the KB's latency: none while measuring
     gc.collect()
     gc.disable()
@@ -294,6 +326,9 @@ async def run_load(
         "p50_ms": pct(0.50) if latencies else None,
         "p99_ms": pct(0.99) if latencies else None,
         "max_ms": round(latencies[-1] * 1000, 2) if latencies else None,
+        # the share of the machine's CPU time the hypervisor gave to others (a VM's steal),
+        # per second of the window: a slow second may be one the machine lost
+        "steal_pct_by_second": stolen.by_second,
         # where in the window the slow ones were (a stall, a periodic job, a slow start)
         "p99_ms_by_second": [
             round(sorted(v)[int(0.99 * (len(v) - 1))] * 1000, 1) for _s, v in sorted(load.seconds.items())

@@ -450,8 +450,14 @@ def _kb_row(backend: str, r: dict[str, Any], targets: dict[str, Any], met: Any) 
         else "-",
         loadgen,
         ", ".join(f"{x['loadavg'][0]}->{x['loadavg'][1]}" for x in runs if x.get("loadavg")) or "-",
+        ", ".join(_steal(x["steal_pct_by_second"]) for x in runs if x.get("steal_pct_by_second")) or "-",
         met,
     ]
+
+
+def _steal(by_second: list[float]) -> str:
+    """A run's steal time: its mean % and its worst second's."""
+    return f"{sum(by_second) / len(by_second):.1f} ({max(by_second):g})"
 
 
 KB_HEADER = [
@@ -474,6 +480,7 @@ KB_HEADER = [
     "PostgreSQL CPU ms/report",
     "load generator CPU ms/report",
     "load avg (1 min) per run",
+    "steal % per run (worst second)",
     "target met (every run)",
 ]
 

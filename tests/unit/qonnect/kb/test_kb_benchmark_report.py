@@ -12,7 +12,12 @@ ROOT = Path(__file__).resolve().parents[4]
 
 
 def _run(
-    p99s: list[float], rates: list[float], instances: int, backend: str, database_cpu: float | None = None
+    p99s: list[float],
+    rates: list[float],
+    instances: int,
+    backend: str,
+    database_cpu: float | None = None,
+    steal: bool = False,
 ) -> dict:
     runs = [
         {
@@ -26,6 +31,7 @@ def _run(
             "server_cpu_ms_per_request": 0.3,
             "loadgen_cpu_ms_per_request": 0.05,
             "loadavg": [1.5, 2.5],
+            "steal_pct_by_second": [1.0, 2.0, 9.5] if steal else [],
         }
         for p99, rate in zip(p99s, rates, strict=True)
     ]
@@ -56,7 +62,9 @@ def test_every_kb_output_is_rendered_with_instances_medians_and_ratios(tmp_path:
     source = tmp_path / "results"
     source.mkdir()
     (source / "kb-a.json").write_text(
-        json.dumps(_run([90.0, 250.0, 80.0], [5000.0, 4100.0, 4990.0], 2, "postgresql", database_cpu=0.1))
+        json.dumps(
+            _run([90.0, 250.0, 80.0], [5000.0, 4100.0, 4990.0], 2, "postgresql", database_cpu=0.1, steal=True)
+        )
     )
     (source / "kb-b.json").write_text(json.dumps(_run([40.0], [5000.0], 1, "postgresql")))
     page = tmp_path / "benchmarks.md"
@@ -85,11 +93,12 @@ def test_every_kb_output_is_rendered_with_instances_medians_and_ratios(tmp_path:
     # 2 instances, 3 runs: median 4990/s, lowest 4100 (0.82 of offered), p99 median 90, worst 250 (2.5x target)
     assert (
         "| postgresql | 2 | 10000 | 5000 | 3 | 4990 | 4100 | 0.82 | 0 | 20 | 90 | 250 | 90.0, 250.0, 80.0 | 100 | 2.5 "
-        "| 0.3 | 0.1 | 0.05 | 1.5->2.5, 1.5->2.5, 1.5->2.5 | False |" in text
-    )
+        "| 0.3 | 0.1 | 0.05 | 1.5->2.5, 1.5->2.5, 1.5->2.5 | 4.2 (9.5), 4.2 (9.5), 4.2 (9.5) | False |"
+        in text
+    )  # steal time: the mean and the worst second of each run
     assert (
         "| postgresql | 1 | 10000 | 5000 | 1 | 5000 | 5000 | 1 | 0 | 20 | 40 | 40 | 40.0 | 100 | 0.4 | 0.3 | - |"
-        in text  # no database CPU measured: "-"
+        " 0.05 | 1.5->2.5 | - | False |" in text  # no database CPU or steal measured: "-"
     )
     assert text.index("### kb-a") < text.index("### kb-b")
     assert "python benchmarks/kb.py --json --runs 3" in text and '"postgresql_p99_ms_max": 100.0' in text
