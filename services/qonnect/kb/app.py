@@ -40,7 +40,10 @@ reports and events), `reader` (reads; never sees credential fields). Errors are
 `{"detail": "<field>: <problem>"}`; bodies over the configured limit get 413."""
 
 
-POSTGRESQL_COMMIT_INTERVAL = 0.02  # s; adds at most this to a write's latency under load
+# s; a write waits at most this long for others to share its transaction, under load only.
+# PostgreSQL: a fixed cost per statement and round trip. SQLite: at 2,000 reports/s a commit
+# (an fsync) at most every 5 ms, ~10 reports each, cost a quarter less CPU per report.
+COMMIT_INTERVAL = {"postgresql": 0.02, "sqlite": 0.005}
 
 
 def open_state(settings: Settings) -> KBState:
@@ -50,7 +53,7 @@ def open_state(settings: Settings) -> KBState:
     writer = GroupWriter(
         db,
         bulk={"report": merge.apply_reports},
-        commit_interval=POSTGRESQL_COMMIT_INTERVAL if db.dialect == "postgresql" else 0.0,
+        commit_interval=COMMIT_INTERVAL[db.dialect],
         one_statement=frozenset({"report"}) if db.dialect in merge.ONE_STATEMENT else frozenset(),
     )
     writer.start()

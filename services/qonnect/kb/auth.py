@@ -79,7 +79,8 @@ def list_tokens(conn: Conn) -> list[dict]:
 def revoke_token(conn: Conn, name: str) -> int:
     """Delete every token with this name (the CLI's ``--name``); see ``revoke_token_id``."""
     count = conn.execute("DELETE FROM tokens WHERE name = ?", (name,)).rowcount
-    _changed(conn)
+    if count:
+        _changed(conn)
     return count
 
 
@@ -88,7 +89,8 @@ def revoke_token_id(conn: Conn, ident: str) -> int:
     if len(ident) != ID_LENGTH or any(c not in "0123456789abcdef" for c in ident):
         return 0
     count = conn.execute(f"DELETE FROM tokens WHERE substr(hash, 1, {ID_LENGTH}) = ?", (ident,)).rowcount
-    _changed(conn)
+    if count:
+        _changed(conn)
     return count
 
 

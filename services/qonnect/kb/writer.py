@@ -14,10 +14,10 @@ A bulk write (``submit_bulk``) is a payload for a handler registered by kind, wh
 consecutive payloads of its kind in a batch at once and returns one result (or HTTPException)
 per payload: agent reports are merged this way with a few set-based statements per batch.
 
-A database whose transactions cost more than their fsync (PostgreSQL: a fixed cost per
-statement and round trip in both processes) gets a ``commit_interval``: a transaction starts at
-most that often, so under load the writes of the interval share one transaction instead of
-a stream of transactions of a few writes each, each paying that cost. An idle KB's first write
+A ``commit_interval`` makes a transaction start at most that often, so under load the writes of
+the interval share one transaction instead of a stream of transactions of a few writes each,
+each paying its fixed cost (PostgreSQL: per statement and round trip in both processes; SQLite:
+the statements and the fsync). An idle KB's first write
 does not wait. A bulk kind named in ``one_statement`` writes with a single statement, so a batch
 of only that kind needs no BEGIN and COMMIT around it.
 """

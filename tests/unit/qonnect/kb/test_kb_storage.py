@@ -77,4 +77,8 @@ def test_the_token_cache_rereads_tokens_only_after_a_token_write(tmp_path):
     assert reload() is True
     write(lambda c: auth.revoke_token(c, "r"))
     assert reload() is True and cache.get(auth.hash_token(other["token"])) is None
+    # revoking what is not there changes nothing: no instance rereads 10,000 tokens for it
+    assert write(lambda c: auth.revoke_token(c, "r")) == 0
+    assert write(lambda c: auth.revoke_token_id(c, made["id"])) == 0
+    assert reload() is False
     db.close()

@@ -7,6 +7,8 @@ import time
 
 from fastapi import HTTPException
 from qonnect.kb import migrations
+from qonnect.kb.app import COMMIT_INTERVAL, close_state, open_state
+from qonnect.kb.deps import Settings
 from qonnect.kb.storage import Database
 from qonnect.kb.writer import GroupWriter
 
@@ -108,3 +110,14 @@ def test_callbacks_get_results_and_errors_and_one_failing_callback_spares_the_ot
     finally:
         writer.stop()
     assert got == [(True, 1), (False, 404), (True, 3)]
+
+
+def test_the_kb_writer_batches_on_both_databases(tmp_path):
+    """SQLite too: at 2,000 reports/s, a commit every 5 ms instead of one per fsync's worth of
+    reports cost a quarter less CPU per report (benchmarks/kb.py)."""
+    kb = open_state(Settings(db_url=f"sqlite://{tmp_path / 'kb.sqlite'}"))
+    try:
+        assert kb.writer.commit_interval == COMMIT_INTERVAL["sqlite"] > 0
+        assert 0 < COMMIT_INTERVAL["sqlite"] < COMMIT_INTERVAL["postgresql"] <= 0.02
+    finally:
+        close_state(kb)
