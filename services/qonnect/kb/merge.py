@@ -100,8 +100,8 @@ def nodes_json(nodes: list[NodeReport]) -> str:
     """A cluster's nodes as stored in its row: one JSON array, sorted by node name.
 
     In the cluster's row rather than a row per node: a report replaces the whole list anyway,
-    and on PostgreSQL the node rows (delete the missing, upsert the others) were a third of the
-    database's CPU per report."""
+    and on PostgreSQL the node rows (delete the missing, upsert the others) were a fifth of the
+    database's CPU per report (0.063 -> 0.051 ms in benchmarks/kb.py)."""
     return "[" + ",".join(n.model_dump_json() for n in sorted(nodes, key=lambda n: n.name)) + "]"
 
 

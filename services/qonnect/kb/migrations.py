@@ -149,7 +149,7 @@ MIGRATIONS: list[tuple[int, str, list[str | tuple[str, str]]]] = [
     ),
     (
         5,
-        "a cluster's nodes in its own row (one row written per agent report, not three)",
+        "a cluster's nodes in its own row (an agent report no longer rewrites a row per node)",
         [
             "ALTER TABLE clusters ADD COLUMN nodes TEXT",
             # the stored node objects, in the order the API listed them, as one JSON array

@@ -17,9 +17,9 @@ per payload: agent reports are merged this way with a few set-based statements p
 A ``commit_interval`` makes a transaction start at most that often, so under load the writes of
 the interval share one transaction instead of a stream of transactions of a few writes each,
 each paying its fixed cost (PostgreSQL: per statement and round trip in both processes; SQLite:
-the statements and the fsync). An idle KB's first write
-does not wait. A bulk kind named in ``one_statement`` writes with a single statement, so a batch
-of only that kind needs no BEGIN and COMMIT around it.
+the statements and the fsync). An idle KB's first write does not wait. A bulk kind named in
+``one_statement`` writes with a single statement, so a batch of only that kind needs no BEGIN
+and COMMIT around it.
 """
 
 from __future__ import annotations
