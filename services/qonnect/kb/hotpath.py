@@ -99,8 +99,7 @@ class ReportProtocol(GuardedHttpProtocol):
         self.url = b""
         self.headers = []
         self.expect_100_continue = False
-        self._header_bytes = 0
-        self._arm()
+        self._begin_guard()
         self._scoped = False
         self._report: tuple[str, list[bytes]] | None = None
 

@@ -55,6 +55,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._begin_guard()
+
+    def _begin_guard(self) -> None:
+        """A new request: its header bytes count from zero and its deadline starts."""
         self._header_bytes = 0
         self._arm()
 
