@@ -181,9 +181,6 @@ def deploy_pods(kubeconfig: str, pods: int) -> None:
 
 
 def bench(args: argparse.Namespace) -> dict:
-    from qonnect import _collection  # noqa: F401  (puts the collection on sys.path)
-
-    # isort: split
     from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
 
     with tempfile.TemporaryDirectory(prefix="qonnect-bench-agent-") as tmp:

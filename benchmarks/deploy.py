@@ -187,7 +187,6 @@ def timed(cmd: list[str], env: dict) -> float:
 
 
 def run() -> dict:
-    import qonnect._collection  # noqa: F401 - collection on sys.path
     import yaml
     from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
     from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application_file

@@ -61,7 +61,6 @@ sys.path.insert(0, str(ROOT / "services"))
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "controller"))  # the real-process harness
 sys.path.insert(0, str(ROOT / "tests"))  # its shared helpers (support)
 
-import qonnect._collection as _collection_on_path  # noqa: E402, F401  (puts the collection on sys.path)
 from _controller_netns import isolated_group  # noqa: E402
 from _controller_stack import Stack, free_port, wait_for  # noqa: E402
 from _fencing_audit import FenceWatch, TermHistory, stale_stamps, stamped_objects  # noqa: E402

@@ -24,8 +24,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "services"))
 
-# Imported for its side effect: it puts the qonnect.core collection on sys.path.
-import qonnect._collection as _collection_on_path  # noqa: F401
 from ansible_collections.qonnect.core.plugins.module_utils.placement import (
     SCORERS,
     Inventory,

@@ -22,11 +22,15 @@ fi
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root/services[all]" -e "$root/testbed"
 
 # The checkout doubles as the installed collection: ansible finds it through
-# ANSIBLE_COLLECTIONS_PATH and plain Python through a .pth file.
+# ANSIBLE_COLLECTIONS_PATH, plain Python in site-packages/ansible_collections/qonnect/core, where
+# a built qonnect wheel installs its copy of the collection (services/setup.py); the editable
+# install links the checkout there instead.
 mkdir -p "$venv/collections/ansible_collections/qonnect"
 ln -sfn "$root" "$venv/collections/ansible_collections/qonnect/core"
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "$root/$venv/collections" > "$site/qonnect-collections.pth"
+rm -f "$site/qonnect-collections.pth"  # older set-ups put the collection on sys.path this way
+mkdir -p "$site/ansible_collections/qonnect"
+ln -sfn "$root" "$site/ansible_collections/qonnect/core"
 
 # ansible-test bootstraps pip from a host that is unreachable here; seed its cache with a
 # stand-in that uses ensurepip + the package index instead.

@@ -17,6 +17,10 @@ GRACE_ANNOTATION = PREFIX + "failure-grace-seconds"
 # the controller's fencing token (term, seq) and the write time, on every object a migration
 # writes: a deposed leader's write is visible in the cluster's own record
 FENCING_ANNOTATION = PREFIX + "fencing-token"
+# the owning application's identity, "<namespace>/<application>" (k8s/ownership.py)
+OWNER_ANNOTATION = PREFIX + "owner"
+# on a Namespace qonnect created: the application it was created for (only it may delete it)
+NAMESPACE_CREATED_ANNOTATION = PREFIX + "namespace-created-for"
 
 # on Node objects: where a node is and what it costs (read by the Resource Agent)
 TIER_LABEL = PREFIX + "tier"

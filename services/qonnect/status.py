@@ -16,10 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Imported for its side effect: it puts the qonnect.core collection on sys.path.
-import qonnect._collection as _collection_on_path  # noqa: F401
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (

@@ -7,9 +7,6 @@ address and token are in DIR/testbed.json (mode 0600).
 
 from __future__ import annotations
 
-import qonnect._collection as _collection_on_path  # noqa: F401 - puts the collection on the path
-
-# isort: split
 import argparse
 import asyncio
 import json

@@ -15,10 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Imported for its side effect: it puts the qonnect.core collection on sys.path.
-import qonnect._collection as _collection_on_path  # noqa: F401
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.quantity import parse_quantity
 
 try:

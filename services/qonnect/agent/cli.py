@@ -97,9 +97,6 @@ def _build(args: argparse.Namespace, stop: threading.Event) -> Agent:
     """The agent described by the arguments; UserError for anything the user must fix."""
     _check_args(args)  # before the slow imports, so a supervisor sees a bad start at once
     token = _read_token(args.token_file)
-    from qonnect import _collection  # noqa: F401  (puts the collection on sys.path)
-
-    # isort: split
     from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 
     from qonnect.agent.buffer import Outbox

@@ -16,10 +16,6 @@ from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-# Imported for its side effect: it puts the qonnect.core collection on sys.path.
-import qonnect._collection as _collection_on_path  # noqa: F401
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import (
     GRACE_ANNOTATION,
     progress_deadline_seconds,

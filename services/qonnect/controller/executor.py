@@ -29,9 +29,6 @@ SUCCEEDED, FAILED, CANCELLED = "succeeded", "failed", "cancelled"
 
 def default_playbook() -> str:
     """playbooks/migrate.yml of the installed qonnect.core collection."""
-    from qonnect._collection import ensure_importable
-
-    ensure_importable()
     from ansible_collections.qonnect import core
 
     return str(Path(next(iter(core.__path__))) / "playbooks" / "migrate.yml")

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import qonnect._collection as _collection_on_path  # noqa: F401 - puts the collection (the KB client) on the path
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 

@@ -31,9 +31,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import qonnect._collection as _collection_on_path  # noqa: F401 - puts the collection (the KB client) on the path
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER
 

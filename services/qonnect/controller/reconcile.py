@@ -17,9 +17,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import qonnect._collection as _collection_on_path  # noqa: F401 - puts the collection (the KB client) on the path
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError

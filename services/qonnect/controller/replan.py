@@ -18,10 +18,7 @@ log = logging.getLogger(__name__)
 
 def engine_replanner(scorer: str = "weighted") -> Replanner | None:
     """A replanner backed by qonnect.core's placement engine, or None if it is not installed."""
-    from qonnect._collection import ensure_importable
-
     try:
-        ensure_importable()
         from ansible_collections.qonnect.core.plugins.module_utils.placement import (
             InventoryError,
             PlacementError,
@@ -71,10 +68,7 @@ def engine_feasibility(scorer: str = "weighted") -> Feasibility | None:
     """Whether the placement engine finds any plan without the excluded clusters; checked
     before each attempt so an unplaceable service waits, explained, instead of running a
     playbook that can only fail."""
-    from qonnect._collection import ensure_importable
-
     try:
-        ensure_importable()
         from ansible_collections.qonnect.core.plugins.module_utils.placement import place
         from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import (
             InventoryError,

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import DEFAULT_WAIT_TIMEOUT
 
-import qonnect._collection as _collection_on_path  # noqa: F401 - puts the collection on the path
-
 __all__ = ["DEFAULT_WAIT_TIMEOUT", "OWN_VARS", "RUN_OVERHEAD", "run_timeout_for"]
 
 # what a migration run needs besides its deploy's readiness wait: ansible start-up, discovery,

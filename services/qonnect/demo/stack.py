@@ -57,9 +57,6 @@ def qonnect_bin() -> list[str]:
 
 def collection_root() -> Path:
     """The qonnect.core collection (playbooks, examples) as Ansible will find it."""
-    from qonnect._collection import ensure_importable
-
-    ensure_importable()
     from ansible_collections.qonnect import core
 
     return Path(next(iter(core.__path__)))
@@ -242,9 +239,6 @@ class Stack:
             raise StepFailed(str(exc)) from None
 
     def start_kb(self) -> None:
-        from qonnect._collection import ensure_importable
-
-        ensure_importable()
         from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
 
         db = f"sqlite:///{self.root / 'kb.sqlite'}"

@@ -11,10 +11,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-# Imported for its side effect: it puts the qonnect.core collection on sys.path.
-import qonnect._collection as _collection_on_path  # noqa: F401
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 
 from qonnect.demo.progress import StepFailed, say, wait_until, watch
@@ -84,9 +80,6 @@ def _moved(before: dict[str, list[str]], after: dict[str, list[str]]) -> str:
 
 
 def _engine():
-    from qonnect._collection import ensure_importable
-
-    ensure_importable()
     from ansible_collections.qonnect.core.plugins.module_utils.placement import engine
     from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
 

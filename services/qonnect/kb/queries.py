@@ -9,10 +9,6 @@ import json
 import logging
 from typing import Any
 
-# Imported for its side effect: it puts the qonnect.core collection on sys.path.
-import qonnect._collection as _collection_on_path  # noqa: F401
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
     current_placement,
     free_capacity,

@@ -12,10 +12,6 @@ import logging
 import tempfile
 from typing import Any
 
-# Imported for its side effect: it puts the qonnect.core collection on sys.path.
-import qonnect._collection as _collection_on_path  # noqa: F401
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils import qos
 
 from qonnect.kb.jsonsafe import storable_problems

@@ -7,9 +7,6 @@ kubelet stops posting: all conditions Unknown (so Ready is not True), unreachabl
 
 from __future__ import annotations
 
-import qonnect._collection as _collection_on_path  # noqa: F401 - puts the collection on the path
-
-# isort: split
 import asyncio
 import ipaddress
 import logging

@@ -5,10 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-# Imported for its side effect: it puts the qonnect.core collection on sys.path.
-import qonnect._collection as _collection_on_path  # noqa: F401
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.quantity import parse_quantity as _parse_quantity
 
 RESOURCES = ("cpu", "memory", "ephemeral-storage")

@@ -13,8 +13,6 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-# Imported for its side effect: it puts the qonnect.core collection on sys.path.
-import qonnect._collection as _collection_on_path  # noqa: F401
 from support import free_port, qonnect_cmd, start_process, stop_process
 from support import wait_for as _wait_for
 from support.federation import create_token, started_testbed

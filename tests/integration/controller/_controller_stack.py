@@ -19,7 +19,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import qonnect._collection as _collection_on_path  # noqa: F401 - makes the collection importable
 import support
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 from support import free_port, qonnect_cmd

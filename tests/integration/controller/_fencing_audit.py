@@ -13,7 +13,6 @@ import threading
 import time
 from typing import Any
 
-import qonnect._collection as _collection_on_path  # noqa: F401 - makes the collection importable
 from ansible_collections.qonnect.core.plugins.module_utils import keys
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import read_stamp
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client

@@ -18,9 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
-# Imported for its side effect: it puts the qonnect.core collection on sys.path.
-import qonnect._collection as _collection_on_path  # noqa: F401
 import support
 from support import free_port, run_qonnect
 

@@ -15,7 +15,6 @@ SCRIPT = textwrap.dedent("""
                 raise ImportError("blocked " + name)
 
     sys.meta_path.insert(0, Block())
-    import qonnect._collection
     from ansible_collections.qonnect.core.plugins.module_utils.qos import (
         QosSpecError, load_application)
     from ansible_collections.qonnect.core.plugins.module_utils.placement import place

@@ -5,11 +5,6 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-
-# Imported for its side effect: it puts the qonnect.core collection on sys.path.
-import qonnect._collection as _collection_on_path  # noqa: F401
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils import qos
 from ansible_collections.qonnect.core.plugins.module_utils.quantity import (
     parse_quantity,

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import threading
 
-# Imported for its side effect: it puts the qonnect.core collection on sys.path.
-import qonnect._collection as _collection_on_path  # noqa: F401
-
-# isort: split
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from qonnect.agent.buffer import Outbox
 from qonnect.agent.collector import CollectError

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import qonnect._collection as _collection_on_path  # noqa: F401 - makes the collection importable
 from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError, fence_guard
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer, Target
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError

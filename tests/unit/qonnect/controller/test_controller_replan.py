@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-import qonnect._collection as _collection_on_path  # noqa: F401 - makes the collection importable
 from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application_file
 from qonnect.controller.detector import Memory, Settings, Snapshot, detect
 from qonnect.controller.replan import engine_replanner

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import qonnect._collection as _collection_on_path  # noqa: F401  (makes ansible_collections.qonnect.core importable)
 from ansible_collections.qonnect.core.plugins.module_utils import kb_client
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 
