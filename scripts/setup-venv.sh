@@ -21,6 +21,16 @@ fi
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/test-requirements.txt"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root/services[all]" -e "$root/testbed"
 
+# A wheelhouse of the services' dependencies at the venv's versions (and the build backend), so
+# tests/integration/user_path/test_plain_install.py installs into a new venv offline and quickly.
+wheels=${QONNECT_WHEELHOUSE:-$HOME/.cache/qonnect/wheels}
+mkdir -p "$wheels"
+pins=$(mktemp)
+"$venv/bin/python" -m pip freeze --exclude-editable >"$pins"
+"$venv/bin/python" -m pip wheel -q --disable-pip-version-check -w "$wheels" --find-links "$wheels" \
+  -c "$pins" "$root/services[all]" "setuptools>=77" wheel
+rm -f "$pins" "$wheels"/qonnect-*.whl  # the project's own wheel is built from the tarball by the test
+
 # The checkout doubles as the installed collection: ansible finds it through
 # ANSIBLE_COLLECTIONS_PATH, plain Python in site-packages/ansible_collections/qonnect/core, where
 # a built qonnect wheel installs its copy of the collection (services/setup.py); the editable
