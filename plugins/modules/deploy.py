@@ -93,6 +93,16 @@ options:
         C(--wait-timeout) to every migration.
     type: float
     default: 300
+  adopt:
+    description:
+      - Take over objects on the clusters that have the kind, namespace and name of an object of
+        the application but were not applied by qonnect for it (created with kubectl, by another
+        tool or by another application). Without it (and without C(adopt) in the spec) the deploy
+        refuses before any write, in check mode too, listing every such object with its current
+        owner; with it, each taken-over object is shown as C(adopt) in the diff.
+      - The spec's C(spec.adopt) (whole application) or a service's C(adopt) do the same per spec.
+    type: bool
+    default: false
   record:
     description: Record the placement and an event in the Knowledge Base.
     type: bool
@@ -233,6 +243,7 @@ def main() -> None:
             plan={"type": "dict"},
             wait={"type": "bool", "default": True},
             wait_timeout={"type": "float", "default": 300.0},
+            adopt={"type": "bool", "default": False},
             record={"type": "bool", "default": True},
             fencing={
                 "type": "dict",

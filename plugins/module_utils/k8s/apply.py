@@ -21,11 +21,14 @@ import json
 import time
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.ownership import owner_identity
 from ansible_collections.qonnect.core.plugins.module_utils.keys import (
     APP_LABEL,
     FENCING_ANNOTATION,
     HASH_ANNOTATION,
     MANAGED_BY,
+    NAMESPACE_CREATED_ANNOTATION,
+    OWNER_ANNOTATION,
     ROLE_LABEL,
     SERVICE_LABEL,
 )
@@ -44,6 +47,53 @@ CLUSTER_SCOPED_KINDS = (
     "StorageClass",
     "PriorityClass",
 )
+# The order objects are applied in, as kubectl and Helm do: what others refer to comes first,
+# so no workload is created before its ServiceAccount, ConfigMap or Secret (no FailedCreate).
+APPLY_ORDER = (
+    "Namespace",
+    "NetworkPolicy",
+    "ResourceQuota",
+    "LimitRange",
+    "PodSecurityPolicy",
+    "PodDisruptionBudget",
+    "ServiceAccount",
+    "Secret",
+    "SecretList",
+    "ConfigMap",
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleList",
+    "ClusterRoleBinding",
+    "ClusterRoleBindingList",
+    "Role",
+    "RoleList",
+    "RoleBinding",
+    "RoleBindingList",
+    "Service",
+    "DaemonSet",
+    "Pod",
+    "ReplicationController",
+    "ReplicaSet",
+    "Deployment",
+    "HorizontalPodAutoscaler",
+    "StatefulSet",
+    "Job",
+    "CronJob",
+    "IngressClass",
+    "Ingress",
+    "APIService",
+)
+
+
+def apply_rank(obj: dict) -> int:
+    """Position of an object's kind in APPLY_ORDER; kinds not listed (custom resources) go last."""
+    kind = obj.get("kind")
+    return APPLY_ORDER.index(kind) if kind in APPLY_ORDER else len(APPLY_ORDER)
+
+
 # Fields a server adds or changes by itself; never part of a comparison or a diff.
 _VOLATILE_META = (
     "managedFields",
@@ -138,6 +188,7 @@ def prepare(
     if obj["kind"] not in CLUSTER_SCOPED_KINDS:
         meta["namespace"] = namespace
     meta.setdefault("labels", {}).update(managed_labels(application, service))
+    meta.setdefault("annotations", {})[OWNER_ANNOTATION] = owner_identity(application, namespace)
     if obj["kind"] in WORKLOAD_KINDS:
         spec = obj.setdefault("spec", {})
         template = spec.setdefault("template", {})
@@ -152,13 +203,25 @@ def prepare(
     return obj
 
 
-def namespace_object(namespace: str, application: str) -> dict:
+def namespace_object(namespace: str, application: str, given: list[dict] | None = None) -> dict:
+    """The application's namespace, merged with the Namespace manifests the application gives
+    (their labels and annotations; the spec loader checked that they name this namespace)."""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    for manifest in given or []:
+        meta = manifest.get("metadata") or {}
+        labels.update(meta.get("labels") or {})
+        annotations.update(meta.get("annotations") or {})
+    labels.update(managed_labels(application))
+    annotations.pop(HASH_ANNOTATION, None)
+    annotations[OWNER_ANNOTATION] = owner_identity(application, namespace)
+    annotations[NAMESPACE_CREATED_ANNOTATION] = application
     obj: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": namespace, "labels": managed_labels(application)},
+        "metadata": {"name": namespace, "labels": labels, "annotations": annotations},
     }
-    obj["metadata"]["annotations"] = {HASH_ANNOTATION: desired_hash(obj)}
+    obj["metadata"]["annotations"][HASH_ANNOTATION] = desired_hash(obj)
     return obj
 
 
@@ -169,10 +232,15 @@ def address_stub(name: str, namespace: str, application: str, service: str, targ
     obj: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {OWNER_ANNOTATION: owner_identity(application, namespace)},
+        },
         "spec": {"type": "ExternalName", "externalName": target},
     }
-    obj["metadata"]["annotations"] = {HASH_ANNOTATION: desired_hash(obj)}
+    obj["metadata"]["annotations"][HASH_ANNOTATION] = desired_hash(obj)
     return obj
 
 

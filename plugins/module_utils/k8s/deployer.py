@@ -31,14 +31,21 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import (
     WORKLOAD_KINDS,
     address_stub,
     apply_one,
+    apply_rank,
+    comparable,
     is_stub,
-    managed_labels,
     namespace_object,
     object_key,
     prepare,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.namespaces import usable_namespace
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.ownership import (
+    conflict_line,
+    is_system,
+    owned_by,
+    owner_identity,
+)
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.prune import (
     DEFAULT_PRUNE_KINDS,
     delete_namespace,
@@ -46,7 +53,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.prune import (
     sweep,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.waiter import wait_ready
-from ansible_collections.qonnect.core.plugins.module_utils.keys import DOMAIN_LABEL
+from ansible_collections.qonnect.core.plugins.module_utils.keys import DOMAIN_LABEL, SERVICE_LABEL
 from ansible_collections.qonnect.core.plugins.module_utils.qos import substitute
 
 
@@ -105,6 +112,8 @@ class _ClusterWork:
     namespace_live: dict | None = None
     workloads: list[tuple[str, str]] = field(default_factory=list)
     rolled_back: list[dict] = field(default_factory=list)
+    foreign: list[dict] = field(default_factory=list)  # live objects in the way, not ours
+    adopted: set[str] = field(default_factory=set)  # keys of foreign objects taken over
 
 
 def _deferred(desired: dict, live: dict | None) -> bool:
@@ -140,9 +149,13 @@ class Deployer:
         placeholders: dict[str, str] | None = None,
         own_replicas: bool = False,
         fencing: dict | None = None,
+        adopt: bool | set[str] | frozenset[str] = False,
     ):
         self.application = application
         self.namespace = namespace
+        self.identity = owner_identity(application, namespace)
+        # True: take over every foreign object in the way; a set: only those of these services
+        self.adopt = adopt
         self.services = services
         self.plan = plan
         self.targets = targets
@@ -190,8 +203,26 @@ class Deployer:
             if self.plan.get(service)
         }
 
+    def _namespace_manifests(self) -> list[dict]:
+        """The Namespace objects the application's manifests give: merged into its namespace."""
+        return [
+            m
+            for ms in self.services.values()
+            for m in ms
+            if isinstance(m, dict) and m.get("kind") == "Namespace"
+        ]
+
+    def adopts(self, obj: dict) -> bool:
+        """True when the application takes over a foreign object like this one (adopt option)."""
+        if self.adopt is True:
+            return True
+        service = ((obj.get("metadata") or {}).get("labels") or {}).get(SERVICE_LABEL)
+        return bool(self.adopt) and service in self.adopt  # type: ignore[operator]
+
     def desired_for(self, cluster: str) -> list[dict]:
-        objs = [namespace_object(self.namespace, self.application)]
+        """Every object of this cluster's share, in apply order (namespace, accounts, config,
+        Services, then workloads)."""
+        objs = [namespace_object(self.namespace, self.application, self._namespace_manifests())]
         replacements = self.replacements()
         for service in sorted(self.services):
             entries = [e for e in self.plan.get(service, []) if e["cluster"] == cluster]
@@ -199,6 +230,8 @@ class Deployer:
                 entry = entries[0]
                 replicas = None if self.own_replicas else entry.get("replicas")
                 for manifest in self.services[service]:
+                    if manifest.get("kind") == "Namespace":
+                        continue
                     objs.append(
                         prepare(
                             substitute(manifest, replacements) if replacements else manifest,
@@ -212,7 +245,7 @@ class Deployer:
             elif service in self.plan:
                 for name, target in self._address(service).items():
                     objs.append(address_stub(name, self.namespace, self.application, service, target))
-        return objs
+        return sorted(objs, key=apply_rank)
 
     # -- phases ----------------------------------------------------------------------------
     def _each(self, clusters: list[str], step: Callable[[_ClusterWork], None]) -> None:
@@ -256,29 +289,74 @@ class Deployer:
             )
 
     def _snapshot(self, work: _ClusterWork) -> None:
+        """Every live object with a desired object's identity, whoever owns it (so check mode
+        shows the real ``before`` and nothing foreign is overwritten), plus this application's
+        own objects of the prunable kinds; foreign ones in the way go to ``work.foreign``."""
         target = self.targets[work.result.cluster]
         work.client = self.client_factory(target)
+        work.live, work.foreign = {}, []
         work.namespace_live = usable_namespace(work.client, self.namespace, self.wait_timeout)
         if work.namespace_live is None:
             return
+        wanted = {object_key(o) for o in work.desired}
         kinds = {(o["apiVersion"], o["kind"]) for o in work.desired if o["kind"] != "Namespace"}
         kinds.update(DEFAULT_PRUNE_KINDS)
-        selector = ",".join(f"{k}={v}" for k, v in managed_labels(self.application).items())
         for api_version, kind in sorted(kinds):
-            for obj in work.client.list(api_version, kind, self.namespace, selector):
-                work.live[object_key(obj)] = obj
+            for obj in work.client.list(api_version, kind, self.namespace):
+                key = object_key(obj)
+                if owned_by(obj, self.application, self.identity):
+                    work.live[key] = obj
+                elif key in wanted:
+                    work.live[key] = obj
+                    if not is_system(obj):
+                        work.foreign.append(obj)
+
+    def _claim(self, work: _ClusterWork) -> None:
+        """Find what is in the way on this cluster; adopted objects are taken over by _make."""
+        self._snapshot(work)
+        desired = {object_key(o): o for o in work.desired}
+        blocking = []
+        for live in work.foreign:
+            key = object_key(live)
+            if self.adopts(desired[key]):
+                work.adopted.add(key)
+            else:
+                blocking.append(live)
+        work.foreign = blocking
+
+    def refusal(self, clusters: list[str]) -> str:
+        """One message naming every foreign object in the way on every cluster."""
+        lines = [conflict_line(c, o) for c in clusters for o in self.work[c].foreign]
+        return (
+            f"refusing to deploy {self.application}: {len(lines)} object(s) with the same kind, "
+            "namespace and name exist and are not owned by it (nothing was changed; set "
+            "adopt: true on the application or the service to take them over): " + "; ".join(lines)
+        )
 
     def _live(self, work: _ClusterWork, obj: dict) -> dict | None:
         if obj["kind"] == "Namespace":
             return work.namespace_live
         return work.live.get(object_key(obj))
 
+    def _apply(self, work: _ClusterWork, obj: dict, live: dict | None) -> None:
+        """Apply one object; a taken-over foreign object is reported as ``adopt`` in the diff."""
+        if (
+            obj["kind"] == "Namespace"
+            and live is not None
+            and not owned_by(live, self.application, self.identity)
+        ):
+            return  # a namespace another application or a team made: shared, left as it is
+        outcome = apply_one(work.client, obj, live, self.check_mode, self.fencing)
+        if object_key(obj) in work.adopted:
+            outcome.update(action="adopt", changed=True, before=comparable(live))
+            outcome.setdefault("after", comparable(obj))
+        work.result.record(outcome)
+
     def _make(self, work: _ClusterWork) -> None:
-        self._snapshot(work)
         for obj in work.desired:
             live = self._live(work, obj)
             if not _deferred(obj, live):
-                work.result.record(apply_one(work.client, obj, live, self.check_mode, self.fencing))
+                self._apply(work, obj, live)
             if obj["kind"] in WORKLOAD_KINDS:
                 work.workloads.append((obj["kind"], obj["metadata"]["name"]))
 
@@ -301,7 +379,7 @@ class Deployer:
         for obj in work.desired:
             live = self._live(work, obj)
             if _deferred(obj, live):
-                work.result.record(apply_one(work.client, obj, live, self.check_mode, self.fencing))
+                self._apply(work, obj, live)
 
     def _break(self, work: _ClusterWork) -> None:
         if work.client is None:  # a cluster leaving the plan: only pruned
@@ -309,10 +387,14 @@ class Deployer:
         keep = {object_key(o) for o in work.desired}
         kinds = sorted({(o["apiVersion"], o["kind"]) for o in work.desired if o["kind"] != "Namespace"})
         kinds = list(DEFAULT_PRUNE_KINDS) + [k for k in kinds if k not in DEFAULT_PRUNE_KINDS]
-        for outcome in prune(work.client, self.namespace, self.application, keep, kinds, self.check_mode):
+        for outcome in prune(
+            work.client, self.namespace, self.application, keep, kinds, self.check_mode, self.identity
+        ):
             work.result.record(outcome)
         if not work.result.in_plan:
-            for outcome in delete_namespace(work.client, self.namespace, self.application, self.check_mode):
+            for outcome in delete_namespace(
+                work.client, self.namespace, self.application, self.check_mode, self.identity, kinds
+            ):
                 work.result.record(outcome)
 
     def _step(self, name: str) -> None:
@@ -328,6 +410,10 @@ class Deployer:
         """
         work = self.work[cluster]
         work.desired = self.desired_for(cluster)
+        self._each([cluster], self._claim)
+        if work.foreign:
+            work.result.status, work.result.error = "failed", self.refusal([cluster])
+            return work.result
         for name, step in (("apply", self._make), ("switch", self._switch), ("prune", self._break)):
             self._step(name)
             self._each([cluster], step)
@@ -344,6 +430,21 @@ class Deployer:
                 if cluster not in refused:
                     self.work[cluster].result.status = "skipped"
             return self._summary(refused)
+        self._each(self.plan_clusters, self._claim)
+        blocked = [c for c in self.plan_clusters if self.work[c].foreign]
+        failed = [c for c in self.plan_clusters if self.work[c].result.status != "ok"]
+        if blocked or failed:
+            message = self.refusal(blocked) if blocked else ""
+            for cluster in self.plan_clusters + self.old_clusters:
+                result = self.work[cluster].result
+                if cluster in blocked:
+                    result.status, result.error = "failed", message
+                elif cluster not in failed:
+                    result.status = "skipped"
+            summary = self._summary(blocked + [c for c in failed if c not in blocked])
+            if blocked:
+                summary["message"] = message
+            return summary
         deadline = time.monotonic() + self.wait_timeout
         self._step("apply")
         self._each(self.plan_clusters, self._make)

@@ -7,6 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import comparable, object_key
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.ownership import (
+    is_system,
+    namespace_created_for,
+    owned_by,
+)
 from ansible_collections.qonnect.core.plugins.module_utils.keys import APP_LABEL, MANAGED_BY
 
 # Kinds pruned when found with the managed labels; workloads go first so traffic drains last.
@@ -28,14 +33,16 @@ def prune(
     keep: set[str],
     kinds: list[tuple[str, str]],
     check_mode: bool,
+    identity: str | None = None,
 ) -> list[dict]:
-    """Delete managed objects of `application` in `namespace` whose key is not in `keep`."""
+    """Delete managed objects of `application` in `namespace` whose key is not in `keep` (only
+    those it owns: another application's object with the same labels stays)."""
     selector = f"{MANAGED_BY}=qonnect,{APP_LABEL}={application}"
     results = []
     for api_version, kind in kinds:
         for obj in client.list(api_version, kind, namespace, selector):
             key = object_key(obj)
-            if key in keep:
+            if key in keep or not owned_by(obj, application, identity):
                 continue
             if not check_mode:
                 client.delete(api_version, kind, obj["metadata"]["name"], namespace)
@@ -45,11 +52,34 @@ def prune(
     return results
 
 
-def delete_namespace(client: Any, namespace: str, application: str, check_mode: bool) -> list[dict]:
-    """Delete the namespace only when qonnect created it for this application."""
+def foreign_in(
+    client: Any, namespace: str, application: str, identity: str | None, kinds: list[tuple[str, str]]
+) -> list[dict]:
+    """Objects in the namespace that are not this application's (nor Kubernetes' own)."""
+    out = []
+    for api_version, kind in kinds:
+        for obj in client.list(api_version, kind, namespace):
+            if _gone_or_owned(obj) or is_system(obj) or owned_by(obj, application, identity):
+                continue
+            out.append(obj)
+    return out
+
+
+def delete_namespace(
+    client: Any,
+    namespace: str,
+    application: str,
+    check_mode: bool,
+    identity: str | None = None,
+    kinds: list[tuple[str, str]] | None = None,
+) -> list[dict]:
+    """Delete the namespace only when qonnect created it for this application and nothing
+    foreign (another application's or a team's objects) remains in it."""
     live = client.get("v1", "Namespace", namespace)
-    labels = ((live or {}).get("metadata") or {}).get("labels") or {}
-    if not live or labels.get(MANAGED_BY) != "qonnect" or labels.get(APP_LABEL) != application:
+    if not live or not namespace_created_for(live, application):
+        return []
+    wanted = list(SWEEP_KINDS) + [k for k in (kinds or []) if k not in SWEEP_KINDS]
+    if foreign_in(client, namespace, application, identity, wanted):
         return []
     if not check_mode:
         client.delete("v1", "Namespace", namespace)
@@ -83,19 +113,27 @@ def _gone_or_owned(obj: dict) -> bool:
     return bool(meta.get("deletionTimestamp") or meta.get("ownerReferences"))
 
 
-def sweep(client: Any, application: str, kinds: list[tuple[str, str]] | None, check_mode: bool) -> list[dict]:
+def sweep(
+    client: Any,
+    application: str,
+    kinds: list[tuple[str, str]] | None,
+    check_mode: bool,
+    identity: str | None = None,
+) -> list[dict]:
     """Delete every object labelled with the application in any namespace, then its namespaces.
 
     Used by removal and by the roll-back of a failed deploy: it needs no record of where things
     were applied, only the qonnect.io/application label, so nothing an interrupted or failed run
-    applied can stay behind. A second sweep finds nothing and reports no change.
+    applied can stay behind. A second sweep finds nothing and reports no change. Only what the
+    application owns goes; a namespace goes only when qonnect created it for the application
+    and nothing foreign remains in it.
     """
     selector = f"{MANAGED_BY}=qonnect,{APP_LABEL}={application}"
     wanted = list(SWEEP_KINDS) + [k for k in (kinds or []) if k not in SWEEP_KINDS]
     results = []
     for api_version, kind in wanted:
         for obj in client.list(api_version, kind, None, selector):
-            if _gone_or_owned(obj):
+            if _gone_or_owned(obj) or not owned_by(obj, application, identity):
                 continue
             meta = obj["metadata"]
             if not check_mode:
@@ -110,7 +148,9 @@ def sweep(client: Any, application: str, kinds: list[tuple[str, str]] | None, ch
                 }
             )
     for ns in client.list("v1", "Namespace", None, selector):
-        if _gone_or_owned(ns):
+        if _gone_or_owned(ns) or not namespace_created_for(ns, application):
+            continue
+        if foreign_in(client, ns["metadata"]["name"], application, identity, wanted):
             continue
         if not check_mode:
             client.delete("v1", "Namespace", ns["metadata"]["name"])

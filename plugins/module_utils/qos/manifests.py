@@ -1,10 +1,20 @@
 # Copyright: qonnect.core contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Reading and checking the Kubernetes manifests of a service (inline, by file, or YAML text)."""
+"""Reading and checking the Kubernetes manifests of a service (inline, by file, or YAML text).
+
+A manifest entry is an inline manifest, ``{file: PATH}`` (every document of a YAML file) or
+``{kustomize: DIR}`` (what ``kubectl kustomize DIR`` renders, as kubernetes.core's kustomize
+lookup does); the last two may pick documents with ``select: [{kind, name}, ...]`` and/or
+``selector: {matchLabels: {...}}``, so one upstream multi-document release file can be split
+over several services (and tiers) unchanged.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils import spec_yaml
@@ -23,6 +33,25 @@ from ansible_collections.qonnect.core.plugins.module_utils.spec_yaml import (
     MAX_TOTAL_BYTES,
     SpecYamlError,
 )
+
+# The keys of a manifest entry that refers to documents instead of being one.
+SOURCE_KEYS = ("file", "kustomize")
+PICK_KEYS = ("select", "selector")
+KUSTOMIZE_TIMEOUT = 60.0
+
+
+def kubectl_path() -> str | None:
+    """kubectl on PATH, else beside the running Python (a virtualenv's bin)."""
+    found = shutil.which("kubectl")
+    if found:
+        return found
+    beside = os.path.join(os.path.dirname(sys.executable), "kubectl")
+    return beside if os.access(beside, os.X_OK) else None
+
+
+def is_reference(entry: Any) -> bool:
+    """A {file: ...} or {kustomize: ...} entry (not an inline manifest)."""
+    return isinstance(entry, dict) and "apiVersion" not in entry and any(k in entry for k in SOURCE_KEYS)
 
 
 class ManifestReader(SpecChecker):
@@ -169,6 +198,109 @@ class ManifestReader(SpecChecker):
                     ok = False
         return ok
 
+    def render_kustomize(self, rel: Any, path: str) -> list[dict]:
+        """The documents ``kubectl kustomize DIR`` renders (DIR relative to the spec's folder)."""
+        if not isinstance(rel, str) or not rel:
+            self.err(path, f"{rel!r} is not a directory path")
+            return []
+        full = rel if os.path.isabs(rel) else os.path.join(self.base_dir, rel)
+        if not os.path.isdir(full):
+            self.err(path, f"{rel!r} is not a directory (a Kustomize directory with kustomization.yaml)")
+            return []
+        kubectl = kubectl_path()
+        if kubectl is None:
+            self.err(path, "kubectl is needed to render a Kustomize directory and was not found on PATH")
+            return []
+        try:
+            done = subprocess.run(
+                [kubectl, "kustomize", full],
+                capture_output=True,
+                text=True,
+                timeout=KUSTOMIZE_TIMEOUT,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.err(path, f"kubectl kustomize {rel!r} failed: {exc}")
+            return []
+        if done.returncode != 0:
+            detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+            self.err(path, f"kubectl kustomize {rel!r} failed: {detail[0]}")
+            return []
+        budget = min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - self.bytes_read)
+        if len(done.stdout) > budget:
+            self.err(path, f"{rel!r}: what kubectl kustomize renders is larger than the limit")
+            return []
+        self.bytes_read += len(done.stdout)
+        return self.parse_manifest_text(done.stdout, path, source=full)
+
+    def reference(self, entry: dict, path: str) -> list[dict]:
+        """The documents of a {file|kustomize: ..., select, selector} entry; unknown keys are errors."""
+        sources = [k for k in SOURCE_KEYS if k in entry]
+        if len(sources) > 1:
+            self.err(path, "give one of file or kustomize, not both")
+            return []
+        source = sources[0]
+        self.mapping(entry, path, (source, *PICK_KEYS))
+        if source == "file":
+            docs = self.read_manifest_file(entry["file"], f"{path}.file")
+        else:
+            docs = self.render_kustomize(entry["kustomize"], f"{path}.kustomize")
+        return self.pick(docs, entry.get("select"), entry.get("selector"), path)
+
+    def pick(self, docs: list[dict], select: Any, selector: Any, path: str) -> list[dict]:
+        """The documents matching any {kind, name} of ``select`` and ``selector``'s labels."""
+        wanted: list[tuple[Any, Any]] = []
+        if select is not None:
+            if not isinstance(select, list) or not select:
+                self.err(f"{path}.select", "expected a non-empty list of {kind, name}")
+                return []
+            for i, item in enumerate(select):
+                item = self.mapping(item, f"{path}.select[{i}]", ("kind", "name"))
+                kind, name = item.get("kind"), item.get("name")
+                for key, val in (("kind", kind), ("name", name)):
+                    if not isinstance(val, str) or not val:
+                        self.err(f"{path}.select[{i}].{key}", "is required (a non-empty string)")
+                wanted.append((kind, name))
+        sel = self.mapping(selector, f"{path}.selector", ("matchLabels",))
+        labels = self.labels(sel.get("matchLabels"), f"{path}.selector.matchLabels") if sel else {}
+        if selector is not None and not labels:
+            self.err(f"{path}.selector.matchLabels", "expected a non-empty mapping of labels")
+
+        def meta(doc: dict) -> dict:
+            return doc.get("metadata") or {}
+
+        out = [
+            d
+            for d in docs
+            if (not wanted or (d.get("kind"), meta(d).get("name")) in wanted)
+            and all((meta(d).get("labels") or {}).get(k) == v for k, v in labels.items())
+        ]
+        found = {(d.get("kind"), meta(d).get("name")) for d in docs}
+        for i, (kind, name) in enumerate(wanted):
+            if docs and isinstance(kind, str) and isinstance(name, str) and (kind, name) not in found:
+                self.err(f"{path}.select[{i}]", f"no {kind} named {name!r} in the documents")
+        if docs and (wanted or labels) and not out:
+            self.err(path, "selects none of the documents")
+        return out
+
+    def check_namespaces(self, manifests: list[dict], namespace: str, path: str) -> None:
+        """A Namespace manifest must be the application's namespace, and a manifest's own
+        metadata.namespace the application's: never silently rewritten (docs/qos-spec.md)."""
+        for doc in manifests:
+            meta = doc.get("metadata") or {}
+            name, kind = meta.get("name"), doc.get("kind")
+            if kind == "Namespace" and name != namespace:
+                self.err(
+                    f"{path}[Namespace {name}]",
+                    f"a Namespace in the manifests must be the application's namespace {namespace!r}",
+                )
+            elif kind != "Namespace" and meta.get("namespace") not in (None, "", namespace):
+                self.err(
+                    f"{path}[{kind} {name}].metadata.namespace",
+                    f"{meta['namespace']!r} differs from the application's namespace {namespace!r} "
+                    "(remove it, or set the application's metadata.namespace)",
+                )
+
     def manifests(self, value: Any, path: str) -> list[dict]:
         if value is None:
             self.err(path, "is required (a list of manifests or {file: PATH} entries)")
@@ -179,8 +311,8 @@ class ManifestReader(SpecChecker):
         out: list[dict] = []
         for i, entry in enumerate(value):
             p = f"{path}[{i}]"
-            if isinstance(entry, dict) and set(entry) == {"file"}:
-                out.extend(self.read_manifest_file(entry["file"], f"{p}.file"))
+            if is_reference(entry):
+                out.extend(self.reference(entry, p))
             else:
                 out.extend(self.expand_list(entry, p))
             if len(out) > MAX_OBJECTS_PER_SERVICE:

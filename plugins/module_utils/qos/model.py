@@ -45,6 +45,9 @@ class Service:
     min_free: dict = field(default_factory=dict)
     manifests: list[dict] = field(default_factory=list)
     requests: dict = field(default_factory=dict)
+    # take over objects with the same kind/namespace/name that qonnect did not apply for this
+    # application (k8s/ownership.py); off by default, so nobody's objects are taken silently
+    adopt: bool = False
 
     def to_dict(self) -> dict:
         return {
@@ -61,6 +64,7 @@ class Service:
             },
             "manifests": copy.deepcopy(self.manifests),
             "requests": dict(self.requests),
+            **({"adopt": True} if self.adopt else {}),  # only when set: stored versions keep
         }
 
     @classmethod
@@ -78,6 +82,7 @@ class Service:
             min_free=dict(cons.get("min_free") or {}),
             manifests=copy.deepcopy(data.get("manifests") or []),
             requests=dict(data.get("requests") or sum_requests(data.get("manifests") or [])),
+            adopt=bool(data.get("adopt", False)),
         )
 
 
@@ -94,6 +99,12 @@ class Application:
     # spec.failureGraceSeconds: how long a workload may stay not ready before it counts as
     # Failed and moves (None: the Deployment's progressDeadlineSeconds, 600 s by default)
     failure_grace_seconds: float | None = None
+    adopt: bool = False  # spec.adopt: every service takes over foreign objects in its way
+
+    def adopted(self) -> bool | set[str]:
+        """What the deployer may take over: True for the whole application, else its services
+        that say adopt (an empty set: nothing)."""
+        return True if self.adopt else {s.name for s in self.services if s.adopt}
 
     def service(self, name: str) -> Service:
         for svc in self.services:
@@ -115,6 +126,7 @@ class Application:
                 if self.failure_grace_seconds is not None
                 else {}
             ),
+            **({"adopt": True} if self.adopt else {}),
         }
 
     @classmethod
@@ -127,4 +139,5 @@ class Application:
             objective={k: float(data.get("objective", {}).get(k, 0.0)) for k in CRITERIA},
             services=[Service.from_dict(s) for s in data["services"]],
             failure_grace_seconds=data.get("failure_grace_seconds"),
+            adopt=bool(data.get("adopt", False)),
         )

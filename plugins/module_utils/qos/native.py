@@ -38,8 +38,11 @@ class NativeReader(ManifestReader):
         if data.get("kind") != KIND:
             self.err("kind", f"{data.get('kind')!r} is not {KIND}")
         name, namespace, labels = self.metadata(data, ("name", "namespace", "labels"))[:3]
-        spec = self.mapping(data.get("spec"), "spec", ("objective", "services", "failureGraceSeconds"))
+        spec = self.mapping(
+            data.get("spec"), "spec", ("objective", "services", "failureGraceSeconds", "adopt")
+        )
         grace = self.grace(spec.get("failureGraceSeconds"), "spec.failureGraceSeconds")
+        adopt = self.flag(spec.get("adopt"), "spec.adopt")
         obj = self.mapping(spec.get("objective"), "spec.objective", CRITERIA)
         objective = {k: self.weight(obj.get(k), f"spec.objective.{k}") for k in CRITERIA}
         raw_services = spec.get("services")
@@ -53,10 +56,22 @@ class NativeReader(ManifestReader):
             raw_services = raw_services[:MAX_SERVICES]
         services = [self.service(s, f"spec.services[{i}]") for i, s in enumerate(raw_services)]
         self.check_graph(services)
-        return self.finish(name, namespace, labels, objective, services, failure_grace_seconds=grace)
+        for i, svc in enumerate(services):
+            self.check_namespaces(svc.manifests, namespace, f"spec.services[{i}].manifests")
+        return self.finish(
+            name, namespace, labels, objective, services, failure_grace_seconds=grace, adopt=adopt
+        )
+
+    def flag(self, value: Any, path: str) -> bool:
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            self.err(path, f"{value!r} is not a boolean (true or false)")
+            return False
+        return value
 
     def service(self, raw: Any, path: str) -> Service:
-        allowed = ("name", "tier", "replicas", "spread", "dependsOn", "constraints", "manifests")
+        allowed = ("name", "tier", "replicas", "spread", "dependsOn", "constraints", "manifests", "adopt")
         raw = self.mapping(raw, path, allowed)
         name = self.name(raw.get("name"), f"{path}.name")
         tier = raw.get("tier", "any")
@@ -93,6 +108,7 @@ class NativeReader(ManifestReader):
             min_free=self.min_free(cons.get("minFree"), f"{cp}.minFree"),
             manifests=manifests,
             requests=sum_requests(manifests),
+            adopt=self.flag(raw.get("adopt"), f"{path}.adopt"),
         )
 
     def check_graph(self, services: list[Service]) -> None:

@@ -10,7 +10,6 @@ module then fails with the per-cluster results (module.py reports it).
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlparse
 
 from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
     load_app_from_params,
@@ -21,20 +20,16 @@ from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
 from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError
 from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import (
-    Deployer,
-    Target,
-    service_domain,
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer, Target
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
+    application_deployer,
+    target_of,
 )
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import with_grace
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
-from ansible_collections.qonnect.core.plugins.module_utils.keys import ADDRESS_LABEL
 from ansible_collections.qonnect.core.plugins.module_utils.module import QonnectModule
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     MAX_REPLICAS,
-    QONNECT_API_VERSION,
-    QONNECT_PLACEHOLDERS,
     Application,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.runners.placement import compute_plan
@@ -62,15 +57,6 @@ def put_fenced(kb: Any, app: str, placement: dict, fencing: dict | None) -> None
         raise
 
 
-def address_of(record: dict) -> str:
-    """Where other tiers reach a cluster (QONNECT's [TIER_CLUSTER_IP]): label
-    qonnect.io/address, else the host of its API server URL."""
-    labels = record.get("labels") or {}
-    if labels.get(ADDRESS_LABEL):
-        return labels[ADDRESS_LABEL]
-    return urlparse(record.get("server") or "").hostname or ""
-
-
 def targets(
     kb: Any, names: set[str], overrides: dict, records: dict | None = None, params: dict | None = None
 ) -> dict[str, Target]:
@@ -82,9 +68,7 @@ def targets(
     for name in sorted(names):
         record = records.get(name, {})
         kubeconfig, context = credentials[name]
-        out[name] = Target(
-            name, kubeconfig, context, service_domain(name, record.get("labels")), address_of(record)
-        )
+        out[name] = target_of(name, record, kubeconfig, context)
     return out
 
 
@@ -207,31 +191,17 @@ def deployer_for(
 ) -> Deployer:
     """The deployer of this run: the plan's clusters and those the application leaves."""
     params = module.params
-    services = {s.name: [with_grace(m, app.failure_grace_seconds) for m in s.manifests] for s in app.services}
     new_clusters = {e["cluster"] for entries in chosen.values() for e in entries}
-    qonnect_format = app.source_format == QONNECT_API_VERSION
-    placeholders = (
-        {
-            f"{s.tier}-svc": QONNECT_PLACEHOLDERS[s.tier]
-            for s in app.services
-            if s.tier in QONNECT_PLACEHOLDERS
-        }
-        if qonnect_format
-        else None
-    )
-    return Deployer(
-        app.name,
-        app.namespace,
-        services,
+    return application_deployer(
+        app,
         chosen,
         targets(kb, new_clusters | old_clusters, params.get("kubeconfigs") or {}, params=params),
         previous=old_clusters,
         check_mode=module.check_mode,
         wait=params["wait"],
         wait_timeout=params["wait_timeout"],
-        placeholders=placeholders,
-        own_replicas=qonnect_format,
         before_step=fence_guard(kb, params.get("fencing")),
+        adopt=params.get("adopt") or None,
     )
 
 

@@ -90,10 +90,10 @@ def reconcile_cluster(
     ``before_step`` is the fence check, called before every change.
     """
     from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
-    from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import (
-        Deployer,
-        Target,
-        service_domain,
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
+        application_deployer,
+        target_of,
     )
     from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
 
@@ -101,9 +101,7 @@ def reconcile_cluster(
     if cluster not in records or not records[cluster].get("kubeconfig"):
         return [], False
     record = records[cluster]
-    target = Target(
-        cluster, record["kubeconfig"], record.get("context"), service_domain(cluster, record.get("labels"))
-    )
+    target = target_of(cluster, record, record["kubeconfig"], record.get("context"))
     client = get_client(cluster, target.kubeconfig, target.context)
     placements = {
         p["application"]: current_placement(p) for p in kb.request("GET", "/api/v1/placements")["placements"]
@@ -119,6 +117,7 @@ def reconcile_cluster(
         extra = seen["services"] - here
         if here and not extra:
             continue
+        application = None
         try:
             spec = kb.get_application(app)
             application = Application.from_dict(spec["application"])
@@ -151,27 +150,25 @@ def reconcile_cluster(
         plan = {svc: targets for svc, targets in placement.items() if svc in services}
         clusters = {t["cluster"] for targets in plan.values() for t in targets}
         targets_ = {
-            name: Target(
-                name,
-                records[name].get("kubeconfig") or "",
-                records[name].get("context"),
-                service_domain(name, records[name].get("labels")),
+            name: target_of(
+                name, records[name], records[name].get("kubeconfig") or "", records[name].get("context")
             )
             for name in clusters
             if name in records
         }
-        deployer = Deployer(
-            app,
-            namespace,
-            services,
-            plan,
-            targets_,
-            previous={cluster},
-            client_factory=lambda t: (
+        options: dict[str, Any] = {
+            "client_factory": lambda t: (
                 client if t.name == cluster else get_client(t.name, t.kubeconfig, t.context)
             ),
-            before_step=before_step,
-            wait=False,
+            "before_step": before_step,
+            "wait": False,
+        }
+        # the same rendering as the deploy module's (grace annotation, placeholders, adoption);
+        # a spec the KB lost has nothing to render: its services here are only pruned
+        deployer = (
+            application_deployer(application, plan, targets_, previous={cluster}, **options)
+            if application is not None
+            else Deployer(app, namespace, services, plan, targets_, previous={cluster}, **options)
         )
         converged = deployer.converge(cluster)
         done.append(

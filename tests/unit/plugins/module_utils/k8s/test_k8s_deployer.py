@@ -113,7 +113,10 @@ def test_remove_deletes_everything_it_applied(fleet):
     out = d.remove()
     assert out["changed"] and not out["failed"]
     assert clusters["c2"].get("v1", "Namespace", "shop") is None
-    assert clusters["c1"].get("v1", "Namespace", "shop") is None
+    # issue 23: a foreign object keeps its namespace (and itself); only shop's objects went
+    assert clusters["c1"].get("v1", "Namespace", "shop") is not None
+    assert clusters["c1"].get("v1", "ConfigMap", "foreign", "shop") is not None
+    assert clusters["c1"].get("apps/v1", "Deployment", "front-v1", "shop") is None
 
 
 def test_plan_naming_unknown_service_is_rejected(fleet):
