@@ -1,0 +1,549 @@
+"""Side by side with Karmada v1.16.0: the same member clusters, the same failures, one run.
+
+Four real member clusters (the failover benchmark's: tiers profile + edge-2, real etcd,
+kube-apiserver, controller-manager and scheduler each, simulated kubelets with bookinfo's start
+delays) are joined to a Karmada control plane (plane.py) in push mode and registered with
+qonnect.core (KB, one agent per member, three controller replicas), both at once. Bookinfo runs
+twice on them: in namespace ``bookinfo-k`` propagated by Karmada (one PropagationPolicy per
+service: cluster affinity by the member's tier label, spread over exactly one cluster,
+Duplicated replicas), and in ``bookinfo`` deployed by qonnect.core from
+examples/bookinfo/energy-first.yml (the same tiers). Every judgement reads the members' own
+Deployments (members.py), never either system's belief.
+
+Trials, in two phases (Karmada's defaults, then Karmada tuned for failover; qonnect.core
+unchanged): (1) deploy -> every Deployment Ready (the two systems one after the other, the
+order alternating per phase); (2) the API server of the member running qonnect's ratings is
+SIGKILLed -> every Deployment that was there Ready on another member (both systems watch the
+same failure); (3) the member comes back -> what each left there (duplicate copies) over 60 s;
+(4) a 15 s API-server blip -> which Deployments moved; (5, tuned phase) k small applications
+(ratings clones, tier edge) of each system, then their member fails. CPU-seconds and peak RSS per
+control plane are read from /proc (Karmada: host etcd, kube-apiserver, kube-controller-manager
+and the three Karmada components; qonnect: KB, agents, controller replicas with their playbook
+runs). Bounded everywhere; every process is stopped in ``finally``.
+
+    python benchmarks/peers/karmada/run.py --json            # after benchmarks/peers/karmada/build.sh
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "services"))
+sys.path.insert(0, str(ROOT / "tests" / "integration" / "controller"))  # the real-process harness
+sys.path.insert(0, str(ROOT / "tests"))  # its shared helpers (support)
+
+from _controller_stack import BIN, REPO, Stack, wait_for  # noqa: E402
+from failover import KUBE_START_DELAYS, kube_profile, summary  # noqa: E402
+from members import Member, cost, snapshot, where  # noqa: E402
+from plane import TAINT_POLICY, Karmada  # noqa: E402
+from qonnect.agent.cli import DEFAULT_INTERVAL  # noqa: E402
+from qonnect.controller import journal  # noqa: E402
+from qonnect_testbed.kube.binaries import bin_dir as kube_bin_dir  # noqa: E402
+
+VERSION = "v1.16.0"
+K_NS, Q_NS = "bookinfo-k", "bookinfo"
+SPEC = ROOT / "examples" / "bookinfo" / "energy-first.yml"
+MANIFESTS = ROOT / "examples" / "bookinfo" / "manifests"
+TIERS = {"productpage": "cloud", "details": "fog", "reviews": "fog", "ratings": "edge"}
+# Karmada's documented failover settings, tuned for speed (v1.16 defaults in comments).
+TUNED_CM_FLAGS = [
+    "--feature-gates=Failover=true",  # false: no cluster failover at all
+    "--enable-no-execute-taint-eviction=true",  # false: NoExecute taints evict nothing
+    "--no-execute-taint-eviction-purge-mode=Gracefully",  # the default: old copy kept until new Ready
+    "--cluster-status-update-frequency=2s",  # 10s; qonnect's agents report every 2 s
+    "--cluster-failure-threshold=6s",  # 30s; qonnect's heartbeat timeout is 6 s
+    "--cluster-success-threshold=6s",  # 30s
+    "--cluster-monitor-period=1s",  # 5s
+    "--cluster-monitor-grace-period=6s",  # 40s
+]
+TUNED_SCHEDULER_FLAGS = ["--feature-gates=Failover=true"]
+
+
+# -- workloads -------------------------------------------------------------------------------------
+
+
+def karmada_templates(
+    namespace: str, services: dict[str, str], manifests: dict[str, list[dict]]
+) -> list[dict]:
+    """The resource templates and one PropagationPolicy per service (the QoS spec's tier)."""
+    objs: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}]
+    for service, tier in services.items():
+        for item in manifests[service]:
+            obj = json.loads(json.dumps(item))
+            obj["metadata"]["namespace"] = namespace
+            objs.append(obj)
+        objs.append(
+            {
+                "apiVersion": "policy.karmada.io/v1alpha1",
+                "kind": "PropagationPolicy",
+                "metadata": {"name": service, "namespace": namespace},
+                "spec": {
+                    "resourceSelectors": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "Deployment",
+                            "labelSelector": {"matchLabels": {"app": service}},
+                        },
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Service",
+                            "labelSelector": {"matchLabels": {"app": service}},
+                        },
+                        {
+                            "apiVersion": "v1",
+                            "kind": "ServiceAccount",
+                            "labelSelector": {"matchLabels": {"account": service}},
+                        },
+                    ],
+                    "placement": {
+                        "clusterAffinity": {"labelSelector": {"matchLabels": {"tier": tier}}},
+                        "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}],
+                        "replicaScheduling": {"replicaSchedulingType": "Duplicated"},
+                    },
+                },
+            }
+        )
+    return objs
+
+
+def bookinfo_manifests() -> dict[str, list[dict]]:
+    import yaml
+
+    return {s: yaml.safe_load((MANIFESTS / f"{s}.yaml").read_text())["items"] for s in TIERS}
+
+
+def deployment_names(manifests: dict[str, list[dict]], services: list[str]) -> list[str]:
+    return [i["metadata"]["name"] for s in services for i in manifests[s] if i["kind"] == "Deployment"]
+
+
+def small_app_spec(workdir: Path, name: str) -> Path:
+    """A one-service qonnect application (a ratings clone, tier edge) in namespace NAME."""
+    import yaml
+
+    (workdir / "apps").mkdir(exist_ok=True)
+    spec = {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": name, "namespace": name},
+        "spec": {
+            "objective": {"energy": 1.0, "cost": 0.2, "performance": 0.2, "latency": 0.2},
+            "services": [
+                {"name": "ratings", "tier": "edge", "manifests": [{"file": str(MANIFESTS / "ratings.yaml")}]}
+            ],
+        },
+    }
+    path = workdir / "apps" / f"{name}.yml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, workdir: Path, karmada_bin: Path, crd_dir: Path, bound: float) -> None:
+        self.workdir = workdir
+        self.stack = Stack(workdir)
+        self.karmada = Karmada(workdir / "karmada", kube_bin_dir(), karmada_bin, crd_dir)
+        self.manifests = bookinfo_manifests()
+        self.members: list[Member] = []
+        self.bound = bound
+        self.keys: dict[str, set[tuple[str, str]]] = {}  # system -> (namespace, deployment)
+        self.log: list[str] = []
+
+    def say(self, msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        self.log.append(line)
+        print(line, file=sys.stderr, flush=True)
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def start(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        self.stack.start_kb()
+        t = time.monotonic()
+        self.stack.start_testbed(None, 1.0, "kube", str(kube_profile(self.workdir)), 2.0)
+        out["members_up_seconds"] = round(time.monotonic() - t, 1)
+        self.members = [
+            Member.from_kubeconfig(c["name"], c["tier"], Path(c["kubeconfig"]))
+            for c in self.stack.federation["clusters"]
+        ]
+        self.stack.start_agents(DEFAULT_INTERVAL)
+        t = time.monotonic()
+        self.karmada.start()
+        self.karmada.start_controller_manager([])
+        for m in self.members:
+            self.karmada.join(m, {"tier": m.tier})
+        wait_for(
+            lambda: all(self.karmada.clusters_ready().values()) and len(self.karmada.clusters_ready()) == 4,
+            180,
+            1,
+            "Karmada clusters Ready",
+        )
+        out["karmada_up_seconds"] = round(time.monotonic() - t, 1)
+        self.stack.start_replicas(3, [])
+        self.stack.wait_leader()
+        self.say(f"up: {out}")
+        return out
+
+    def qonnect_pids(self) -> dict[str, int]:
+        pids = {}
+        for i, proc in enumerate(self.stack.procs):
+            if proc.poll() is None:
+                pids[f"proc{i}"] = proc.pid
+        for r in self.stack.replicas:
+            if r.proc is not None and r.proc.poll() is None:
+                pids[r.name] = r.proc.pid
+        return pids
+
+    def configure(self, phase: str) -> None:
+        if phase == "tuned":
+            self.karmada.start_controller_manager(TUNED_CM_FLAGS)
+            self.karmada.start_scheduler(TUNED_SCHEDULER_FLAGS)
+            self.karmada.apply(TAINT_POLICY)
+        wait_for(lambda: all(self.karmada.clusters_ready().values()), 120, 1, "Karmada clusters Ready")
+
+    # -- observing ------------------------------------------------------------------------------
+
+    def seen(self, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, dict]:
+        namespaces = {ns for keys in self.keys.values() for ns, _ in keys}
+        return snapshot(self.members, namespaces, skip)
+
+    def ready(
+        self, system: str, skip: frozenset[str] | set[str] = frozenset(), only: set | None = None
+    ) -> bool:
+        seen = self.seen(skip)
+        return all(where(seen, k) for k in (only if only is not None else self.keys[system]))
+
+    def stable(self, timeout: float = 150) -> bool:
+        """Every member back, both systems with exactly one Ready copy of each Deployment."""
+
+        def check() -> bool:
+            if not all(self.karmada.clusters_ready().values()):
+                return False
+            if not all(c["healthy"] for c in self.stack.admin.inventory()["clusters"]):
+                return False
+            seen = self.seen()
+            return all(
+                len(where(seen, k, ready_only=False)) == 1 and where(seen, k)
+                for ks in self.keys.values()
+                for k in ks
+            )
+
+        try:
+            wait_for(check, timeout, 2, "both systems stable")
+            return True
+        except Exception:
+            return False
+
+    # -- trial 1 ----------------------------------------------------------------------------------
+
+    def deploy_karmada(
+        self, namespace: str, services: dict[str, str], manifests: dict[str, list[dict]]
+    ) -> float:
+        keys = {(namespace, n) for n in deployment_names(manifests, list(services))}
+        self.keys.setdefault("karmada", set()).update(keys)
+        t0 = time.monotonic()
+        self.karmada.apply(*karmada_templates(namespace, services, manifests))
+        wait_for(
+            lambda: self.ready("karmada", only=keys), self.bound * 2, 0.5, f"Karmada's {namespace} Ready"
+        )
+        return time.monotonic() - t0
+
+    def deploy_qonnect(
+        self, spec: Path, namespace: str, services: list[str], manifests: dict[str, list[dict]]
+    ) -> float:
+        keys = {(namespace, n) for n in deployment_names(manifests, services)}
+        self.keys.setdefault("qonnect", set()).update(keys)
+        t0 = time.monotonic()
+        self.stack.deploy(spec, timeout=self.bound * 3)
+        wait_for(
+            lambda: self.ready("qonnect", only=keys), self.bound * 2, 0.5, f"qonnect's {namespace} Ready"
+        )
+        return time.monotonic() - t0
+
+    def remove_both(self) -> None:
+        self.karmada.delete_namespace_objects(K_NS)
+        subprocess.run(
+            [str(BIN / "ansible-playbook"), str(REPO / "playbooks" / "remove.yml"), "-e", "app=bookinfo",
+             "-e", f"kb_url={self.stack.kb_url}", "-e", f"kb_token_file={self.stack.admin_token}"],
+            capture_output=True, timeout=300, env=self.stack.env, check=False,
+        )  # fmt: skip
+        keys = self.keys.pop("karmada", set()) | self.keys.pop("qonnect", set())
+        wait_for(
+            lambda: not any(k in d for d in self.seen_all(keys).values() for k in keys),
+            180,
+            2,
+            "bookinfo removed",
+        )
+
+    def seen_all(self, keys: set[tuple[str, str]]) -> dict[str, dict]:
+        return snapshot(self.members, {ns for ns, _ in keys})
+
+    def trial_deploy(self, karmada_first: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        order = ("karmada", "qonnect") if karmada_first else ("qonnect", "karmada")
+        for system in order:
+            if system == "karmada":
+                out["karmada"] = round(self.deploy_karmada(K_NS, TIERS, self.manifests), 2)
+            else:
+                out["qonnect"] = round(self.deploy_qonnect(SPEC, Q_NS, list(TIERS), self.manifests), 2)
+            self.say(f"deploy {system}: {out[system]} s")
+        out["order"] = list(order)
+        return out
+
+    # -- trials 2-4 -------------------------------------------------------------------------------
+
+    def on(self, cluster: str) -> dict[str, set]:
+        seen = self.seen()
+        return {
+            s: {k for k in ks if cluster in where(seen, k, ready_only=False)} for s, ks in self.keys.items()
+        }
+
+    def targets(self) -> list[str]:
+        """The members running ratings for either system (one failure each when they differ)."""
+        seen = self.seen()
+        found: set[str] = set()
+        for keys in self.keys.values():
+            for k in keys:
+                if k[0] in (Q_NS, K_NS) and k[1].startswith("ratings"):
+                    found |= where(seen, k, ready_only=False)
+        return sorted(found)
+
+    def trial_fail(self, bound: float, label: str, target: str) -> dict[str, Any]:
+        """Kill the target's API server; time until what was there is Ready elsewhere; recover."""
+        victims = self.on(target)
+        after = max([e["id"] for e in self.stack.events()] or [0])
+        out: dict[str, Any] = {
+            "trial": label,
+            "cluster": target,
+            "there": {s: len(v) for s, v in victims.items()},
+        }
+        healed: dict[str, float | None] = {s: (0.0 if not v else None) for s, v in victims.items()}
+        karmada_not_ready = None
+        t0 = time.monotonic()
+        self.stack.testbed("fail", target)
+        try:
+            while time.monotonic() - t0 < bound and any(v is None for v in healed.values()):
+                seen = self.seen(skip={target})
+                for s, v in victims.items():
+                    if healed[s] is None and all(where(seen, k) for k in v):
+                        healed[s] = round(time.monotonic() - t0, 2)
+                if karmada_not_ready is None and not self.karmada.clusters_ready().get(target, True):
+                    karmada_not_ready = round(time.monotonic() - t0, 2)
+                time.sleep(0.5)
+        finally:
+            out["healed_seconds"] = healed
+            out["karmada_cluster_not_ready_seconds"] = karmada_not_ready
+            decisions = [
+                e
+                for e in self.stack.events()
+                if e["id"] > after and journal.trusted(e) and e["type"] == journal.DECISION
+            ]
+            out["qonnect_decisions"] = len(decisions)
+            out["karmada_taints"] = self.karmada.taints().get(target)
+            out["karmada_bindings_evicting"] = [b for b in self.karmada.bindings(K_NS) if b["evicting"]]
+            self.stack.testbed("recover", target)
+        out["after_recovery"] = self.left_behind(target, victims)
+        self.say(f"{label}: {json.dumps(out)}")
+        return out
+
+    def left_behind(self, target: str, victims: dict[str, set], watch: float = 60) -> dict[str, Any]:
+        """After the member is back: copies left there of Deployments now running elsewhere too."""
+        t0 = time.monotonic()
+        cleared: dict[str, float | None] = {}
+        dupes: dict[str, list[str]] = {}
+        while time.monotonic() - t0 < watch:
+            seen = self.seen()
+            if target in seen:
+                for s, keys in self.keys.items():
+                    d = sorted(
+                        f"{k[0]}/{k[1]}" for k in keys
+                        if target in where(seen, k, ready_only=False) and where(seen, k) - {target}
+                    )  # fmt: skip
+                    dupes[s] = d
+                    if not d and s not in cleared and time.monotonic() - t0 > 5:
+                        cleared[s] = round(time.monotonic() - t0, 2)
+                if len(cleared) == len(self.keys) and time.monotonic() - t0 > 20:
+                    break
+            time.sleep(1)
+        return {
+            "left_on_member_at_end": dupes,
+            "no_duplicates_after_seconds": cleared,
+            "watched_seconds": round(time.monotonic() - t0, 1),
+        }
+
+    def trial_blip(self, target: str, seconds: float = 15, watch: float = 75) -> dict[str, Any]:
+        seen0 = self.seen()
+        before = {s: {k: where(seen0, k, ready_only=False) for k in ks} for s, ks in self.keys.items()}
+        after_id = max([e["id"] for e in self.stack.events()] or [0])
+        t0 = time.monotonic()
+        self.stack.testbed("fail", target)
+        try:
+            time.sleep(seconds)
+        finally:
+            self.stack.testbed("recover", target)
+        moved: dict[str, set] = {s: set() for s in self.keys}
+        while time.monotonic() - t0 < watch:
+            seen = self.seen()
+            for s, ks in self.keys.items():
+                for k in ks:
+                    if where(seen, k, ready_only=False) - before[s][k]:
+                        moved[s].add(f"{k[0]}/{k[1]}")
+            time.sleep(1)
+        decisions = [
+            e
+            for e in self.stack.events()
+            if e["id"] > after_id and journal.trusted(e) and e["type"] == journal.DECISION
+        ]
+        out = {
+            "trial": f"{seconds:g} s API-server blip",
+            "cluster": target,
+            "moved": {s: sorted(v) for s, v in moved.items()},
+            "qonnect_decisions": len(decisions),
+            "after": self.left_behind(target, {}, watch=20),
+        }
+        self.say(f"blip: {json.dumps(out)}")
+        return out
+
+    def trial_k_apps(self, k: int, bound: float) -> dict[str, Any]:
+        ratings = {"ratings": self.manifests["ratings"]}
+        t = time.monotonic()
+        for i in range(k):
+            self.deploy_karmada(f"k-app-{i}", {"ratings": "edge"}, ratings)
+        k_deploy = time.monotonic() - t
+        t = time.monotonic()
+        for i in range(k):
+            name = f"q-app-{i}"
+            self.deploy_qonnect(small_app_spec(self.workdir, name), name, ["ratings"], ratings)
+        q_deploy = time.monotonic() - t
+        self.stable(120)
+        seen = self.seen()
+        counts: dict[str, int] = {}
+        for keys in self.keys.values():
+            for key in keys:
+                if key[0].startswith(("k-app-", "q-app-")):
+                    for c in where(seen, key, ready_only=False):
+                        counts[c] = counts.get(c, 0) + 1
+        target = max(sorted(counts), key=lambda c: counts[c])
+        out = self.trial_fail(bound, f"k = {k} applications, their member's API server stopped", target)
+        out["deploy_seconds"] = {"karmada": round(k_deploy, 1), "qonnect": round(q_deploy, 1)}
+        return out
+
+
+def run(args: argparse.Namespace, workdir: Path, karmada_bin: Path, crd_dir: Path) -> dict[str, Any]:
+    bench = Bench(workdir, karmada_bin, crd_dir, args.bound)
+    result: dict[str, Any] = {"karmada": VERSION, "repetitions": args.reps, "phases": {}}
+    try:
+        result["start"] = bench.start()
+        for n, phase in enumerate(args.phases):
+            k0 = cost(bench.karmada.pids())
+            q0 = cost(bench.qonnect_pids())
+            t_phase = time.monotonic()
+            bench.configure(phase)
+            trials: dict[str, Any] = {"deploy": [], "fail": [], "blip": []}
+            result["phases"][phase] = {"trials": trials}
+            if n > 0:
+                bench.remove_both()
+            trials["deploy"].append(bench.trial_deploy(karmada_first=n % 2 == 0))
+            for _rep in range(args.reps):
+                for target in bench.targets():
+                    trials.setdefault("stable_before_fail", []).append(bench.stable())
+                    trials["fail"].append(bench.trial_fail(args.bound, "member API server stopped", target))
+                for target in bench.targets():
+                    trials.setdefault("stable_before_blip", []).append(bench.stable())
+                    trials["blip"].append(bench.trial_blip(target))
+            if phase == "tuned" and args.k:
+                bench.stable()
+                trials["k_apps"] = bench.trial_k_apps(args.k, args.bound)
+            k1 = cost(bench.karmada.pids(), k0["_reading"])
+            q1 = cost(bench.qonnect_pids(), q0["_reading"])
+            for c in (k1, q1):
+                c.pop("_reading")
+            result["phases"][phase] = {
+                "karmada_flags": bench.karmada.flags,
+                "seconds": round(time.monotonic() - t_phase, 1),
+                "trials": trials,
+                "cost": {"karmada": k1, "qonnect": q1},
+            }
+            result["phases"][phase]["summary"] = summarize(trials)
+    except Exception as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        try:
+            bench.stack.close()
+        finally:
+            bench.karmada.stop()
+    result["settings"] = {
+        "members": [m.name for m in bench.members],
+        "start_delays": KUBE_START_DELAYS,
+        "agent_interval_s": DEFAULT_INTERVAL,
+        "bound_s": args.bound,
+        "cpu_count": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "tuned_controller_manager_flags": TUNED_CM_FLAGS,
+        "tuned_scheduler_flags": TUNED_SCHEDULER_FLAGS,
+        "tuned_cluster_taint_policy": TAINT_POLICY,
+    }
+    return result
+
+
+def summarize(trials: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for system in ("karmada", "qonnect"):
+        out[f"deploy_{system}"] = summary([t[system] for t in trials["deploy"]])
+        healed = [t["healed_seconds"].get(system) for t in trials["fail"] if t["there"].get(system)]
+        out[f"failover_{system}"] = summary([h for h in healed if h is not None])
+        out[f"failover_{system}_not_healed"] = sum(1 for h in healed if h is None)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--reps", type=int, default=1, help="repetitions of the fail and blip trials per phase"
+    )
+    parser.add_argument(
+        "--bound", type=float, default=120, help="seconds a failover may take before it counts as none"
+    )
+    parser.add_argument(
+        "--k", type=int, default=10, help="applications per system in the k-apps trial (0: skip)"
+    )
+    parser.add_argument("--phases", default="default,tuned", help="default,tuned")
+    args = parser.parse_args()
+    args.phases = [p for p in args.phases.split(",") if p]
+    built = subprocess.run([str(HERE / "build.sh")], capture_output=True, text=True, check=True)
+    karmada_bin = Path(built.stdout.strip().splitlines()[-1])
+    modcache = subprocess.run(
+        ["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    crd_dir = (
+        Path(modcache) / f"github.com/karmada-io/karmada@{VERSION}" / "charts" / "karmada" / "_crds" / "bases"
+    )
+    if not crd_dir.is_dir():
+        subprocess.run(
+            ["go", "mod", "download", f"github.com/karmada-io/karmada@{VERSION}"], cwd=HERE, check=True
+        )
+    with tempfile.TemporaryDirectory(prefix="qonnect-karmada-") as tmp:
+        result = run(args, Path(tmp), karmada_bin, crd_dir)
+        if os.environ.get("KEEP_LOGS"):
+            subprocess.run(["cp", "-r", tmp, os.environ["KEEP_LOGS"]], check=False)
+    print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+    return 0 if "error" not in result else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
