@@ -12,6 +12,27 @@ for candidate in "$dist"/qonnect-core-*.tar.gz; do
 done
 [ -n "$tarball" ] || { echo "check-build: no qonnect-core-*.tar.gz in $dist" >&2; exit 1; }
 python3 "$here/scan_tarball.py" "$tarball"
+# What users need is in it; development-only content (and tests that need the testbed it leaves
+# out) is not (galaxy.yml build_ignore).
+listing=$(tar -tzf "$tarball")
+for want in MANIFEST.json FILES.json README.md CHANGELOG.rst COPYING meta/runtime.yml \
+  plugins/modules/deploy.py plugins/inventory/kb.py plugins/module_utils/kb_client.py plugins/doc_fragments/kb.py \
+  roles/controller/tasks/main.yml roles/knowledge_base/tasks/main.yml roles/resource_agent/tasks/main.yml \
+  roles/qonnect_package/tasks/main.yml roles/supervised_service/tasks/main.yml \
+  playbooks/site.yml playbooks/migrate.yml docs/architecture.md docs/awx/ examples/bookinfo/ \
+  services/pyproject.toml services/setup.py services/qonnect/cli.py services/qonnect/kb/ \
+  tests/config.yml tests/unit/plugins/ tests/support/__init__.py; do
+  grep -qxF -e "$want" -e "${want%/}/" <<<"$listing" || grep -q "^$want" <<<"$listing" ||
+    { echo "check-build: $(basename "$tarball") lacks $want" >&2; exit 1; }
+done
+for unwanted in benchmarks/ scripts/ kube/ testbed/ Makefile ruff.toml mypy.ini pytest.ini .ansible-lint \
+  .pre-commit-config.yaml .ci/ test-requirements.txt extensions/molecule/ tests/integration/ \
+  tests/conformance/ tests/unit/testbed/ services/build/; do
+  if grep -q "^$unwanted" <<<"$listing"; then
+    echo "check-build: $(basename "$tarball") holds $unwanted (development only; galaxy.yml build_ignore)" >&2
+    exit 1
+  fi
+done
 path=$(mktemp -d)
 trap 'rm -rf "$path"' EXIT
 ansible-galaxy collection install "$tarball" -p "$path" --force >/dev/null
