@@ -206,7 +206,13 @@ class Bench:
         for r in self.stack.replicas:
             if r.proc is not None and r.proc.poll() is None:
                 pids[r.name] = r.proc.pid
-        return pids
+        # A replica's process may be in stack.procs too: count each pid once.
+        return {
+            name: pid
+            for name, pid in pids.items()
+            if name.startswith("g")
+            or pid not in {r.proc.pid for r in self.stack.replicas if r.proc is not None}
+        }
 
     def configure(self, phase: str) -> None:
         if phase == "tuned":
