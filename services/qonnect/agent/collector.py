@@ -86,7 +86,8 @@ class CollectError(Exception):
 
 
 class ForbiddenError(CollectError):
-    """The API server answers but refuses some reads (HTTP 403): the agent lacks RBAC rights.
+    """The API server answers but refuses the agent (HTTP 403: it lacks RBAC rights; HTTP 401: its
+    credentials are refused): credentials broken, not a cluster failure.
 
     Not a cluster failure: the runner reports it as ``forbidden: ...`` with the cluster reachable,
     so the controller does not move applications away from a healthy cluster.
@@ -451,6 +452,11 @@ class Collector:
         except CollectError as exc:
             if exc.status == 404 and resource not in ("nodes", "pods"):
                 return []  # a minimal API server without this kind
+            if exc.status == 401:  # the API server answers but refuses the credentials
+                raise ForbiddenError(
+                    f"unauthorized: the cluster API refuses the agent's credentials (HTTP 401 listing {resource})",
+                    401,
+                ) from None
             if exc.status == 403:
                 group, _res, verb, _path = next(r for r in AGENT_RIGHTS if r[1] == resource)
                 missing.append(right_text(group, resource, verb))
