@@ -14,16 +14,27 @@ Before authentication pysyncobj buffers whatever a connection sends (a frame hea
 an election). Here (``GuardedTransport``) only configured peers' addresses may connect, only a
 configured peer may identify itself (no read-only nodes, no utility commands), a frame and the
 per-connection buffer are bounded - tightly until the first authenticated message - and a frame
-over the bound closes the connection.
+over the bound closes the connection. A connection that has not identified itself as a configured
+peer within ``PRE_AUTH_TIMEOUT`` seconds is closed, and at most ``MAX_UNAUTHENTICATED`` such
+connections are held at once (idle connections from an allowed address held one fd each for ever).
+
+The server binds exactly the ``--self`` address (pysyncobj would bind 0.0.0.0:<port>), and a
+bind failure stops the replica with an error naming the address instead of retrying silently.
+
+pysyncobj is used through private names (its transport, its TCP connection, one SyncObj method),
+so only the tested version range is accepted (``TESTED_PYSYNCOBJ``).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
+import socket
 import time
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +46,7 @@ from pysyncobj.syncobj import SyncObjException
 from pysyncobj.transport import TCPTransport
 
 from qonnect.controller.statemachine import DecisionLog
+from qonnect.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +54,34 @@ MIN_SECRET_BYTES = 32
 MIN_SECRET_DISTINCT = 12  # 32 bytes from a CSPRNG (hex, base64) have far more distinct characters
 PRE_AUTH_MAX_BYTES = 64 * 1024  # a peer's first messages (key exchange, its address) are < 1 KiB
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # an authenticated peer's frame (entries, snapshot chunks)
+PRE_AUTH_TIMEOUT = 5.0  # seconds a connection may take to finish the key exchange and identify
+MAX_UNAUTHENTICATED = 32  # connections held at once before identification (peers need 1-2 each)
+TESTED_PYSYNCOBJ = ((0, 3, 17), (0, 3, 18))  # [lowest, first untested): keep in step with pyproject
 
 
-class RaftConfigError(ValueError):
+class RaftConfigError(UserError, ValueError):
     """Bad replica configuration (missing secret, bad address): a user error, not a crash."""
+
+
+def check_pysyncobj_version(installed: str | None = None) -> None:
+    """Refuse a pysyncobj outside the tested range: this module overrides its private methods."""
+    if installed is None:
+        try:
+            installed = version("pysyncobj")
+        except PackageNotFoundError:
+            raise RaftConfigError("the controller needs the Python package pysyncobj") from None
+    parts = tuple(int(p) for p in installed.split(".")[:3] if p.isdigit())
+    low, high = TESTED_PYSYNCOBJ
+    if not low <= parts < high:
+        raise RaftConfigError(
+            f"pysyncobj {installed} is installed, but the controller is tested only with "
+            f"pysyncobj >={'.'.join(map(str, low))},<{'.'.join(map(str, high))} (it relies on "
+            "pysyncobj internals); install that range: pip install "
+            f"'pysyncobj>={'.'.join(map(str, low))},<{'.'.join(map(str, high))}'"
+        )
+
+
+check_pysyncobj_version()
 
 
 def read_secret(path: str | os.PathLike[str] | None) -> str:
@@ -159,7 +195,40 @@ class GuardedTransport(TCPTransport):
             log.warning("raft: refused a connection from %s (not a configured peer)", peer)
             conn.disconnect()
             return
+        self._expire_unauthenticated()
+        if len(self._unknownConnections) >= MAX_UNAUTHENTICATED:
+            self._refused_over_cap = getattr(self, "_refused_over_cap", 0) + 1
+            if self._refused_over_cap in (1, 10, 100) or self._refused_over_cap % 1000 == 0:
+                log.warning(
+                    "raft: refused a connection from %s: %d connections have not authenticated "
+                    "yet (limit %d; %d refused so far)",
+                    peer,
+                    len(self._unknownConnections),
+                    MAX_UNAUTHENTICATED,
+                    self._refused_over_cap,
+                )
+            conn.disconnect()
+            return
+        conn.qonnect_accepted = monotonic()
         super()._onNewIncomingConnection(conn)
+
+    def _onTick(self) -> None:
+        super()._onTick()
+        self._expire_unauthenticated()
+
+    def _expire_unauthenticated(self) -> None:
+        """Close connections that have not identified as a peer within PRE_AUTH_TIMEOUT."""
+        deadline = monotonic() - PRE_AUTH_TIMEOUT
+        stale = [c for c in self._unknownConnections if getattr(c, "qonnect_accepted", 0.0) < deadline]
+        for conn in stale:
+            conn.disconnect()
+            self._unknownConnections.discard(conn)
+        if stale:
+            log.warning(
+                "raft: closed %d connection(s) that did not authenticate within %.0fs",
+                len(stale),
+                PRE_AUTH_TIMEOUT,
+            )
 
     def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
         if self._syncObj.encryptor and not conn.sendRandKey:
@@ -251,13 +320,22 @@ class RaftNode(SyncObj):
             logCompactionMinEntries=2000,
             logCompactionMinTime=600,
             useFork=False,
-            maxBindRetries=0,
+            bindAddress=self_addr,
+            maxBindRetries=1,
         )
+        busy = bind_failure(self_addr)  # before pysyncobj tries: it logs a traceback and no reason
+        if busy:
+            raise RaftBindError(self_addr, busy)
         self.decisions = ReplicatedDecisions()
         self.peers = others
         super().__init__(
             self_addr, others, conf=conf, consumers=[self.decisions], transportClass=GuardedTransport
         )
+        try:
+            self.waitBinded()
+        except SyncObjException:
+            self.destroy()
+            raise RaftBindError(self_addr, bind_failure(self_addr) or "bind failed") from None
 
     # -- fast failover --------------------------------------------------------------------------
 
@@ -309,6 +387,27 @@ class RaftNode(SyncObj):
             return self.decisions.submit(stamped, sync=True, timeout=timeout)
         except SyncObjException as exc:
             raise ProposalError(f"not committed: {_fail_reason(exc)}") from None
+
+
+class RaftBindError(RaftConfigError):
+    """The Raft port could not be bound on the --self address: the replica cannot join."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        self.address = address
+        super().__init__(f"--self {address}: cannot listen for Raft peers there ({reason})")
+
+
+def bind_failure(address: str) -> str | None:
+    """Why ADDRESS cannot be bound now, as the OS says it, or None if it can."""
+    host, _sep, port = address.rpartition(":")
+    try:
+        family = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host.strip("[]"), int(port)))
+    except OSError as exc:
+        return exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+    return None
 
 
 class ProposalError(RuntimeError):
