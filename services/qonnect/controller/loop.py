@@ -565,10 +565,12 @@ class Controller:
     def _start(self, decision: dict[str, Any]) -> None:
         if not self._record(decision):
             return  # the durable record comes first
-        res = self._propose({"op": "start", "id": decision["id"]})
+        res = self._propose({"op": "start", "id": decision["id"], "max_attempts": self.cfg.max_attempts})
         if not res or not res.get("ok"):
             if res:
                 log.info("decision %s: start refused: %s", decision["id"], res.get("why"))
+            if res and res.get("status") == "failed":
+                self._gave_up(decision, str(res.get("why")))
             return
         term = self.node.term()
         attempt, token = res["attempt"], res["token"]

@@ -216,6 +216,12 @@ class DecisionLog:
                 "ok": False,
                 "why": f"attempt {decision['attempts']} already running on {decision['owner']}",
             }
+        limit = cmd.get("max_attempts")
+        if isinstance(limit, int) and not isinstance(limit, bool) and decision["attempts"] >= limit:
+            # a takeover of a running attempt (or a retry) never exceeds the limit: end it instead
+            decision["detail"] = f"gave up: {decision['attempts']} attempts used of {limit}"
+            self._end(decision, FAILED, cmd)
+            return {"ok": False, "id": decision["id"], "status": FAILED, "why": decision["detail"]}
         decision["attempts"] += 1
         decision["attempt_token"] = self._token(term)
         decision["attempt_term"] = term  # the Raft term (tokens may be offset above it)
