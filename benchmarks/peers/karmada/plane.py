@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from members import Api, ApiError, Member
-from qonnect_testbed import kubeconfig, pki
+from qonnect_testbed import pki
 from qonnect_testbed.kube.control_plane import ControlPlane, Timing, free_port
 from qonnect_testbed.kube.processes import Child
 
@@ -302,6 +302,3 @@ def wait_port(address: str, port: int, timeout: float, child: Child) -> None:
                 return
         time.sleep(0.3)
     raise RuntimeError(f"{child.name} did not listen on {address}:{port} in {timeout:g}s")
-
-
-_ = kubeconfig  # the host's kubeconfig is written by ControlPlane._prepare (kubeconfig.build)

@@ -224,7 +224,7 @@ class Bench:
     # -- observing ------------------------------------------------------------------------------
 
     def seen(self, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, dict]:
-        namespaces = {ns for keys in self.keys.values() for ns, _ in keys}
+        namespaces = {ns for keys in self.keys.values() for ns, _name in keys}
         return snapshot(self.members, namespaces, skip)
 
     def ready(
@@ -296,7 +296,7 @@ class Bench:
         )
 
     def seen_all(self, keys: set[tuple[str, str]]) -> dict[str, dict]:
-        return snapshot(self.members, {ns for ns, _ in keys})
+        return snapshot(self.members, {ns for ns, _name in keys})
 
     def trial_deploy(self, karmada_first: bool) -> dict[str, Any]:
         out: dict[str, Any] = {}

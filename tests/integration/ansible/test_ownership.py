@@ -121,7 +121,7 @@ def test_two_applications_share_a_namespace(federation, k8s, tmp_path):
                         "metadata": {"name": "shop", "labels": {"team": "books"}},
                     },
                     {
-                        "file": str(RELEASE / "bookinfo.yaml"),
+                        "file": str(RELEASE / "bookinfo.manifests"),
                         "select": [
                             {"kind": "Service", "name": "details"},
                             {"kind": "ServiceAccount", "name": "bookinfo-details"},

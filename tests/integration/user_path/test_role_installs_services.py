@@ -77,6 +77,7 @@ def play(root: Path, collections: Path, state: str) -> dict[str, int]:
         capture_output=True,
         text=True,
         timeout=400,
+        check=False,
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     recap = re.search(r"localhost\s+:\s+(.*)", proc.stdout.split("PLAY RECAP")[-1])

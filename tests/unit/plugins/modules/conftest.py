@@ -53,6 +53,7 @@ def _memory_cluster_class():
 @pytest.fixture
 def memory_clusters(monkeypatch):
     """Clusters cloud-1, fog-1, edge-1 in memory; the deploy module's Deployer talks to them."""
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s import render
     from ansible_collections.qonnect.core.plugins.module_utils.runners import deploy
 
     cls = _memory_cluster_class()
@@ -64,5 +65,7 @@ def memory_clusters(monkeypatch):
         kwargs["client_factory"] = lambda target: clusters[target.name]
         return real(*args, **kwargs)
 
+    # The deploy runner builds its Deployer through k8s/render.py (one renderer with the reconciler).
     monkeypatch.setattr(deploy, "Deployer", factory)
+    monkeypatch.setattr(render, "Deployer", factory)
     return clusters, log

@@ -12,7 +12,8 @@ from support.shop_cases import PLAN_A, SERVICES, dep, deployer, svc
 OTHER = {"aio": [svc("cart"), dep("cart-v1", "cart")]}
 
 
-def other_app(clusters, services=OTHER, **kw):
+def other_app(clusters, services=None, **kw):
+    services = OTHER if services is None else services
     targets = {n: Target(n, f"/k/{n}.yaml", domain=f"{n}.example") for n in clusters}
     plan = {s: [{"cluster": "c1", "replicas": 1}] for s in services}
     return Deployer(
@@ -27,7 +28,8 @@ def other_app(clusters, services=OTHER, **kw):
     )
 
 
-def remover(clusters, app="shop-aio", services=OTHER):
+def remover(clusters, app="shop-aio", services=None):
+    services = OTHER if services is None else services
     targets = {n: Target(n, f"/k/{n}.yaml") for n in clusters}
     return Deployer(
         app, "shop", services, {}, targets, previous=set(clusters), client_factory=lambda t: clusters[t.name]
