@@ -19,6 +19,13 @@ if importlib.util.find_spec("qonnect") is None or importlib.util.find_spec("qonn
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (_SERVICES, _TESTBED, os.environ.get("PYTHONPATH")) if p
     )
+# Under `ansible-test units` the collection is a copy at <base>/ansible_collections/qonnect/core and
+# only ansible-test's loader finds it; plain Python subprocesses get <base> on their path (in the
+# project venv the collection is in site-packages, services/setup.py).
+if _ROOT.parent.parent.name == "ansible_collections":
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(_ROOT.parents[2]), os.environ.get("PYTHONPATH")) if p
+    )
 # Always first on the path: pytest puts tests/unit there (for this conftest), where the folder
 # tests/unit/qonnect would otherwise pass for a namespace package of that name ahead of an
 # editable install, whose finder Python asks only after the path.
