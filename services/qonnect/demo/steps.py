@@ -201,11 +201,18 @@ def fail_and_heal(story: Story, cluster: str) -> tuple[str, str, list[dict[str, 
     say(f"  {cluster} failed (its API now refuses connections); waiting for the controller")
 
     finished: list[dict[str, Any]] = []
+    decisions: set[str] = set()  # the decisions that exclude this cluster
 
     def healed() -> tuple[bool, str]:
         # Make-before-break: services turn Healthy elsewhere before the playbook returns, so wait
-        # for the controller to record the migration's outcome too.
-        finished.extend(e for e in story.new_events() if e["type"] == "controller.migration.succeeded")
+        # for the controller to record this failure's migration outcome too (a new leader may first
+        # confirm an earlier migration's success, whose decision did not exclude this cluster).
+        for e in story.new_events():
+            ref = e.get("ref") or {}
+            if e["type"] == "controller.decision" and cluster in (ref.get("exclude") or []):
+                decisions.add(str(ref.get("id")))
+            elif e["type"] == "controller.migration.succeeded" and str(ref.get("id")) in decisions:
+                finished.append(e)
         ok, state = story.health(avoid=set(story.failed))
         return bool(ok and finished), state if finished else f"{state}; migration not finished yet"
 
