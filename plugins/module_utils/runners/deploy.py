@@ -32,6 +32,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     MAX_REPLICAS,
     Application,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.runners import intent as records
 from ansible_collections.qonnect.core.plugins.module_utils.runners.placement import compute_plan
 
 STALE_FENCE_HINT = "a newer controller decision is stored: fencing token too old"
@@ -264,6 +265,16 @@ def run(module: QonnectModule) -> dict:
     plan["services"] = chosen
     plan.pop("explanation", None)  # the placement module returns it; here it would only be noise
     deployer = deployer_for(module, kb, app, chosen, old_clusters)
+    # A user's deploy (not the controller's fenced run) says what it is doing before the new
+    # version becomes visible: the controller then leaves that version to it, and heals the
+    # application later with the policy given here.
+    user_deploy = params["record"] and not module.check_mode and not params.get("fencing")
+    notes: list = []
+    if user_deploy:  # only when it changes the version or the policy: a rerun writes nothing
+        new_version = given and store(kb, app, body, True)["changed"]
+        user_deploy = records.worth_recording(kb, app.name, params, new_version)
+    if user_deploy:
+        event(kb, records.event(app.name, records.APPLYING, records.policy_of(params)), notes)
     stored = store(kb, app, body, module.check_mode) if given and params["record"] else None
     placement = placement_of(chosen)
     # Record the intent before touching a cluster, so whatever this run applies can be found
@@ -278,7 +289,11 @@ def run(module: QonnectModule) -> dict:
     if stored is not None:
         result["version"] = stored["version"]
         result["changed"] = result["changed"] or stored["changed"]
-    result["warnings"] = result.get("warnings", [])
+    result["warnings"] = result.get("warnings", []) + notes
+    if user_deploy:  # the deploy is done with this version (the controller may observe it)
+        done = records.FAILED if result["failed"] else records.APPLIED
+        version = stored["version"] if stored is not None else None
+        event(kb, records.event(app.name, done, records.policy_of(params), version), result["warnings"])
     if not params["record"] or module.check_mode:
         result["changed"] = result["changed"] or (params["record"] and placement != previous)
     elif result["failed"]:

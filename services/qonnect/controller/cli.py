@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from qonnect.controller.detector import PROGRESSING_BACKSTOP
+from qonnect.controller.detector import CLUSTER_GRACE, CLUSTER_GRACE_LABEL, PROGRESSING_BACKSTOP
 from qonnect.controller.timeouts import DEFAULT_WAIT_TIMEOUT, OWN_VARS, RUN_OVERHEAD, run_timeout_for
 from qonnect.errors import UserError
 
@@ -62,6 +62,15 @@ def add_parser(subparsers: Any) -> None:
     run.add_argument(
         "--heartbeat-timeout", type=float, help="seconds without a report before a cluster is down"
     )
+    run.add_argument(
+        "--cluster-grace",
+        type=float,
+        default=CLUSTER_GRACE,
+        help="seconds a cluster whose agent is silent or cannot reach its API stays only suspect "
+        "(the leader probes the API itself meanwhile) before its applications move (default "
+        f"%(default)gs: a 15 s API-server outage never migrates); a cluster's label "
+        f"{CLUSTER_GRACE_LABEL} overrides it",
+    )
     run.add_argument("--tick", type=float, default=1.0, help="seconds between detector runs")
     run.add_argument(
         "--progressing-timeout",
@@ -82,6 +91,25 @@ def add_parser(subparsers: Any) -> None:
         help="seconds a recovered cluster must stay healthy before apps move back to it",
     )
     run.add_argument("--max-attempts", type=int, default=4, help="playbook attempts per decision")
+    run.add_argument(
+        "--max-concurrent-runs",
+        type=int,
+        help="migration playbook runs at once; the rest wait in decision order "
+        "(default: one per two CPU cores, at least 1)",
+    )
+    run.add_argument(
+        "--batch-size",
+        type=int,
+        default=10,
+        help="applications one migration run heals (one playbook start-up for all; default %(default)s)",
+    )
+    run.add_argument(
+        "--max-drift-moves-per-minute",
+        type=float,
+        default=2.0,
+        help="QoS-drift moves (e.g. back onto a recovered cluster, after --stable-seconds) "
+        "admitted per minute (default %(default)g)",
+    )
     run.add_argument(
         "--wait-timeout",
         type=float,
@@ -116,6 +144,32 @@ def add_parser(subparsers: Any) -> None:
 def _positive(value: float, flag: str) -> float:
     if not value > 0:
         raise UserError(f"{flag}: expected a number of seconds > 0, got {value:g}")
+    return value
+
+
+def _pacing_options(args: argparse.Namespace) -> dict[str, Any]:
+    """--max-concurrent-runs, --batch-size, --max-drift-moves-per-minute as Config fields."""
+    from qonnect.controller.loop import default_concurrency
+
+    runs = default_concurrency() if args.max_concurrent_runs is None else args.max_concurrent_runs
+    if runs < 1:
+        raise UserError(f"--max-concurrent-runs: expected an integer >= 1, got {runs}")
+    if args.batch_size < 1:
+        raise UserError(f"--batch-size: expected an integer >= 1, got {args.batch_size}")
+    if not args.max_drift_moves_per_minute >= 0:
+        raise UserError(
+            f"--max-drift-moves-per-minute: expected a number >= 0, got {args.max_drift_moves_per_minute:g}"
+        )
+    return {
+        "max_concurrent_runs": runs,
+        "batch_size": args.batch_size,
+        "max_drift_moves_per_minute": args.max_drift_moves_per_minute,
+    }
+
+
+def _non_negative(value: float, flag: str) -> float:
+    if not value >= 0 or value == float("inf"):
+        raise UserError(f"{flag}: expected a number of seconds >= 0, got {value:g}")
     return value
 
 
@@ -154,6 +208,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UserError(f"--hysteresis: expected a fraction in [0, 1), got {args.hysteresis:g}")
     if args.max_attempts < 1:
         raise UserError(f"--max-attempts: expected an integer >= 1, got {args.max_attempts}")
+    pacing = _pacing_options(args)
     extravars = {}
     for item in args.extra_var:
         key, sep, value = item.partition("=")
@@ -174,6 +229,7 @@ def _run(args: argparse.Namespace) -> int:
         min_dwell=args.min_dwell,
         hysteresis=args.hysteresis,
         node_grace=max(timeout, 10.0),
+        cluster_grace=_non_negative(args.cluster_grace, "--cluster-grace"),
     )
     cfg = Config(
         self_addr=args.self_addr,
@@ -188,6 +244,7 @@ def _run(args: argparse.Namespace) -> int:
         http_port=int(http_port),
         tick=_positive(args.tick, "--tick"),
         max_attempts=args.max_attempts,
+        **pacing,
         wait_timeout=wait_timeout,
         run_timeout=run_timeout_for(wait_timeout),
         settings=settings,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import queue
 import threading
 import time
@@ -32,9 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER
 
 from qonnect.controller import journal, proctree
+from qonnect.controller.confirm import Confirmer
 from qonnect.controller.detector import (
     Memory,
     Replanner,
@@ -46,6 +49,7 @@ from qonnect.controller.detector import (
     exclusions_now,
 )
 from qonnect.controller.executor import CANCELLED, SUCCEEDED, Executor, Outcome
+from qonnect.controller.pacing import Pacer
 from qonnect.controller.raft import ProposalError, RaftNode, Timing
 from qonnect.controller.reconcile import Reconciler
 from qonnect.controller.replan import Feasibility
@@ -54,6 +58,12 @@ from qonnect.controller.status import Metrics, StatusServer
 from qonnect.controller.timeouts import DEFAULT_WAIT_TIMEOUT, RUN_OVERHEAD
 
 log = logging.getLogger("qonnect.controller")
+
+
+def default_concurrency() -> int:
+    """Playbook runs at once by default: one per two cores (each run costs ~5 CPU-s and 180 MiB;
+    more at once only share the CPU and all finish late together)."""
+    return max(1, (os.cpu_count() or 2) // 2)
 
 
 @dataclass
@@ -81,6 +91,10 @@ class Config:
     timing: Timing = field(default_factory=Timing)
     extravars: dict[str, Any] = field(default_factory=dict)
     name: str = ""  # the operator's name for this replica (--id); Raft knows it by self_addr
+    max_concurrent_runs: int = field(default_factory=default_concurrency)  # playbook runs at once
+    batch_size: int = 10  # applications one run migrates (one playbook start heals many)
+    max_drift_moves_per_minute: float = 2.0  # QoS-drift moves admitted per minute (calm failback)
+    intent_ttl: float = DEFAULT_WAIT_TIMEOUT + RUN_OVERHEAD  # a deploy's 'applying' intent holds this long
 
 
 def migration_vars(cfg: Config) -> dict[str, Any]:
@@ -127,12 +141,19 @@ class Controller:
         )
         self.metrics = Metrics()
         self.memory = Memory()
+        self.confirmer = Confirmer(self.kb.list_clusters)  # the leader's own probes of suspects
+        self.last_tick: float | None = None  # monotonic start of the previous tick (loop lag)
+        # a tick this much later than planned: the host (or we) stalled, agents were not heard
+        self.stall_limit = max(2.0 * cfg.tick, cfg.settings.heartbeat_timeout / 2)
         # a deposed leader stops within leader_fallback (+ a tick and the runner's cancel poll)
         self.lease_wait = cfg.timing.leader_fallback + 0.5
         self.lead_term: int | None = None
         self.lead_since = 0.0
         self.reconciled = False
-        self.runs: dict[str, threading.Thread] = {}
+        self.runs: dict[str, threading.Thread] = {}  # decision id -> its run (a batch: one thread)
+        self.waiting_slot: list[str] = []  # decisions waiting for a run slot, in order
+        self.announced_wait: set[str] = set()
+        self.pacer = Pacer(cfg.max_drift_moves_per_minute, cfg.intent_ttl)
         self.finished: queue.Queue[tuple[dict[str, Any], int, dict[str, int], Outcome]] = queue.Queue()
         self.unreported: list[tuple[dict[str, Any], int, dict[str, int], Outcome]] = []
         self.recorded: set[str] = set()  # decisions whose KB decision event this replica wrote or saw
@@ -188,6 +209,7 @@ class Controller:
     # -- one tick ------------------------------------------------------------------------------
 
     def step(self) -> None:
+        self._loop_lag()
         self._collect_finished()
         if not self.node.is_leader():
             if self.lead_term is not None:
@@ -202,14 +224,17 @@ class Controller:
         if not self.reconciled:
             self._reconcile_lost()
         try:
+            read_at = time.monotonic()
             snapshot, _placements = journal.read_snapshot(self.kb, time.time())
         except KBError as exc:
             self._kb_heard(False, exc)
             self.why = f"leader of term {term}, but no decisions: cannot read the KB ({exc})"
             return
         self._kb_heard(True)
+        self._stalled(time.monotonic() - read_at, "reading the KB took")
         heard_for = time.monotonic() - (self.kb_ok_since or time.monotonic())
-        snapshot = dataclasses.replace(snapshot, heard_for=heard_for)
+        suspects = down_clusters(snapshot, self.cfg.settings)
+        snapshot = dataclasses.replace(snapshot, heard_for=heard_for, probes=self.confirmer.probes(suspects))
         self.apps = {a["name"] for a in snapshot.applications}
         if heard_for < self.cfg.settings.heartbeat_timeout:
             self.why = (
@@ -222,6 +247,28 @@ class Controller:
             self._drive_open(snapshot)  # start what was just decided now, not a tick later
         down = set(down_clusters(snapshot, self.cfg.settings))
         self.reconciler.tick(snapshot, self.memory, down, self.lead_term, self.lead_token)
+
+    def _loop_lag(self) -> None:
+        """Measure this loop's own lag (time between ticks beyond cfg.tick)."""
+        now = time.monotonic()
+        if self.last_tick is not None:
+            self._stalled(now - self.last_tick - self.cfg.tick, "the controller loop ran late by")
+        self.last_tick = now
+
+    def _stalled(self, lag: float, what: str) -> None:
+        """After a stall of this host (or of the KB's answers), staleness is not failure: as after
+        a KB outage, heartbeats count again only once agents had a whole timeout to be heard."""
+        if lag <= self.stall_limit:
+            return
+        log.warning(
+            "%s %.1fs (> %.1fs): this host stalled; judging no cluster by heartbeat age for %gs",
+            what,
+            lag,
+            self.stall_limit,
+            self.cfg.settings.heartbeat_timeout,
+        )
+        if self.kb_ok_since is not None:
+            self.kb_ok_since = time.monotonic()
 
     def _kb_heard(self, ok: bool, exc: Exception | None = None) -> None:
         """Track since when the KB answers without a gap (a gap restarts the heartbeat grace)."""
@@ -266,6 +313,13 @@ class Controller:
         self.lead_term, self.lead_since, self.reconciled = term, time.monotonic(), False
         self.lead_token = dict(token)
         self.memory = Memory()
+        try:  # what recovered when, as the previous leaders saw it: the same stabilisation window
+            journal.seed_memory(
+                self.memory,
+                journal.recovered_in_kb(self.kb, time.time(), self.cfg.settings.stable_seconds),
+            )
+        except KBError as exc:
+            log.warning("leader of term %d: cannot read recent recoveries from the KB: %s", term, exc)
         self.deferred_why = {}
         self.reconciler.everything()  # every cluster once: nobody may have cleaned them
         return True
@@ -279,6 +333,8 @@ class Controller:
         """Commit decisions for this snapshot's triggers; returns how many were taken."""
         machine = self.node.machine
         triggers, observe = detect(snapshot, machine, self.memory, self.cfg.settings, self.replan)
+        self._post_notices()
+        triggers, observe = self._pace(triggers, observe, snapshot.now)
         for app, version in observe:
             self._propose({"op": "observe", "app": app, "version": version})
         taken = sum(1 for trigger in triggers if self._decide(trigger, snapshot.now))
@@ -295,6 +351,30 @@ class Controller:
             + ("" if triggers or inflight else "; nothing needs doing")
         )
         return taken
+
+    def _post_notices(self) -> None:
+        """Tell the KB what the detector saw without moving anything (once per episode)."""
+        notices, self.memory.notices = self.memory.notices, []
+        for notice in notices:
+            log.warning("cluster %s: %s: %s", notice.cluster, notice.kind, notice.text)
+            try:
+                journal.post_notice(self.kb, notice, self.lead_token)
+            except KBError as exc:
+                log.info("cannot record %s of %s: %s", notice.kind, notice.cluster, exc)
+
+    def _pace(
+        self, triggers: list[Trigger], observe: list[tuple[str, int | None]], now: float
+    ) -> tuple[list[Trigger], list[tuple[str, int | None]]]:
+        """pacing.py's rules over the detector's triggers: a spec version a deploy is applying
+        is left to it, and QoS-drift (failback) moves are admitted at a bounded rate."""
+        return self.pacer.pace(
+            triggers,
+            observe,
+            now,
+            lambda app: self.kb.list_events(application=app, limit=intent.LOOKBACK),
+            self.memory.recovered_at,
+            self.cfg.settings.stable_seconds,
+        )
 
     def _decide(self, trigger: Trigger, now: float) -> bool:
         res = self._propose(
@@ -325,7 +405,7 @@ class Controller:
             res["id"],
             res["token"],
             trigger.app,
-            list(trigger.exclude) or "nothing",
+            list(trigger.exclude) or "no cluster",
             trigger.reason,
         )
         self._record(decision, fresh=True)
@@ -406,8 +486,13 @@ class Controller:
     # -- migrations ------------------------------------------------------------------------------
 
     def _drive_open(self, snapshot: Snapshot) -> None:
+        """Start what may start, within --max-concurrent-runs playbook runs of up to
+        --batch-size applications each; the rest wait in decision order (logged, in status)."""
         machine = self.node.machine
         now = time.time()
+        room = self._free_runs() * max(1, self.cfg.batch_size)
+        ready: list[dict[str, Any]] = []
+        waiting: list[dict[str, Any]] = []
         for decision in machine.open_decisions():
             did = decision["id"]
             if did in self.runs:
@@ -417,17 +502,10 @@ class Controller:
                 continue
             status = decision["status"]
             if status == RUNNING:
-                if decision["owner"] == self.node.node_id and decision["attempt_term"] == self.node.term():
-                    continue  # our own run: its outcome is being reported
-                waited = time.monotonic() - self.lead_since
-                if waited < self.lease_wait:
-                    # take over the moment the lease ends, not up to a tick later
-                    self.wake_at = self.lead_since + self.lease_wait
-                    log.info(
-                        "decision %s: waiting %.1fs for the previous leader's lease before taking over",
-                        did,
-                        self.lease_wait - waited,
-                    )
+                if not self._may_take_over(decision):
+                    continue
+                if len(ready) >= room:
+                    waiting.append(decision)
                     continue
                 if self._completed_before(decision):
                     continue
@@ -438,13 +516,59 @@ class Controller:
                     decision["owner"],
                 )
                 if self._prepare(decision, snapshot):
-                    self._start(machine.get(did) or decision)
-            elif (status == PENDING or (status == RETRY and now >= decision["not_before"])) and self._prepare(
-                decision, snapshot
-            ):
-                self._start(machine.get(did) or decision)
+                    ready.append(machine.get(did) or decision)
+            elif status == PENDING or (status == RETRY and now >= decision["not_before"]):
+                if len(ready) >= room:
+                    waiting.append(decision)
+                elif self._prepare(decision, snapshot):
+                    ready.append(machine.get(did) or decision)
+                elif status == RETRY:
+                    self._gone(decision, snapshot)
             elif status == RETRY:
                 self._gone(decision, snapshot)  # a waiting decision ends as soon as its trigger is gone
+        size = max(1, self.cfg.batch_size)
+        for i in range(0, len(ready), size):
+            self._start(ready[i : i + size])
+        self._queued(waiting)
+
+    def _may_take_over(self, decision: dict[str, Any]) -> bool:
+        """A running attempt may be taken over: not our own, and its leader's lease is over."""
+        if decision["owner"] == self.node.node_id and decision["attempt_term"] == self.node.term():
+            return False  # our own run: its outcome is being reported
+        waited = time.monotonic() - self.lead_since
+        if waited < self.lease_wait:
+            # take over the moment the lease ends, not up to a tick later
+            self.wake_at = self.lead_since + self.lease_wait
+            log.info(
+                "decision %s: waiting %.1fs for the previous leader's lease before taking over",
+                decision["id"],
+                self.lease_wait - waited,
+            )
+            return False
+        return True
+
+    def _free_runs(self) -> int:
+        """Playbook runs that may start now (a batch is one run, whatever its size)."""
+        live = {id(t) for t in self.runs.values()}
+        return max(0, self.cfg.max_concurrent_runs - len(live))
+
+    def _queued(self, waiting: list[dict[str, Any]]) -> None:
+        """Say (once per decision, and in the status) which decisions wait for a run slot."""
+        self.waiting_slot = [d["id"] for d in waiting]
+        for pos, decision in enumerate(waiting, 1):
+            if decision["id"] not in self.announced_wait:
+                self.announced_wait.add(decision["id"])
+                log.warning(
+                    "decision %s: %s waits for a run slot (position %d of %d; %d run(s) of at most "
+                    "%d at once, --max-concurrent-runs)",
+                    decision["id"],
+                    decision["app"],
+                    pos,
+                    len(waiting),
+                    len({id(t) for t in self.runs.values()}),
+                    self.cfg.max_concurrent_runs,
+                )
+        self.announced_wait &= set(self.waiting_slot)
 
     def _gone(self, decision: dict[str, Any], snapshot: Snapshot) -> bool:
         """End a retried cluster-down decision whose application runs on no down cluster any more."""
@@ -562,19 +686,59 @@ class Controller:
                 log.info("could not post confirmation for %s: %s", decision["id"], exc)
         return True
 
-    def _start(self, decision: dict[str, Any]) -> None:
+    def _start(self, decisions: list[dict[str, Any]]) -> None:
+        """Commit each decision's attempt (with the user's stored policy it runs with) and run
+        them as one playbook run: a batch of one is an ordinary single run."""
+        started = [item for item in (self._begin(d) for d in decisions) if item is not None]
+        if not started:
+            return
+        term = self.node.term()
+
+        def work() -> None:
+            still = lambda: self._still_leader(term)  # noqa: E731
+            if len(started) == 1:
+                decision, attempt, token = started[0]
+                outcomes = {decision["id"]: self.executor.run(decision, attempt, token, still)}
+            else:
+                outcomes = self.executor.run_batch(started, still)
+            for decision, attempt, token in started:
+                self.finished.put((decision, attempt, token, outcomes[decision["id"]]))
+            self.wake.set()
+
+        name = f"run-{started[0][0]['id']}" + (f"+{len(started) - 1}" if len(started) > 1 else "")
+        thread = threading.Thread(target=work, name=name, daemon=True)
+        for decision, _attempt, _token in started:
+            self.runs[decision["id"]] = thread
+        thread.start()
+
+    def _begin(self, decision: dict[str, Any]) -> tuple[dict[str, Any], int, dict[str, int]] | None:
+        """The durable record, the committed 'start' (attempt, token, policy) and the KB's
+        start event of one decision; None if it may not run now."""
         if not self._record(decision):
-            return  # the durable record comes first
-        res = self._propose({"op": "start", "id": decision["id"], "max_attempts": self.cfg.max_attempts})
+            return None  # the durable record comes first
+        policy = self._policy(decision["app"])
+        if policy is None:
+            return None  # the KB cannot say how the user wants it placed: try again next tick
+        res = self._propose(
+            {
+                "op": "start",
+                "id": decision["id"],
+                "max_attempts": self.cfg.max_attempts,
+                **({"policy": policy} if policy else {}),
+            }
+        )
         if not res or not res.get("ok"):
             if res:
                 log.info("decision %s: start refused: %s", decision["id"], res.get("why"))
             if res and res.get("status") == "failed":
                 self._gave_up(decision, str(res.get("why")))
-            return
-        term = self.node.term()
+            return None
         attempt, token = res["attempt"], res["token"]
         snapshot = dict(self._committed(decision["id"]))
+        if policy:
+            log.warning(
+                "decision %s: %s heals with its stored policy %s", decision["id"], snapshot["app"], policy
+            )
         try:
             journal.post(
                 self.kb,
@@ -592,16 +756,18 @@ class Controller:
             self._finish(
                 snapshot, attempt, Outcome("failed", f"KB unreachable before start: {exc}", "", None)
             )
-            return
+            return None
+        return snapshot, attempt, token
 
-        def work() -> None:
-            outcome = self.executor.run(snapshot, attempt, token, lambda: self._still_leader(term))
-            self.finished.put((snapshot, attempt, token, outcome))
-            self.wake.set()
-
-        thread = threading.Thread(target=work, name=f"run-{decision['id']}", daemon=True)
-        self.runs[decision["id"]] = thread
-        thread.start()
+    def _policy(self, app: str) -> dict[str, Any] | None:
+        """The placement policy the user deployed the application with (scorer, hysteresis,
+        exclusions), as the deploy module recorded it in the KB; {} if none is recorded, None
+        if the KB cannot be read (the attempt waits rather than heal against the user's policy)."""
+        try:
+            return intent.stored_policy(self.kb.list_events(application=app, limit=intent.LOOKBACK))
+        except KBError as exc:
+            log.warning("cannot read the stored policy of %s (%s); not starting its migration yet", app, exc)
+            return None
 
     def _collect_finished(self) -> None:
         pending = self.unreported
@@ -757,4 +923,6 @@ class Controller:
             "log_counters": dict(machine.counters),
             "versions": dict(machine.versions),  # app -> spec version placed or observed
             "running_here": sorted(self.runs),
+            "max_concurrent_runs": self.cfg.max_concurrent_runs,
+            "waiting_for_run_slot": list(self.waiting_slot),  # decision ids, in the order they start
         }

@@ -228,6 +228,8 @@ class DecisionLog:
         decision["owner"] = node
         decision["status"] = RUNNING
         decision["started_at"] = float(cmd.get("ts", 0.0))
+        if isinstance(cmd.get("policy"), dict):  # the user's stored policy this attempt runs with
+            decision["policy"] = copy.deepcopy(cmd["policy"])
         self.counters["attempts"] += 1
         return {
             "ok": True,

@@ -1,0 +1,338 @@
+"""Healing a fleet (issue 21): k applications on the cluster that fails, on real processes.
+
+For each k (default 1, 10, 20) a fresh emulator federation (6 clusters, a KB, one agent per
+cluster, 3 controller replicas) gets k applications of one small Deployment (10m CPU), all
+placed on the same cluster by a plan; that cluster is failed (`testbed fail`) and the benchmark
+waits until every application is Healthy elsewhere, read from the KB's placements and the
+workloads its agents report (not from the controller's own events). Reported per k:
+
+- heal_seconds p50/p99/max: failure -> each application Healthy off the failed cluster;
+- playbook_starts (and per application): migration runs the replicas started (their logs);
+- leader_changes: elections after the failure (term before/after, "became leader" lines);
+- max_attempt: the highest attempt number of any migration start (KB events), against
+  --max-attempts;
+- children_peak_rss_mib / children_cpu_seconds: everything the controller replicas started
+  (sampled from /proc every 0.25 s; CPU of reaped children from the replicas' cutime/cstime),
+  and the replicas' own CPU.
+
+Measure older code from a worktree (the benchmark runs whatever checkout it sits in):
+
+    git worktree add /tmp/old 94360af && cp benchmarks/heal_scale.py /tmp/old/benchmarks/
+    python /tmp/old/benchmarks/heal_scale.py --json --ks 1,10,20
+    python benchmarks/heal_scale.py --json --ks 1,10,20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "services"))
+sys.path.insert(0, str(ROOT / "tests" / "integration" / "controller"))  # the real-process harness
+sys.path.insert(0, str(ROOT / "tests"))  # its shared helpers (support)
+
+from _controller_stack import BIN, Stack, wait_for  # noqa: E402
+from failover import summary  # noqa: E402  (the same percentiles as the failover benchmark)
+
+CLK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+PLAY = """
+- hosts: localhost
+  gather_facts: false
+  module_defaults:
+    group/qonnect.core.kb:
+      kb_url: "{{ kb_url }}"
+      kb_token: "{{ lookup('ansible.builtin.file', kb_token_file) }}"
+  tasks:
+    - name: Deploy every application onto one cluster
+      qonnect.core.deploy:
+        spec: "{{ item }}"
+        plan: {services: {web: [{cluster: "{{ target }}", replicas: 1}]}}
+        wait_timeout: 60
+      loop: "{{ apps }}"
+      loop_control: {label: "{{ item.metadata.name }}"}
+"""
+
+
+def spec(name: str) -> dict[str, Any]:
+    """One service, one Deployment of one 10m-CPU container."""
+    container = {"name": "web", "image": "nginx", "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [container]}},
+        },
+    }
+    return {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": name},
+        "spec": {"services": [{"name": "web", "manifests": [deployment]}]},
+    }
+
+
+# -- /proc sampling ----------------------------------------------------------------------------
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rindex(")") + 2 :].split()  # fields from 'state' on (index 0 = field 3)
+
+
+def _children_map() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat(int(entry))
+            if fields:
+                kids.setdefault(int(fields[1]), []).append(int(entry))
+    return kids
+
+
+def _descendants(root: int, kids: dict[int, list[int]]) -> list[int]:
+    out, todo = [], list(kids.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(kids.get(pid, []))
+    return out
+
+
+class Sampler(threading.Thread):
+    """Peak RSS of all descendants of the replicas, and the CPU they used."""
+
+    def __init__(self, pids: list[int]) -> None:
+        super().__init__(daemon=True)
+        self.pids = pids
+        self.stop = threading.Event()
+        self.peak_rss = 0
+        self.peak_children = 0
+        self.live_cpu: dict[int, float] = {}  # descendant pid -> last seen utime+stime (s)
+        self.start_cpu = {p: self._cpu(p) for p in pids}
+
+    @staticmethod
+    def _cpu(pid: int) -> tuple[float, float]:
+        """(own, reaped children's) CPU seconds of a process."""
+        f = _stat(pid)
+        if not f:
+            return 0.0, 0.0
+        return (int(f[11]) + int(f[12])) / CLK, (int(f[13]) + int(f[14])) / CLK
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            kids = _children_map()
+            rss, n = 0, 0
+            for root in self.pids:
+                for pid in _descendants(root, kids):
+                    f = _stat(pid)
+                    if f:
+                        rss += int(f[21]) * PAGE
+                        n += 1
+                        self.live_cpu[pid] = (int(f[11]) + int(f[12])) / CLK
+            self.peak_rss, self.peak_children = max(self.peak_rss, rss), max(self.peak_children, n)
+            self.stop.wait(0.25)
+
+    def result(self) -> dict[str, Any]:
+        self.stop.set()
+        self.join(timeout=5)
+        own = reaped = 0.0
+        for pid in self.pids:
+            o, r = self._cpu(pid)
+            own += o - self.start_cpu[pid][0]
+            reaped += r - self.start_cpu[pid][1]
+        alive = sum(self.live_cpu[p] for p in self.live_cpu if _stat(p))  # not reaped yet
+        return {
+            "children_peak_rss_mib": round(self.peak_rss / 2**20, 1),
+            "children_peak_processes": self.peak_children,
+            "children_cpu_seconds": round(reaped + alive, 1),
+            "replicas_cpu_seconds": round(own, 1),
+        }
+
+
+# -- one k ---------------------------------------------------------------------------------------
+
+
+def deploy_all(stack: Stack, names: list[str], target: str, workdir: Path) -> None:
+    play = workdir / "deploy-all.yml"
+    play.write_text(PLAY)
+    extra = workdir / "apps.json"
+    extra.write_text(
+        json.dumps(
+            {
+                "apps": [spec(n) for n in names],
+                "target": target,
+                "kb_url": stack.kb_url,
+                "kb_token_file": str(stack.admin_token),
+            }
+        )
+    )
+    res = subprocess.run(
+        [str(BIN / "ansible-playbook"), str(play), "-e", f"@{extra}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=stack.env,
+        cwd=workdir,
+        check=False,
+    )
+    if res.returncode != 0:
+        raise SystemExit(f"deploying the applications failed:\n{res.stdout[-3000:]}\n{res.stderr[-2000:]}")
+
+
+def healed_now(stack: Stack, names: set[str], failed: str) -> set[str]:
+    """Applications placed off the failed cluster with every workload there Healthy (KB view)."""
+    placements = {p["application"]: p for p in stack.admin.request("GET", "/api/v1/placements")["placements"]}
+    workloads = stack.admin.request("GET", "/api/v1/workloads")["workloads"]
+    healthy: dict[tuple[str, str], list[str]] = {}
+    for w in workloads:
+        healthy.setdefault((w.get("application") or "", w.get("service") or ""), []).append(
+            f"{w['cluster']}={w['status']}"
+        )
+    done = set()
+    for name in names:
+        rec = placements.get(name) or {}
+        placement = rec.get("current") or rec.get("desired") or {}
+        ok = bool(placement)
+        for service, targets in placement.items():
+            clusters = {t["cluster"] for t in targets}
+            states = [s for s in healthy.get((name, service), []) if s.split("=")[0] in clusters]
+            if failed in clusters or not states or any(not s.endswith("=Healthy") for s in states):
+                ok = False
+        if ok:
+            done.add(name)
+    return done
+
+
+def terms(stack: Stack) -> list[int]:
+    return [st["term"] for r in stack.replicas if (st := r.status(timeout=2.0))]
+
+
+def log_counts(stack: Stack, offsets: dict[str, int]) -> dict[str, int]:
+    """Playbook starts, elections and pysyncobj divergence warnings in the replicas' logs
+    written after the failure."""
+    starts = elections = diverged = 0
+    for r in stack.replicas:
+        text = r.log_path.read_bytes()[offsets.get(r.name, 0) :].decode(errors="replace")
+        starts += len(re.findall(r"attempt \d+: running \S+ for", text))
+        starts += len(re.findall(r"batch \S+: running \S+ for", text))
+        elections += text.count("became leader of term")
+        diverged += text.count("state machine may have diverged")
+    return {"playbook_starts": starts, "elections": elections, "divergence_warnings": diverged}
+
+
+def attempts_seen(stack: Stack, after: int) -> int:
+    events = stack.admin.list_events(limit=1000, after_id=after)
+    return max(
+        [
+            int((e.get("ref") or {}).get("attempt") or 0)
+            for e in events
+            if e["type"] == "controller.migration.started"
+        ]
+        or [0]
+    )
+
+
+def one_k(k: int, workdir: Path, options: list[str], timeout: float) -> dict[str, Any]:
+    stack = Stack(workdir)
+    try:
+        stack.start_kb()
+        stack.start_testbed(6)
+        stack.start_agents(1.0)
+        target = stack.federation["clusters"][0]["name"]
+        names = [f"app{i:03d}" for i in range(k)]
+        t_dep = time.monotonic()
+        deploy_all(stack, names, target, workdir)
+        deploy_seconds = time.monotonic() - t_dep
+        stack.start_replicas(3, options)
+        stack.wait_leader(30)
+        # let the new leader settle (heartbeat grace) and observe every application once
+        wait_for(
+            lambda: all(st.get("versions") for r in stack.replicas if (st := r.status())), 60, 0.5, "observe"
+        )
+        time.sleep(2)
+        term0 = max(terms(stack))
+        after = max([e["id"] for e in stack.admin.list_events(limit=1, after_id=None)] or [0])
+        offsets = {r.name: r.log_path.stat().st_size for r in stack.replicas}
+        sampler = Sampler([r.proc.pid for r in stack.replicas if r.proc])
+        sampler.start()
+        t0 = time.monotonic()
+        stack.testbed("fail", target)
+        healed: dict[str, float] = {}
+        pending = set(names)
+        deadline = t0 + timeout
+        while pending and time.monotonic() < deadline:
+            try:
+                done = healed_now(stack, pending, target)
+            except Exception:  # a KB hiccup under load: poll again
+                done = set()
+            now = time.monotonic() - t0
+            for name in done:
+                healed[name] = now
+            pending -= done
+            time.sleep(0.5)
+        resources = sampler.result()
+        counts = log_counts(stack, offsets)
+        term1 = max(terms(stack) or [term0])
+        heal = list(healed.values())
+        return {
+            "k": k,
+            "failed_cluster": target,
+            "deploy_seconds": round(deploy_seconds, 1),
+            "healed": len(healed),
+            "not_healed": sorted(pending),
+            "heal_seconds": summary(heal),
+            "heal_all_seconds": round(max(heal), 2) if heal and not pending else None,
+            **counts,
+            "playbook_starts_per_app": round(counts["playbook_starts"] / k, 2),
+            "term_before": term0,
+            "term_after": term1,
+            "leader_changes": term1 - term0,
+            "max_attempt": attempts_seen(stack, after),
+            **resources,
+        }
+    finally:
+        stack.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ks", default="1,10,20", help="comma-separated application counts")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for a heal")
+    parser.add_argument(
+        "--controller-option", action="append", default=[], help="extra option for every replica"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+    parser.add_argument("--out", help="also write the JSON here")
+    args = parser.parse_args()
+    results = []
+    for k in [int(x) for x in args.ks.split(",") if x.strip()]:
+        with tempfile.TemporaryDirectory(prefix=f"heal-k{k}-") as tmp:
+            res = one_k(k, Path(tmp), args.controller_option, args.timeout)
+        results.append(res)
+        if not args.json:
+            print(json.dumps(res), file=sys.stderr, flush=True)
+        if args.out:
+            Path(args.out).write_text(json.dumps({"checkout": str(ROOT), "results": results}, indent=2))
+    print(json.dumps({"checkout": str(ROOT), "results": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+# Copyright: qonnect.core contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A user's deploy, as the KB records it for the controller: the intent and the policy.
+
+The deploy module (a user's run, not the controller's fenced one) writes a ``deploy.intent``
+event before it touches the spec or a cluster (``applying``) and one when it is done
+(``applied`` with the spec version it placed, or ``failed``). Each carries the placement policy
+the user chose (scorer, hysteresis, exclusions), so that:
+
+- a heal places the application the way the user deployed it (the controller reads the policy
+  of the newest ``applied`` intent; a migration is not a new policy);
+- the controller does not re-place a spec version the deploy playbook is applying at the same
+  time (one writer per spec version): it waits while an ``applying`` intent is open and fresh,
+  and simply observes the version the deploy placed.
+
+The record is the event's message as JSON (the KB's event schema has no field of its own for
+it); only events written under an admin token count, so an agent or a reader cannot change how
+the controller places an application.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+TYPE = "deploy.intent"
+APPLYING, APPLIED, FAILED = "applying", "applied", "failed"
+STATES = (APPLYING, APPLIED, FAILED)
+LOOKBACK = 500  # events of an application read to find its newest intent
+WRITERS = ("admin",)  # roles whose intents count (the roles that may deploy)
+
+
+def policy_of(params: dict[str, Any]) -> dict[str, Any]:
+    """The placement policy of a deploy's options."""
+    return {
+        "scorer": params.get("scorer"),
+        "hysteresis": params.get("hysteresis"),
+        "exclude": sorted(str(c) for c in params.get("exclude") or ()),
+    }
+
+
+def event(app: str, state: str, policy: dict[str, Any], version: int | None = None) -> dict[str, Any]:
+    """The KB event body of one intent record."""
+    body = {"state": state, "policy": policy, "version": version, "ts": time.time()}
+    return {
+        "type": TYPE,
+        "reason": state,
+        "application": app,
+        "message": json.dumps(body, sort_keys=True),
+    }
+
+
+def parse(event_: dict[str, Any], writers: tuple[str | None, ...] = WRITERS) -> dict[str, Any] | None:
+    """An intent record from a KB event, or None (another event, an untrusted writer, bad JSON)."""
+    if event_.get("type") != TYPE or event_.get("role") not in writers:
+        return None
+    try:
+        body = json.loads(event_.get("message") or "")
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or body.get("state") not in STATES:
+        return None
+    policy = body.get("policy") if isinstance(body.get("policy"), dict) else {}
+    version = body.get("version")
+    return {
+        "id": event_.get("id", 0),
+        "state": body["state"],
+        "ts": float(event_.get("ts") or 0.0),
+        "version": version if isinstance(version, int) and not isinstance(version, bool) else None,
+        "policy": clean_policy(policy),
+    }
+
+
+def clean_policy(policy: dict[str, Any]) -> dict[str, Any]:
+    """Only well-formed policy fields (a malformed one is left to the controller's default)."""
+    out: dict[str, Any] = {}
+    if isinstance(policy.get("scorer"), str) and policy["scorer"]:
+        out["scorer"] = policy["scorer"]
+    hyst = policy.get("hysteresis")
+    if isinstance(hyst, (int, float)) and not isinstance(hyst, bool) and 0 <= hyst < 1:
+        out["hysteresis"] = float(hyst)
+    exclude = policy.get("exclude")
+    if isinstance(exclude, list) and all(isinstance(c, str) for c in exclude):
+        out["exclude"] = sorted(exclude)
+    return out
+
+
+def records(events: list[dict[str, Any]], writers: tuple[str | None, ...] = WRITERS) -> list[dict[str, Any]]:
+    """The trusted intent records among an application's events, oldest first."""
+    found = [r for r in (parse(e, writers) for e in events) if r is not None]
+    return sorted(found, key=lambda r: r["id"])
+
+
+def stored_policy(events: list[dict[str, Any]], writers: tuple[str | None, ...] = WRITERS) -> dict[str, Any]:
+    """The policy of the newest applied deploy ({} when the application has none recorded)."""
+    applied = [r for r in records(events, writers) if r["state"] == APPLIED]
+    return dict(applied[-1]["policy"]) if applied else {}
+
+
+def worth_recording(kb: Any, app: str, params: dict[str, Any], new_version: bool) -> bool:
+    """Whether a deploy records its intent: it stores a new spec version, or its policy is not
+    the one recorded last (so an unchanged rerun writes no event)."""
+    if new_version:
+        return True
+    events = kb.list_events(application=app, limit=LOOKBACK)
+    # the deployer's own view: a KB without roles (a test double) counts as the deployer's
+    return stored_policy(events, (*WRITERS, None)) != clean_policy(policy_of(params))
+
+
+def newest(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    found = records(events)
+    return found[-1] if found else None

@@ -1,0 +1,247 @@
+"""Bounded, batched execution (issue 21): a fleet's failure starts at most --max-concurrent-runs
+playbook runs, each healing up to --batch-size applications; the rest wait in decision order,
+said in the log and the status; a heal runs with the policy the user deployed with.
+
+The loop runs over a real DecisionLog; only the Raft node, the KB and the playbook runner are
+stand-ins (in-process fakes of external systems, no network)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+import pytest
+from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
+from qonnect.controller.detector import Memory, Snapshot
+from qonnect.controller.executor import SUCCEEDED, Outcome, decision_vars
+from qonnect.controller.loop import Config, Controller, default_concurrency
+from qonnect.controller.statemachine import PENDING, RUNNING, DecisionLog
+
+
+class Node:
+    """A one-replica 'Raft': commits apply to the real decision log at once."""
+
+    node_id = "n1"
+
+    def __init__(self) -> None:
+        self.machine = DecisionLog()
+        self.machine.apply({"op": "leader", "term": 1, "node": "n1", "ts": 0.0})
+
+    def term(self) -> int:
+        return 1
+
+    def is_leader(self) -> bool:
+        return True
+
+    def propose(self, cmd: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return self.machine.apply({"term": 1, "node": "n1", "ts": time.time(), **cmd})
+
+
+class KB:
+    """The KB's event log."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def post_event(self, body: dict[str, Any], role: str = "controller") -> dict[str, Any]:
+        self.events.append({**body, "id": len(self.events) + 1, "role": role, "ts": time.time()})
+        return self.events[-1]
+
+    def list_events(self, application: str | None = None, limit: int = 100, **_kw: Any) -> list[dict]:
+        return [e for e in self.events if application in (None, e.get("application"))][-limit:]
+
+
+class Runner:
+    """The playbook runner: each run blocks until released; records what ran together."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.live = 0
+        self.peak = 0
+        self.runs: list[list[dict[str, Any]]] = []  # decisions of each run, in start order
+        self.release = threading.Semaphore(0)
+
+    def _one(self, decisions: list[dict[str, Any]]) -> None:
+        with self.lock:
+            self.live += 1
+            self.peak = max(self.peak, self.live)
+            self.runs.append(decisions)
+        self.release.acquire(timeout=10)
+        with self.lock:
+            self.live -= 1
+
+    def run(self, decision, attempt, token, still_valid) -> Outcome:
+        self._one([decision])
+        return Outcome(SUCCEEDED, "ok", "", 0)
+
+    def run_batch(self, items, still_valid) -> dict[str, Outcome]:
+        self._one([d for d, _a, _t in items])
+        return {d["id"]: Outcome(SUCCEEDED, "ok", "", 0) for d, _a, _t in items}
+
+    def kill_all(self) -> int:
+        return 0
+
+
+def controller(**cfg: Any) -> Controller:
+    """A Controller wired to the fakes above (no Raft, KB or HTTP started)."""
+    c = Controller.__new__(Controller)
+    c.cfg = Config("127.0.0.1:1", [], "http://kb", "t", "/t", "s" * 32, "/d", "migrate.yml", **cfg)
+    c.node, c.kb, c.executor = Node(), KB(), Runner()
+    c.feasible, c.replan, c.apps, c.lead_token = None, None, None, {"term": 1, "seq": 1}
+    c.memory, c.deferred_why, c.recorded = Memory(), {}, set()
+    c.lead_since, c.lease_wait, c.wake_at = time.monotonic(), 0.0, None
+    c.runs, c.waiting_slot, c.announced_wait, c.unreported = {}, [], set(), []
+    import queue
+
+    c.finished, c.wake = queue.Queue(), threading.Event()
+    from qonnect.controller.status import Metrics
+
+    c.metrics, c.why = Metrics(), ""
+    return c
+
+
+def decide(c: Controller, apps: list[str]) -> list[str]:
+    ids = []
+    for app in apps:
+        res = c.node.propose({"op": "decide", "app": app, "exclude": ["edge-1"], "reason": "edge-1 down"}, 1)
+        ids.append(res["id"])
+    return ids
+
+
+APPS = ["shop", *(f"app{i}" for i in range(6))]
+SNAPSHOT = Snapshot(  # edge-1 is down and runs every application
+    {
+        "clusters": [{"name": "edge-1", "heartbeat_age": 100.0}, {"name": "cloud-1", "heartbeat_age": 0.5}],
+        "placements": {app: {"web": [{"cluster": "edge-1"}]} for app in APPS},
+    },
+    [],
+    [],
+    1000.0,
+    heard_for=100.0,
+)
+
+
+def settle(c: Controller, runner: Runner, runs: int) -> None:
+    deadline = time.monotonic() + 5
+    while len(runner.runs) < runs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(runner.runs) == runs
+
+
+def finish_all(c: Controller, runner: Runner, n: int) -> None:
+    for _ in range(n):
+        runner.release.release()
+    deadline = time.monotonic() + 5
+    while runner.live and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for thread in set(c.runs.values()):
+        thread.join(timeout=5)
+    c._collect_finished()
+
+
+def test_default_concurrency_is_sized_for_the_host():
+    import os
+
+    assert default_concurrency() == max(1, (os.cpu_count() or 2) // 2)
+    assert Config("a:1", [], "u", "t", "/t", "s", "/d", "p").max_concurrent_runs == default_concurrency()
+
+
+def test_at_most_max_concurrent_runs_the_rest_wait_in_order(caplog: pytest.LogCaptureFixture):
+    c = controller(max_concurrent_runs=2, batch_size=1)
+    runner = c.executor
+    ids = decide(c, [f"app{i}" for i in range(5)])
+    with caplog.at_level(logging.WARNING, logger="qonnect.controller"):
+        c._drive_open(SNAPSHOT)
+        settle(c, runner, 2)
+        c._drive_open(SNAPSHOT)  # a second pass in the same tick starts nothing more
+    assert runner.peak == 2 and len(runner.runs) == 2
+    assert [r[0]["id"] for r in runner.runs] == ids[:2]
+    assert c.waiting_slot == ids[2:]  # in decision order
+    status = {d["id"]: d["status"] for d in c.node.machine.open_decisions()}
+    assert [status[i] for i in ids] == [RUNNING, RUNNING, PENDING, PENDING, PENDING]
+    waits = [r.getMessage() for r in caplog.records if "waits for a run slot" in r.getMessage()]
+    assert len(waits) == 3 and "position 1 of 3" in waits[0] and "app2" in waits[0]
+    finish_all(c, runner, 2)
+    c._drive_open(SNAPSHOT)
+    settle(c, runner, 4)
+    assert runner.peak == 2 and c.waiting_slot == ids[4:]
+    finish_all(c, runner, 2)
+    c._drive_open(SNAPSHOT)
+    settle(c, runner, 5)
+    finish_all(c, runner, 1)
+    assert runner.peak == 2
+    assert all(c.node.machine.get(i)["status"] == SUCCEEDED for i in ids)
+    assert max(c.node.machine.get(i)["attempts"] for i in ids) == 1
+
+
+def test_one_run_heals_a_batch_each_with_its_own_attempt_and_token():
+    c = controller(max_concurrent_runs=1, batch_size=4)
+    runner = c.executor
+    ids = decide(c, [f"app{i}" for i in range(6)])
+    c._drive_open(SNAPSHOT)
+    settle(c, runner, 1)
+    assert [d["id"] for d in runner.runs[0]] == ids[:4]  # one playbook start for four applications
+    tokens = {(d["attempt_token"]["term"], d["attempt_token"]["seq"]) for d in runner.runs[0]}
+    assert len(tokens) == 4  # each attempt is fenced by its own token
+    assert c.waiting_slot == ids[4:]
+    finish_all(c, runner, 1)
+    c._drive_open(SNAPSHOT)
+    settle(c, runner, 2)
+    assert [d["id"] for d in runner.runs[1]] == ids[4:]
+    finish_all(c, runner, 1)
+    assert all(c.node.machine.get(i)["status"] == SUCCEEDED for i in ids)
+    assert runner.peak == 1
+
+
+def _intent(kb: KB, app: str, role: str, **policy: Any) -> None:
+    kb.post_event(intent.event(app, intent.APPLIED, {"exclude": [], **policy}, 1), role=role)
+
+
+def test_a_heal_runs_with_the_policy_the_user_deployed_with():
+    c = controller(max_concurrent_runs=1, batch_size=1)
+    _intent(c.kb, "shop", "admin", scorer="optimal", hysteresis=0.3, exclude=["cloud-2"])
+    _intent(c.kb, "shop", "agent", scorer="borda", exclude=["cloud-1", "cloud-3"])  # not a deployer
+    (did,) = decide(c, ["shop"])
+    c._drive_open(SNAPSHOT)
+    settle(c, c.executor, 1)
+    ran = c.executor.runs[0][0]
+    assert c.node.machine.get(did)["policy"] == {
+        "scorer": "optimal",
+        "hysteresis": 0.3,
+        "exclude": ["cloud-2"],
+    }
+    got = decision_vars(ran, 1, ran["attempt_token"])
+    assert got["scorer"] == "optimal" and got["hysteresis"] == 0.3
+    assert got["exclude"] == ["cloud-2", "edge-1"]  # the user's exclusion and the decision's
+    finish_all(c, c.executor, 1)
+
+
+def test_without_a_stored_policy_the_controller_defaults_apply():
+    c = controller(max_concurrent_runs=1)
+    (did,) = decide(c, ["shop"])
+    c._drive_open(SNAPSHOT)
+    settle(c, c.executor, 1)
+    ran = c.executor.runs[0][0]
+    got = decision_vars(ran, 1, ran["attempt_token"])
+    assert "scorer" not in got and got["exclude"] == ["edge-1"]  # migration_vars' defaults stay
+    assert "policy" not in c.node.machine.get(did)
+    finish_all(c, c.executor, 1)
+
+
+def test_the_batch_results_split_per_decision(tmp_path):
+    from qonnect.controller.executor import FAILED, split_outcome
+
+    items = [({"id": "d1.2", "app": "a"}, 1, {}), ({"id": "d1.3", "app": "b"}, 2, {})]
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps({"d1.2": {"ok": True}, "d1.3": {"ok": False, "msg": "cloud-2 refused"}}))
+    whole = Outcome(FAILED, "playbook failed", "/art", 2)
+    got = split_outcome(whole, items, results)
+    assert got["d1.2"].result == SUCCEEDED
+    assert got["d1.3"].result == FAILED and "cloud-2 refused" in got["d1.3"].detail
+    results.unlink()  # the run died before writing its results: nothing counts as done
+    assert {o.result for o in split_outcome(Outcome(SUCCEEDED, "", "", 0), items, results).values()} == {
+        FAILED
+    }

@@ -1,0 +1,103 @@
+"""pacing.py (issue 21, items 4 and 5): one writer per spec version, and a calm failback."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
+from qonnect.controller.detector import Trigger
+from qonnect.controller.pacing import Pacer, gain_of
+
+
+def spec_changed(app: str = "shop", version: int = 2) -> Trigger:
+    return Trigger(
+        app, "spec-changed", f"application spec changed: version 1 -> {version}", (), None, version
+    )
+
+
+def drift(app: str) -> Trigger:
+    why = "QoS drift: objective 0.5000 -> 0.6500 with the engine's weighted scorer beyond hysteresis 0.1"
+    return Trigger(app, "qos-drift", why)
+
+
+def events(*records: tuple[str, int | None, float], role: str = "admin") -> list[dict]:
+    out = []
+    for i, (state, version, ts) in enumerate(records, 1):
+        body = intent.event("shop", state, {"scorer": "optimal", "exclude": []}, version)
+        out.append({**body, "id": i, "ts": ts, "role": role})
+    return out
+
+
+def test_a_version_the_deploy_is_applying_waits(caplog: pytest.LogCaptureFixture):
+    pacer = Pacer(intent_ttl=600)
+    with caplog.at_level(logging.WARNING, logger="qonnect.controller"):
+        keep, observe = pacer.pace(
+            [spec_changed()], [], 1000.0, lambda app: events(("applying", None, 990.0))
+        )
+    assert keep == [] and observe == []
+    assert "being applied by a deploy" in caplog.text
+    assert "shop" in pacer.waiting()
+
+
+def test_the_version_the_deploy_placed_is_observed_not_placed_again():
+    pacer = Pacer()
+    trail = events(("applying", None, 990.0), ("applied", 2, 995.0))
+    keep, observe = pacer.pace([spec_changed(version=2)], [], 1000.0, lambda app: trail)
+    assert keep == [] and observe == [("shop", 2)]
+
+
+def test_the_controller_places_a_version_no_deploy_is_applying():
+    pacer = Pacer(intent_ttl=600)
+    for trail in (
+        [],  # stored through the KB API, no deploy
+        events(("applying", None, 100.0)),  # a deploy that never reported: stale after the ttl
+        events(("applying", None, 990.0), ("failed", None, 995.0)),  # the deploy failed
+        events(("applying", None, 990.0), ("applied", 1, 995.0)),  # it placed an older version
+        events(("applying", None, 990.0), role="agent"),  # not a deployer's record
+    ):
+        keep, observe = pacer.pace([spec_changed(version=2)], [], 1000.0, lambda app, t=trail: t)
+        assert keep == [spec_changed(version=2)] and observe == [], trail
+
+
+def test_unreadable_intents_hold_the_version_for_now():
+    def broken(app: str) -> list[dict]:
+        raise OSError("KB away")
+
+    keep, _observe = Pacer().pace([spec_changed()], [], 1000.0, broken)
+    assert keep == []
+
+
+def test_drift_moves_wait_for_the_stabilisation_window_then_go_at_a_bounded_rate(
+    caplog: pytest.LogCaptureFixture,
+):
+    pacer = Pacer(max_drift_per_minute=2)
+    wave = [drift(f"app{i}") for i in range(6)]
+    none = lambda app: []  # noqa: E731
+    recovered = {"cloud-1": 1000.0}
+    keep, _ = pacer.pace(wave, [], 1010.0, none, recovered, stable_seconds=30)
+    assert keep == []  # cloud-1 came back 10 s ago: nothing moves yet
+    with caplog.at_level(logging.WARNING, logger="qonnect.controller"):
+        admitted: dict[str, int] = {}
+        for now in range(1031, 1031 + 300):  # one tick a second for five minutes
+            keep, _ = pacer.pace(
+                [t for t in wave if t.app not in admitted], [], float(now), none, recovered, 30
+            )
+            admitted.update({t.app: now for t in keep})
+    times = sorted(admitted.values())
+    assert len(times) == 6
+    for t in times:  # never more than 2 in any 60-second window
+        assert sum(1 for u in times if t <= u < t + 60) <= 2
+    assert times[-1] - times[0] >= 120  # spread over minutes, not one burst
+    gains = [r.getMessage() for r in caplog.records if "move of" in r.getMessage()]
+    assert len(gains) == 6 and all("objective 0.5 -> 0.65 (+30.0%)" in g for g in gains)
+
+
+def test_other_triggers_pass_untouched():
+    down = Trigger("shop", "cluster-down", "cluster edge-1 down", ("edge-1",))
+    keep, observe = Pacer(max_drift_per_minute=0).pace([down], [("x", 1)], 1.0, lambda app: [])
+    assert keep == [down] and observe == [("x", 1)]
+
+
+def test_gain_of_says_when_it_is_not_reported():
+    assert gain_of("QoS drift: something else") == "gain not reported"
