@@ -17,6 +17,8 @@ options:
         cluster named like the cluster (or like the C(context) of its Knowledge Base record).
       - Used for every cluster it has a context for, instead of the kubeconfig path of the cluster's record.
       - If not set, the value of the E(K8S_AUTH_KUBECONFIG) environment variable is used.
+      - Never logged. In the module's output the credentials of kubeconfig content (everything under
+        C(users), tokens, keys, passwords) are masked; cluster and context names stay readable.
     type: raw
   k8s_host:
     description:

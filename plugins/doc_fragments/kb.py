@@ -31,6 +31,9 @@ options:
     description:
       - Whether to verify the Knowledge Base's TLS certificate.
       - If not set, the value of the E(QONNECT_KB_VALIDATE_CERTS) environment variable is used, else V(true).
+        The variable takes V(true)/V(false), V(yes)/V(no), V(on)/V(off) or V(1)/V(0); set but empty, or any
+        other value, is an error naming it (as in the inventory plugin P(qonnect.core.kb#inventory)), never
+        a silent V(false).
     type: bool
   kb_timeout:
     description:

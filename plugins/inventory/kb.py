@@ -57,9 +57,12 @@ options:
     env:
       - name: QONNECT_KB_CA_PATH
   validate_certs:
-    description: Whether to verify the Knowledge Base's TLS certificate.
-    type: bool
-    default: true
+    description:
+      - Whether to verify the Knowledge Base's TLS certificate. Verified when not set.
+      - Read as the modules read O(qonnect.core.deploy#module:kb_validate_certs) - V(true)/V(false),
+        V(yes)/V(no), V(on)/V(off), V(1)/V(0); an empty or any other value is an error naming it, never
+        a silent V(false).
+    type: raw
     env:
       - name: QONNECT_KB_VALIDATE_CERTS
   timeout:
@@ -111,12 +114,16 @@ from typing import Any
 
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
+from ansible_collections.qonnect.core.plugins.module_utils.booleans import option_or_env
+from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
     RESOURCES,
     free_capacity,
 )
+
+ENV_VALIDATE_CERTS = "QONNECT_KB_VALIDATE_CERTS"
 
 
 def _sum(nodes: list[dict], field: str) -> dict[str, float]:
@@ -198,6 +205,16 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         ident = hashlib.sha256(f"{url}\0{token_id}".encode()).hexdigest()[:16]
         return f"{self.get_cache_key(path)}_{ident}"
 
+    def _validate_certs(self) -> bool:
+        """validate_certs by the modules' parser (booleans.py): unset verifies, a bad value is an
+        error naming where it came from (the option or QONNECT_KB_VALIDATE_CERTS)."""
+        value, origin = self.get_option_and_origin("validate_certs")
+        name = ENV_VALIDATE_CERTS if str(origin).startswith("env") else "validate_certs"
+        try:
+            return option_or_env(value, name, ENV_VALIDATE_CERTS, True, environ={})
+        except InputError as exc:
+            raise AnsibleParserError(f"qonnect.core.kb: {exc}") from None
+
     def fetch(self) -> dict[str, Any]:
         url, token = self._connection()
         try:
@@ -205,7 +222,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 url,
                 token,
                 ca_path=os.path.expanduser(self.get_option("ca_path") or "") or None,
-                validate_certs=self.get_option("validate_certs"),
+                validate_certs=self._validate_certs(),
                 timeout=self.get_option("timeout"),
             )
             inventory = client.inventory()

@@ -27,8 +27,9 @@ KB_ARGSPEC: dict[str, dict[str, Any]] = {
     "kb_url": {"type": "str", "fallback": (env_fallback, ["QONNECT_KB_URL"])},
     "kb_token": {"type": "str", "no_log": True, "fallback": (env_fallback, ["QONNECT_KB_TOKEN"])},
     "kb_ca_path": {"type": "path", "fallback": (env_fallback, ["QONNECT_KB_CA_PATH"])},
-    # no default: a default would win over the environment variable (fallbacks fill only unset options)
-    "kb_validate_certs": {"type": "bool", "fallback": (env_fallback, ["QONNECT_KB_VALIDATE_CERTS"])},
+    # no default and no env_fallback: module.py reads QONNECT_KB_VALIDATE_CERTS with booleans.py,
+    # the parser the inventory plugin uses, so "" or "maybe" is an error naming the variable
+    "kb_validate_certs": {"type": "bool"},
     "kb_timeout": {"type": "float", "default": 10.0},
 }
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.qonnect.core.plugins.module_utils.booleans import option_or_env
 from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError, fail_fields
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
+from ansible_collections.qonnect.core.plugins.module_utils.redact import no_log_values
 
 
 def kb_client_from_params(params: dict[str, Any]) -> KBClient:
@@ -26,7 +28,9 @@ def kb_client_from_params(params: dict[str, Any]) -> KBClient:
         url,
         params.get("kb_token"),
         ca_path=params.get("kb_ca_path"),
-        validate_certs=params.get("kb_validate_certs") is not False,
+        validate_certs=option_or_env(
+            params.get("kb_validate_certs"), "kb_validate_certs", "QONNECT_KB_VALIDATE_CERTS", True
+        ),
         timeout=params.get("kb_timeout") or 10.0,
     )
 
@@ -38,6 +42,10 @@ class QonnectModule:
     def __init__(self, argument_spec: dict[str, Any], **kwargs: Any) -> None:
         kwargs.setdefault("supports_check_mode", True)
         self._module = AnsibleModule(argument_spec=argument_spec, **kwargs)
+        # kubeconfig options: mask their credentials, not every cluster name in them (redact.py)
+        self._module.no_log_values = no_log_values(
+            argument_spec, self._module.params, self._module.no_log_values
+        )
         self._kb: Any = None
 
     @property

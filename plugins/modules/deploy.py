@@ -128,6 +128,8 @@ options:
     description:
       - Cluster name to its kubeconfig, as a file path or as content (a mapping or YAML text), overriding
         the paths stored in the Knowledge Base and the O(k8s_kubeconfig) / O(k8s_host) credentials.
+      - Never logged (syslog, C(-vvv), job events). In the module's output the credentials of kubeconfig
+        content (everything under C(users), tokens, keys, passwords) are masked; cluster names stay readable.
     type: dict
 extends_documentation_fragment:
   - qonnect.core.kb
@@ -253,7 +255,7 @@ def main() -> None:
                 },
             },
             reason={"type": "str"},
-            kubeconfigs={"type": "dict"},
+            kubeconfigs={"type": "dict", "no_log": True},
         ),
         mutually_exclusive=[("spec", "src", "name")],
         required_one_of=[("spec", "src", "name")],

@@ -91,7 +91,7 @@ def kb_credential(
         "kb_url": stack.url,
         "kb_token": token,
         "kb_ca_cert": stack.ca.read_text() if ca else "",
-        "kb_validate_certs": validate,
+        "kb_insecure_skip_verify": not validate,
     }
     return inject(credential_type, inputs, tmp_path / "kb-cred")
 

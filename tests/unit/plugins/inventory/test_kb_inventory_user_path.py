@@ -34,7 +34,7 @@ def run(tmp_path, monkeypatch):
                 "url": url,
                 "token": token,
                 "ca_path": self.get_option("ca_path"),
-                "validate_certs": self.get_option("validate_certs"),
+                "validate_certs": self._validate_certs(),
             }
         )
         return DATA
