@@ -9,6 +9,17 @@ the plan). Fleets and applications are generated from a fixed seed, so runs are 
 
     python benchmarks/placement.py --json            # 9x6, 100x100, 1000x1000, 1000x10000
     python benchmarks/placement.py --json --quick    # 9x6 and 100x100 only (CI smoke)
+    python benchmarks/placement.py --vs-go           # Borda against QONNECT's Go scorer, place_many
+
+``--vs-go`` (issue 21) builds QONNECT's own Go Borda scorer from
+../shared/qonnect-reference/borda-go into a temporary directory (read from there, never copied)
+and times it in the same run as ``place(scorer="borda")`` for one one-service application at
+9 clusters x 1 node, 100 x 5 and 1000 x 10: "go" is QONNECT's algo/borda unchanged with the JSON
+decode of its node list included (a harness in the temporary directory imports the package and
+keeps every run's time, for the p99), "place" one place() call from the inventory dict (parse,
+arrays, rank: a module run's cost), "batch" the per-application time inside
+place_many (the fleet built once). Then place_many of 50 applications at 1000 x 10 with each
+scorer. One JSON object per line with medians and p99 in milliseconds or seconds.
 """
 
 from __future__ import annotations
@@ -53,9 +64,10 @@ RADIUS = {"cloud": 40.0, "fog": 15.0, "edge": 3.0}
 MILP_MAX_PAIRS = 100 * 100
 
 
-def fleet(num_clusters: int, seed: int = 7) -> dict:
-    """Clusters on three tiers with 1-3 nodes of jittered QONNECT profiles; latency grows with
-    the distance between sites on a plane (edge sites near users, cloud far away)."""
+def fleet(num_clusters: int, seed: int = 7, nodes_per_cluster: int | None = None) -> dict:
+    """Clusters on three tiers with 1-3 nodes (or ``nodes_per_cluster``) of jittered QONNECT
+    profiles; latency grows with the distance between sites on a plane (edge sites near users,
+    cloud far away)."""
     rng = random.Random(seed)
     clusters, coords = [], {}
     for i in range(num_clusters):
@@ -65,7 +77,8 @@ def fleet(num_clusters: int, seed: int = 7) -> dict:
         r = RADIUS[tier] * rng.uniform(0.8, 1.2)
         coords[name] = (r * math.cos(angle), r * math.sin(angle))
         nodes = []
-        for n in range(1 if num_clusters <= 9 else rng.randint(1, 3)):
+        count = nodes_per_cluster or (1 if num_clusters <= 9 else rng.randint(1, 3))
+        for n in range(count):
             prof = (
                 PROFILES[rng.choice(sorted(PROFILES))]
                 if num_clusters > 9
@@ -164,7 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--quick", action="store_true", help="only 9x6 and 100x100")
     parser.add_argument("--runs", type=int, default=3, help="runs per measurement (median)")
+    parser.add_argument(
+        "--vs-go", action="store_true", help="Borda against QONNECT's Go scorer, and place_many"
+    )
     args = parser.parse_args(argv)
+    if args.vs_go:
+        from placement_go import compare
+
+        return compare()
     for clusters, services in QUICK_SIZES if args.quick else SIZES:
         inv = Inventory.from_dict(fleet(clusters))
         app = application(services, clusters)

@@ -1,12 +1,18 @@
 """The placement engine: inventory model, hard-constraint filters, scorers, assignment.
 
-``place(app, inventory, scorer="weighted")`` returns a :class:`Plan`; scorers are ``weighted``
+``place(app, inventory, scorer="weighted")`` returns a :class:`Plan`;
+``place_many(requests, inventory)`` places a batch of applications on one build of the fleet
+(placement/batch.py) and returns a :class:`BatchResult`; scorers are ``weighted``
 (default), ``borda`` (QONNECT's baseline) and ``optimal`` (HiGHS MILP). See
 docs/architecture.md ("Plan") for the output format.
 """
 
 from __future__ import annotations
 
+from ansible_collections.qonnect.core.plugins.module_utils.placement.batch import (
+    BatchResult,
+    place_many,
+)
 from ansible_collections.qonnect.core.plugins.module_utils.placement.engine import (
     capacity_violations,
     objective,
@@ -23,6 +29,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAUL
 __all__ = [
     "DEFAULT_SCORER",
     "SCORERS",
+    "BatchResult",
     "Inventory",
     "InventoryError",
     "PlacementError",
@@ -30,4 +37,5 @@ __all__ = [
     "capacity_violations",
     "objective",
     "place",
+    "place_many",
 ]

@@ -74,13 +74,15 @@ def dependency_order(app) -> list:
     return [by_name[n] for n in order]
 
 
-def release_current(fleet: Fleet, app, current: dict) -> None:
+def release_current(fleet: Fleet, app, current: dict, free=None) -> None:
     """Give back the capacity the current replicas hold, so keeping them is not double-counted.
 
     The inventory's ``requested`` already includes running replicas. Entries that list
     ``nodes`` (one per replica, as plans do) release on those nodes; otherwise on the cluster's
-    nodes in name order, round-robin.
+    nodes in name order, round-robin. ``free`` is the array released into (the fleet's own
+    capacity state by default; a batch passes the state it carries to the next application).
     """
+    free = fleet.free if free is None else free
     by_name = {s.name: s for s in app.services}
     for svc_name, entries in sorted(current.items()):
         svc = by_name.get(svc_name)
@@ -97,7 +99,7 @@ def release_current(fleet: Fleet, app, current: dict) -> None:
             replicas = int(entry.get("replicas", len(named) or 1))
             targets = named or [first + (i % count) for i in range(replicas)]
             for v in targets:
-                fleet.free[v] = np.minimum(fleet.free[v] + req, fleet.alloc[v])
+                free[v] = np.minimum(free[v] + req, fleet.alloc[v])
 
 
 def scorer_registry() -> dict:
@@ -133,25 +135,39 @@ def place(
     the inventory's ``placements`` format); when omitted the inventory's own entry for the
     application is used. Raises PlacementError naming the service and the unmet constraint.
     """
-    assign = _scorer(scorer)
-    if not isinstance(hysteresis, (int, float)) or isinstance(hysteresis, bool) or hysteresis < 0:
-        raise ValueError(f"hysteresis: {hysteresis!r} is not a number >= 0")
+    check_request(scorer, current, hysteresis)
     inv = inventory if isinstance(inventory, Inventory) else Inventory.from_dict(inventory)
     if current is None:
         current = inv.placements.get(app.name) or {}
-    if not isinstance(current, dict):
+    return place_on(Fleet(inv), app, scorer, exclude, current, hysteresis, explain)[0]
+
+
+def check_request(scorer: str, current, hysteresis) -> None:
+    """ValueError for a request no scorer can take (before any work is done)."""
+    _scorer(scorer)
+    if not isinstance(hysteresis, (int, float)) or isinstance(hysteresis, bool) or hysteresis < 0:
+        raise ValueError(f"hysteresis: {hysteresis!r} is not a number >= 0")
+    if current is not None and not isinstance(current, dict):
         raise ValueError("current: expected the current placement as {service: [{cluster, replicas}]}")
-    fleet = Fleet(inv)
+
+
+def place_on(fleet: Fleet, app, scorer: str, exclude, current: dict, hysteresis, explain: bool):
+    """(Plan, assignment) of one application on a fleet whose ``free`` is the capacity left.
+
+    The one body of :func:`place` and of a batch (placement/batch.py), so both give the same
+    plan for the same capacity state. Consumes ``fleet.free``; the caller resets it.
+    """
     release_current(fleet, app, current)
     problem = Problem(app, fleet, exclude, current, float(hysteresis), explain)
-    assignment, explanation = assign(problem)
-    return Plan(
+    assignment, explanation = _scorer(scorer)(problem)
+    plan = Plan(
         application=app.name,
         scorer=scorer,
         objective=evaluate(fleet, app, assignment),
         services={s.name: entries_from_assignment(fleet, assignment[s.name]) for s in app.services},
         explanation={s.name: explanation[s.name] for s in app.services} if explain else {},
     )
+    return plan, assignment
 
 
 def objective(app, inventory, plan) -> float:

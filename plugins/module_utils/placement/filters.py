@@ -179,7 +179,7 @@ class JmesFilter(Filter):
             if jmespath is None:
                 raise ImportError("spec filters need the jmespath package: pip install jmespath")
             compiled = jmespath.compile(expr)
-            facts = ctx.fleet.cache.setdefault("facts", [c.facts() for c in ctx.fleet.inventory.clusters])
+            facts = ctx.fleet.facts()
             outcomes = [_truthy(compiled, f) for f in facts]
             ctx.fleet.cache[key] = np.array([outcome[0] for outcome in outcomes], dtype=bool)
             ctx.fleet.cache[("jmespath-errors", expr)] = [outcome[1] for outcome in outcomes]

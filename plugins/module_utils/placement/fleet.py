@@ -56,33 +56,111 @@ class Fleet:
         self.node_cluster_list = self.node_cluster.tolist()  # fast scalar lookups
         self.node_names = [n.name for n in nodes]
         self.num_nodes = len(nodes)
-        self.alloc = np.array([[n.allocatable[r] for r in RESOURCES] for n in nodes], dtype=float).reshape(
-            -1, 3
-        )
-        # each node's free capacity as the model defines it (model.Node.free)
-        free = (n.free() for n in nodes)
-        self.free0 = np.array([[f[r] for r in RESOURCES] for f in free], dtype=float).reshape(-1, 3)
+        alloc = [n.allocatable for n in nodes]
+        requested = [n.requested for n in nodes]
+        self.alloc = np.array([[a[r] for r in RESOURCES] for a in alloc], dtype=float).reshape(-1, 3)
+        # each node's free capacity as the model defines it (model.Node.free: allocatable minus
+        # requested), subtracted as Python numbers, so the values are the model's to the bit
+        self.free0 = np.array(
+            [[a[r] - q[r] for r in RESOURCES] for a, q in zip(alloc, requested, strict=True)], dtype=float
+        ).reshape(-1, 3)
         self.free = self.free0.copy()
         self.bandwidth = np.array([n.bandwidth_gbps for n in nodes], dtype=float)
         self.energy = np.array([n.energy_kwh for n in nodes], dtype=float)
         self.price = np.array([n.price_eur_h for n in nodes], dtype=float)
         # Ready, schedulable, no pressure, recent: the node could run a pod ...
-        self.node_usable = np.array([n.usable for n in nodes], dtype=bool)
+        usable = [n.usable for n in nodes]
+        self.node_usable = np.array(usable, dtype=bool)
         # ... and no NoSchedule/NoExecute taint keeps a pod without tolerations off it (a tainted
         # control-plane node is no room for the application). Services that tolerate a taint
         # get such nodes back through node_ok_for().
         self.node_taints = [n.taints for n in nodes]
-        self.node_ok = np.array([n.runs_pods for n in nodes], dtype=bool)
-        self.node_reason = [_node_reason(n) for n in nodes]
+        self.node_ok = np.array(
+            [u and (not n.taints or n.runs_pods) for u, n in zip(usable, nodes, strict=True)], dtype=bool
+        )
+        self._nodes = nodes
+        self._node_reason: list[str] | None = None
         ok_per_cluster = np.bincount(self.node_cluster, weights=self.node_ok, minlength=self.num_clusters)
         self.has_ok_node = ok_per_cluster > 0
         # first node of each cluster (nodes are grouped by cluster in cluster order)
         counts = np.bincount(self.node_cluster, minlength=self.num_clusters)
         self.node_start = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
         self.node_count = counts
-        self.latency, self.lmax = self._latency_matrix()
-        self.latency_to = np.ascontiguousarray(self.latency.T)  # row j: latency from all to j
+        self._latency: tuple | None = None
         self.cache: dict = {}
+
+    @property
+    def node_reason(self) -> list[str]:
+        """Why each node is not eligible ("" when it is); only explanations read it."""
+        if self._node_reason is None:
+            self._node_reason = [_node_reason(n) for n in self._nodes]
+        return self._node_reason
+
+    def _latencies(self) -> tuple:
+        """(matrix, largest value, transposed matrix), built on first use: a scorer that never
+        reads latency (borda; a service without dependencies or maxLatency) skips the
+        clusters x clusters matrix, a million cells at 1000 clusters."""
+        if self._latency is None:
+            mat, lmax = self._latency_matrix()
+            self._latency = (mat, lmax, np.ascontiguousarray(mat.T))
+        return self._latency
+
+    @property
+    def latency(self):
+        """Cluster x cluster latency in ms (unmeasured pairs: the largest measured value)."""
+        return self._latencies()[0]
+
+    @property
+    def lmax(self) -> float:
+        return self._latencies()[1]
+
+    @property
+    def latency_to(self):
+        """Row j: the latency from every cluster to cluster j."""
+        return self._latencies()[2]
+
+    def set_capacity(self, free) -> None:
+        """Start the next application of a batch from ``free`` (the capacity earlier plans left).
+
+        It becomes the basis of the static criteria and Borda's ranks as ``free0`` is for a
+        single placement, so the next plan is the one :func:`place` would make on an inventory
+        whose ``requested`` holds the earlier plans. Cached values that read capacity are dropped.
+        """
+        self.free0 = free.copy()
+        self.free = free.copy()
+        self.cache = {k: v for k, v in self.cache.items() if _cache_tag(k) not in CAPACITY_CACHE}
+
+    def facts(self) -> list[dict]:
+        """Each cluster's facts (a spec filter's document) under the current ``free0``.
+
+        Clusters whose capacity differs from the inventory's (a batch placed replicas there)
+        show that capacity: ``requested`` = allocatable - free per node, ``free`` summed over the
+        nodes that may run pods, as :meth:`model.Cluster.facts` counts it.
+        """
+        if "facts" not in self.cache:
+            if "facts0" not in self.cache:
+                self.cache["facts0"] = [c.facts() for c in self.inventory.clusters]
+                self.cache["free_at_start"] = self.free0.copy()
+            facts = list(self.cache["facts0"])
+            changed = np.any(self.free0 != self.cache["free_at_start"], axis=1)
+            for c in np.unique(self.node_cluster[changed]):
+                facts[c] = self._facts_now(int(c), facts[c])
+            self.cache["facts"] = facts
+        return self.cache["facts"]
+
+    def _facts_now(self, c: int, facts: dict) -> dict:
+        first, count = int(self.node_start[c]), int(self.node_count[c])
+        out = dict(facts, nodes=[dict(n) for n in facts["nodes"]])
+        free = {r: 0.0 for r in RESOURCES}
+        for k, v in enumerate(range(first, first + count)):
+            now = {r: float(self.free0[v, j]) for j, r in enumerate(RESOURCES)}
+            out["nodes"][k]["requested"] = {
+                r: float(self.alloc[v, j]) - now[r] for j, r in enumerate(RESOURCES)
+            }
+            if self.node_ok[v]:
+                free = {r: free[r] + now[r] for r in RESOURCES}
+        out["free"] = free
+        return out
 
     def node_ok_for(self, service):
         """Eligible nodes for one service: usable, and every blocking taint tolerated by its pods."""
@@ -115,7 +193,8 @@ class Fleet:
         same = np.array(self.locations)[:, None] == np.array(self.locations)[None, :]
         mat[same & np.isnan(mat)] = 0.0
         known = mat[~np.isnan(mat)]
-        measured = [v for row in table.values() if isinstance(row, dict) for v in row.values()]
+        # the largest measured value, rows of locations no cluster has included
+        measured = [max(row.values()) for row in table.values() if isinstance(row, dict) and row]
         lmax = float(max([known.max() if known.size else 0.0, *measured]))
         mat[np.isnan(mat)] = lmax
         return mat, lmax
@@ -166,6 +245,15 @@ class Fleet:
                 "performance": _minmax(perf_raw, ok, lower_better=False),
             }
         return self.cache["static"]
+
+
+# cache entries computed from capacity (Fleet.set_capacity drops them); the rest depend only
+# on the inventory's static facts (labels, tiers, health, taints, latency)
+CAPACITY_CACHE = frozenset(("static", "static_total", "no_refs", "facts", "jmespath", "jmespath-errors"))
+
+
+def _cache_tag(key) -> object:
+    return key[0] if isinstance(key, tuple) else key
 
 
 def _ratio(values, ok):

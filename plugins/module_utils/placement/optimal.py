@@ -255,7 +255,7 @@ def _warm_start(placed: dict | None, info) -> dict[int, float] | None:
         return None
     start: dict[int, float] = {}
     for name, data in info.items():
-        col_of = {int(v): int(c) for v, c in np.column_stack((data["cand"], data["cols"]))}
+        col_of = dict(zip(np.asarray(data["cand"]).tolist(), np.asarray(data["cols"]).tolist(), strict=True))
         start.update(dict.fromkeys(col_of.values(), 0.0))
         for v in placed[name]:
             if v not in col_of:
