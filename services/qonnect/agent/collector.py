@@ -381,12 +381,13 @@ def load_api_client(kubeconfig: str) -> Any:
     return k8s_client.ApiClient(configuration)
 
 
-def _raw_get(api: Any, path: str, query: Mapping[str, str], timeout: float) -> bytes:
+def raw_get(api: Any, path: str, query: Mapping[str, str], timeout: float) -> bytes:
     """GET ``path`` through the official client's transport (auth, TLS) without its models.
 
     The typed APIs (CoreV1Api...) import hundreds of generated model classes, which costs
     seconds of CPU per process; the agent needs raw JSON only. Recent generated clients split a
     call into ``param_serialize`` + ``call_api``; older ones take everything in ``call_api``.
+    The controller's own probe of a suspect cluster (controller/confirm.py) reads through it too.
     """
     headers = {"Accept": "application/json"}
     if hasattr(api, "param_serialize"):
@@ -434,7 +435,7 @@ class Collector:
     def _get(self, what: str, path: str, **query: str) -> list[dict]:
         """The ``items`` of one list call, read as raw JSON."""
         try:
-            return json.loads(_raw_get(self._api, path, query, self.timeout)).get("items") or []
+            return json.loads(raw_get(self._api, path, query, self.timeout)).get("items") or []
         except k8s_client.exceptions.ApiException as exc:
             raise CollectError(
                 f"listing {what}: HTTP {exc.status} {exc.reason}", int(exc.status or 0)

@@ -5,11 +5,19 @@ log, and the leader's own memory of how long things have been so), so every rule
 unit-testable. The controller loop turns triggers into committed decisions.
 
 Rules (one trigger per application at most; the first rule that fires wins):
-1. cluster down: heartbeat older than ``heartbeat_timeout``, or its agent says the cluster API is
-   unreachable -> re-place every application with a service there, without the down clusters.
+1. cluster down, confirmed: a heartbeat older than ``heartbeat_timeout``, or its agent saying
+   the cluster API is unreachable, only makes a cluster *suspect*. It is down when the leader's
+   own probe of the cluster's API (``Snapshot.probes``, services/qonnect/controller/confirm.py)
+   fails too, and has been suspect for the cluster grace (``cluster_grace``, or the cluster's
+   label ``qonnect.io/cluster-grace-seconds``): a 15 s API-server blip never moves anything.
+   A silent agent on a cluster whose API answers the leader is ``agent-down`` (a notice, no
+   move); an agent whose credentials are refused (401/403) is ``credentials-broken`` (a
+   notice, no move, and its last-known capacity stands). -> re-place every application with a
+   service on a down cluster, without the suspect ones.
    Heartbeat age is only evidence once the controller has heard from the KB for a whole
-   heartbeat timeout (``Snapshot.heard_for``): right after a KB outage every heartbeat is old
-   because nobody could report, not because every cluster failed.
+   heartbeat timeout (``Snapshot.heard_for``): right after a KB outage - or a stall of the
+   controller's own host - every heartbeat is old because nobody could report (or be heard),
+   not because every cluster failed.
 2. no ready node: every node of a cluster NotReady/unschedulable for longer than ``node_grace``
    (the cluster could not reschedule) -> move the services placed there.
 3. workload Failed (the agent reports Failed once the workload's own grace is over: the
@@ -20,11 +28,15 @@ Rules (one trigger per application at most; the first rule that fires wins):
 5. QoS drift: the placement engine finds a placement better than the current one by more than
    the hysteresis, using only clusters healthy for ``stable_seconds``, and the application has
    not moved for ``min_dwell`` seconds -> re-place (so a flapping cluster does not bounce apps).
+   Never on partial evidence: not while a cluster of the application is suspect, has refused
+   credentials, or lost a node less than ``node_grace + stable_seconds`` ago (a NotReady node is
+   the node-not-ready rule's, with its grace, not drift).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +45,11 @@ from qonnect.controller.statemachine import FAILED, DecisionLog
 # Longer than Kubernetes' default progress deadline (600 s), after which the agent reports a
 # stuck workload Failed itself: the controller's own clock only catches an agent that never does.
 PROGRESSING_BACKSTOP = 900.0
+# The controller's default cluster grace (``--cluster-grace``): longer than a 15 s API-server
+# outage plus an agent interval and a probe's cache, so such a blip never migrates anything.
+CLUSTER_GRACE = 20.0
+# A cluster's own grace, in seconds, overriding --cluster-grace (a label of its KB record).
+CLUSTER_GRACE_LABEL = "qonnect.io/cluster-grace-seconds"
 
 
 @dataclass(frozen=True)
@@ -46,6 +63,26 @@ class Settings:
     min_dwell: float = 60.0
     retry_cooldown: float = 30.0
     hysteresis: float = 0.1
+    cluster_grace: float = 0.0  # seconds a cluster stays suspect before it is down (CLI: CLUSTER_GRACE)
+
+
+@dataclass(frozen=True)
+class ApiProbe:
+    """The leader's own look at a cluster's API (confirm.py): did it answer at all?"""
+
+    reachable: bool | None  # it answered (a 401/403 too); None: could not look (no kubeconfig...)
+    detail: str  # what it answered, or why not (no credentials)
+    at: float = 0.0  # wall-clock time of the probe
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the leader tells the KB about a cluster without moving anything."""
+
+    kind: str  # agent-down, credentials-broken, cluster-recovered
+    cluster: str
+    text: str
+    ts: float
 
 
 @dataclass(frozen=True)
@@ -69,14 +106,20 @@ class Trigger:
 
 @dataclass
 class Memory:
-    """The leader's own observations over time (not replicated; a new leader starts afresh,
-    which only makes it more patient)."""
+    """The leader's own observations over time. Not replicated, but what recovered when is
+    seeded from the KB's ``controller.cluster.recovered`` events by a new leader (journal.py),
+    so it applies the same stabilisation window; the rest starts afresh, which only makes it
+    more patient."""
 
     healthy_since: dict[str, float] = field(default_factory=dict)
     no_ready_node_since: dict[str, float] = field(default_factory=dict)
     progressing_since: dict[tuple[str, str, str], float] = field(default_factory=dict)
     down_seen: set[str] = field(default_factory=set)  # clusters this leader saw down
     recovered_at: dict[str, float] = field(default_factory=dict)  # seen down, then back: when
+    suspect_since: dict[str, float] = field(default_factory=dict)  # unconfirmed trouble since
+    degraded_since: dict[str, float] = field(default_factory=dict)  # some node not Ready since
+    noticed: dict[str, str] = field(default_factory=dict)  # cluster -> the notice kind announced
+    notices: list[Notice] = field(default_factory=list)  # for the loop to post (and clear)
 
 
 @dataclass(frozen=True)
@@ -88,6 +131,7 @@ class Snapshot:
     applications: list[dict[str, Any]]
     now: float
     heard_for: float | None = None  # seconds the controller has read the KB without a gap (None: unknown)
+    probes: Mapping[str, ApiProbe] | None = None  # the leader's own probes (None: no prober, evidence as is)
 
 
 # replan(app_record, inventory, current_placement, exclude, hysteresis) -> (new placement, why)
@@ -108,7 +152,10 @@ def placed_clusters(placement: dict[str, Any]) -> dict[str, set[str]]:
 
 
 def down_clusters(snapshot: Snapshot, settings: Settings) -> dict[str, tuple[str, float]]:
-    """cluster -> (why it is considered down, estimated time it went down)."""
+    """cluster -> (why its agent's evidence says it is down, estimated time it went down).
+
+    Evidence only: a cluster here is *suspect*, avoided as a target, but moved away from only
+    once ``confirmed_down`` agrees."""
     down: dict[str, tuple[str, float]] = {}
     now = snapshot.now
     grace = snapshot.heard_for is not None and snapshot.heard_for < settings.heartbeat_timeout
@@ -123,7 +170,9 @@ def down_clusters(snapshot: Snapshot, settings: Settings) -> dict[str, tuple[str
                 f"heartbeat {age:.1f}s old > timeout {settings.heartbeat_timeout:g}s",
                 now - age,
             )
-        elif cluster.get("reachable") is False or cluster.get("healthy") is False:
+        elif (cluster.get("reachable") is False or cluster.get("healthy") is False) and not (
+            credentials_broken(cluster)
+        ):
             down[cluster["name"]] = (
                 "the KB marks it unhealthy: its agent cannot reach the cluster API"
                 f" ({cluster.get('error') or 'no detail'})",
@@ -132,8 +181,89 @@ def down_clusters(snapshot: Snapshot, settings: Settings) -> dict[str, tuple[str
     return down
 
 
+def credentials_broken(cluster: Mapping[str, Any]) -> bool:
+    """Its agent reaches the API but the API refuses the agent's credentials (401/403)."""
+    return bool(cluster.get("credentials_broken"))
+
+
+def cluster_grace(cluster: Mapping[str, Any], settings: Settings) -> float:
+    """Seconds this cluster may be suspect before it is down: its label, else --cluster-grace."""
+    raw = (cluster.get("labels") or {}).get(CLUSTER_GRACE_LABEL)
+    try:
+        value = float(raw) if raw is not None else math.nan
+    except (TypeError, ValueError):
+        value = math.nan
+    return value if math.isfinite(value) and value >= 0 else settings.cluster_grace
+
+
+def confirmed_down(
+    snapshot: Snapshot, memory: Memory, settings: Settings, suspects: dict[str, tuple[str, float]]
+) -> dict[str, tuple[str, float]]:
+    """The suspects that are down on independent evidence: the leader's own probe fails too
+    (or there is no prober), for at least the cluster's grace. Advances ``suspect_since`` and
+    queues agent-down notices (a silent agent on a cluster whose API answers the leader)."""
+    now = snapshot.now
+    clusters = {c["name"]: c for c in snapshot.inventory.get("clusters", [])}
+    down: dict[str, tuple[str, float]] = {}
+    for name in list(memory.suspect_since):
+        if name not in suspects:
+            del memory.suspect_since[name]
+    for name, (why, began) in suspects.items():
+        probe = None if snapshot.probes is None else snapshot.probes.get(name)
+        if probe is not None and probe.reachable:
+            memory.suspect_since.pop(name, None)  # the API answers the leader: not a cluster failure
+            _notice(
+                memory,
+                Notice(
+                    "agent-down",
+                    name,
+                    f"cluster {name}: {why}, but its API answers the controller ({probe.detail}): "
+                    "its agent is down or cut off, the cluster is not; nothing moves",
+                    now,
+                ),
+            )
+            continue
+        grace = cluster_grace(clusters.get(name, {}), settings)
+        if name not in memory.suspect_since:
+            memory.suspect_since[name] = now
+            if grace:
+                _notice(
+                    memory,
+                    Notice(
+                        "cluster-suspect",
+                        name,
+                        f"cluster {name} suspect: {why}; the controller probes its API and waits "
+                        f"{grace:g}s (cluster grace) before moving anything",
+                        now,
+                    ),
+                )
+        since = memory.suspect_since[name]
+        if snapshot.probes is not None and probe is None:
+            continue  # the leader's own probe has not answered yet: suspect, not down
+        if now - since < grace:
+            continue
+        confirmed = (
+            f"; the controller's own probe fails too ({probe.detail})"
+            if probe is not None and probe.reachable is False
+            else f"; not confirmed by the controller ({probe.detail})"
+            if probe is not None
+            else ""
+        )
+        suspect = f" and it has been suspect for {now - since:.0f}s (grace {grace:g}s)" if grace else ""
+        down[name] = (f"{why}{confirmed}{suspect}", min(began, since))
+    return down
+
+
+def _notice(memory: Memory, notice: Notice) -> None:
+    """Queue a notice once per episode (a cluster's state, not every tick)."""
+    if memory.noticed.get(notice.cluster) != notice.kind:
+        memory.noticed[notice.cluster] = notice.kind
+        memory.notices.append(notice)
+
+
 def update_memory(memory: Memory, snapshot: Snapshot, down: dict[str, tuple[str, float]]) -> None:
-    """Advance the leader's clocks: since when is each cluster healthy / without a ready node."""
+    """Advance the leader's clocks: since when is each cluster healthy / without a ready node
+    (``down``: the suspects, so a blip too counts against a cluster's stability)."""
     now = snapshot.now
     for cluster in snapshot.inventory.get("clusters", []):
         name = cluster["name"]
@@ -146,11 +276,30 @@ def update_memory(memory: Memory, snapshot: Snapshot, down: dict[str, tuple[str,
             if name in memory.down_seen:
                 memory.down_seen.discard(name)
                 memory.recovered_at[name] = now
+                _notice(memory, Notice("cluster-recovered", name, f"cluster {name} is back", now))
+        if credentials_broken(cluster):
+            _notice(
+                memory,
+                Notice(
+                    "credentials-broken",
+                    name,
+                    f"cluster {name}: the API refuses its agent's credentials "
+                    f"({cluster.get('error') or 'no detail'}); the cluster is up, its last-known "
+                    "capacity stands and nothing moves because of it",
+                    now,
+                ),
+            )
+        elif name not in down and memory.noticed.get(name) in ("agent-down", "credentials-broken"):
+            memory.noticed.pop(name)  # the episode is over: the next one is announced again
         nodes = cluster.get("nodes") or []
         if nodes and not any(n.get("ready") and n.get("schedulable", True) for n in nodes):
             memory.no_ready_node_since.setdefault(name, now)
         else:
             memory.no_ready_node_since.pop(name, None)
+        if any(not n.get("ready", True) for n in nodes):
+            memory.degraded_since.setdefault(name, now)
+        else:
+            memory.degraded_since.pop(name, None)
     seen = set()
     for w in snapshot.workloads:
         key = (w.get("cluster", ""), w.get("application", ""), w.get("service", ""))
@@ -170,8 +319,9 @@ def detect(
 
     Applications with a migration in flight are skipped (at most one per application).
     """
-    down = down_clusters(snapshot, settings)
-    update_memory(memory, snapshot, down)
+    suspects = down_clusters(snapshot, settings)
+    update_memory(memory, snapshot, suspects)
+    down = confirmed_down(snapshot, memory, settings, suspects)
     now = snapshot.now
     placements: dict[str, Any] = snapshot.inventory.get("placements") or {}
     apps = {a["name"]: a for a in snapshot.applications if isinstance(a, dict) and a.get("name")}
@@ -180,7 +330,7 @@ def detect(
     no_node = {
         c: since
         for c, since in memory.no_ready_node_since.items()
-        if now - since > settings.node_grace and c not in down
+        if now - since > settings.node_grace and c not in suspects
     }
     for app in sorted(set(placements) | set(apps)):
         if app in log.inflight:
@@ -194,11 +344,18 @@ def detect(
         services = placed_clusters(placements.get(app) or {})
         if not services:
             continue  # never deployed: deploying is the user's job, not the controller's
-        trigger = _first_trigger(app, services, snapshot, memory, settings, down, no_node, version, log)
+        trigger = _first_trigger(
+            app, services, snapshot, memory, settings, (down, suspects), no_node, version, log
+        )
         if trigger is None and app not in log.versions and version is not None:
             observe.append((app, version))
             continue
-        if trigger is None and replan is not None and _may_drift(app, log, now, settings):
+        if (
+            trigger is None
+            and replan is not None
+            and _may_drift(app, log, now, settings)
+            and _steady(services, snapshot, memory, settings, suspects)
+        ):
             trigger = _drift(app, record, snapshot, memory, settings, services, version, replan)
         if trigger is not None and not _cooling_down(trigger, log, now, settings):
             triggers.append(trigger)
@@ -218,12 +375,14 @@ def _first_trigger(
     snapshot: Snapshot,
     memory: Memory,
     settings: Settings,
-    down: dict[str, tuple[str, float]],
+    judged: tuple[dict[str, tuple[str, float]], dict[str, tuple[str, float]]],
     no_node: dict[str, float],
     version: int | None,
     log: DecisionLog,
 ) -> Trigger | None:
+    """``judged``: (the confirmed down clusters, moved away from; the suspects, avoided)."""
     now = snapshot.now
+    down, suspects = judged
     on_down = sorted({c for cs in services.values() for c in cs if c in down})
     unstable = recently_recovered(services, memory, settings, now)
     if on_down:
@@ -233,7 +392,7 @@ def _first_trigger(
             app,
             "cluster-down",
             f"{why} (services {', '.join(hit)})",
-            tuple(sorted(set(down) | unstable)),
+            tuple(sorted(set(suspects) | unstable)),
             None,
             version,
             min(down[c][1] for c in on_down),
@@ -247,7 +406,7 @@ def _first_trigger(
             app,
             "node-not-ready",
             f"{why} (> {settings.node_grace:g}s) and could not reschedule",
-            tuple(sorted(set(on_no_node) | set(down) | unstable)),
+            tuple(sorted(set(on_no_node) | set(suspects) | unstable)),
             None,
             version,
             min(no_node[c] for c in on_no_node),
@@ -262,7 +421,7 @@ def _first_trigger(
                 app,
                 "workload-failed",
                 f"service {service} Failed on {cluster}: {w.get('reason') or 'no reason given'}",
-                tuple(sorted({cluster} | set(down) | unstable)),
+                tuple(sorted({cluster} | set(suspects) | unstable)),
                 service,
                 version,
                 float(w.get("since") or now),
@@ -279,7 +438,7 @@ def _first_trigger(
                 "workload-stuck",
                 f"service {service} Progressing on {cluster} for "
                 f"{now - since:.0f}s > {settings.progressing_timeout:g}s",
-                tuple(sorted({cluster} | set(down) | unstable)),
+                tuple(sorted({cluster} | set(suspects) | unstable)),
                 service,
                 version,
                 since,
@@ -291,7 +450,7 @@ def _first_trigger(
             app,
             "spec-changed",
             f"application spec changed: version {known} -> {version}",
-            tuple(sorted(down)),
+            tuple(sorted(suspects)),
             None,
             version,
             now,
@@ -331,6 +490,23 @@ def _may_drift(app: str, log: DecisionLog, now: float, settings: Settings) -> bo
     return last is None or now - ended >= settings.min_dwell
 
 
+def _steady(
+    services: dict[str, set[str]],
+    snapshot: Snapshot,
+    memory: Memory,
+    settings: Settings,
+    suspects: dict[str, tuple[str, float]],
+) -> bool:
+    """Drift is judged on full, fresh observations only: no cluster of the application is
+    suspect, has refused credentials (its capacity is last-known), or lost a node recently
+    (the node-not-ready rule and its grace own that; the lost capacity is not drift)."""
+    hosting = {c for cs in services.values() for c in cs}
+    broken = {c["name"] for c in snapshot.inventory.get("clusters", []) if credentials_broken(c)}
+    settle = settings.node_grace + settings.stable_seconds
+    recent = {c for c, since in memory.degraded_since.items() if snapshot.now - since < settle}
+    return not hosting & (set(suspects) | broken | recent)
+
+
 def _drift(
     app: str,
     record: dict[str, Any],
@@ -346,7 +522,10 @@ def _drift(
         sorted(
             c["name"]
             for c in snapshot.inventory.get("clusters", [])
-            if now - memory.healthy_since.get(c["name"], now) < settings.stable_seconds
+            if (
+                now - memory.healthy_since.get(c["name"], now) < settings.stable_seconds
+                or credentials_broken(c)
+            )
             and not any(c["name"] in cs for cs in services.values())
         )
     )

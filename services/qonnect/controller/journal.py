@@ -16,7 +16,7 @@ from typing import Any
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 
-from qonnect.controller.detector import Snapshot
+from qonnect.controller.detector import Memory, Notice, Snapshot
 
 DECISION = "controller.decision"
 STARTED = "controller.migration.started"
@@ -28,6 +28,8 @@ GAVE_UP = "controller.decision.ended"  # a decision ended without success (gave 
 SUPERSEDED = "controller.decision.superseded"  # lost with every replica's log; re-decided as another
 DEFERRED = "controller.decision.deferred"  # no attempt now: e.g. no eligible cluster; retried later
 RECONCILED = "controller.cluster.reconciled"  # a recovered cluster was cleaned of what the KB does not place
+CLUSTER_EVENT = "controller.cluster."  # + a detector Notice kind: what the leader saw, no move made
+RECOVERED = CLUSTER_EVENT + "cluster-recovered"  # seen down or suspect, then back: when (durable memory)
 DONE = (SUCCEEDED, GAVE_UP, SUPERSEDED)  # a decision with one of these events has ended
 
 
@@ -162,3 +164,37 @@ def unfinished_in_kb(kb: Any, newest: tuple[int, int], apps: list[str]) -> list[
         if lost:
             found.append(lost[-1])
     return found
+
+
+def post_notice(kb: Any, notice: Notice, fence: dict[str, int] | None) -> dict[str, Any]:
+    """Write a leader's notice about a cluster (agent down, credentials broken, recovered...)
+    as ``controller.cluster.<kind>``, at the time it was seen, under the leader's fence."""
+    event: dict[str, Any] = {
+        "type": CLUSTER_EVENT + notice.kind,
+        "reason": notice.kind,
+        "message": notice.text[:8000],
+        "cluster": notice.cluster,
+        "ts": notice.ts,
+    }
+    if fence:
+        event["fencing"] = {"term": int(fence["term"]), "seq": int(fence["seq"])}
+    return kb.post_event(event)
+
+
+def recovered_in_kb(kb: Any, now: float, window: float) -> dict[str, float]:
+    """cluster -> when it last recovered, per the recovery events controllers wrote in the last
+    ``window`` seconds (a person's or an agent's event of that type is not trusted)."""
+    found: dict[str, float] = {}
+    for event in kb.list_events(since=now - window, limit=1000):
+        if event.get("type") == RECOVERED and event.get("role") == "controller" and event.get("cluster"):
+            found[event["cluster"]] = max(found.get(event["cluster"], 0.0), float(event["ts"]))
+    return found
+
+
+def seed_memory(memory: Memory, recovered: dict[str, float]) -> None:
+    """A new leader's memory of what recovered when (the same stabilisation window as the
+    leader that saw it): such a cluster is neither a target nor stable until its window ends."""
+    for cluster, ts in recovered.items():
+        memory.recovered_at[cluster] = ts
+        memory.healthy_since[cluster] = ts
+        memory.noticed[cluster] = "cluster-recovered"

@@ -457,3 +457,8 @@ class Inventory(Out):
     clusters: list[InventoryCluster]
     latency_ms: dict[str, dict[str, float]]
     placements: dict[str, dict[str, list[dict[str, Any]]]]
+    reachable: bool | None = Field(None, description="its agent reached the cluster API (null: no report)")
+    error: str | None = Field(None, description="its agent's last error, e.g. why it cannot read the API")
+    credentials_broken: bool = Field(
+        False, description="the API answers but refuses the agent's credentials (401/403); nodes last-known"
+    )

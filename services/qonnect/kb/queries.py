@@ -36,6 +36,16 @@ def healthy(now: float, heartbeat: float | None, reachable: int | None, timeout:
 
 
 def _cluster(row: tuple, now: float, timeout: float, credentials: bool) -> dict[str, Any]:
+# How the agent words an API that answers but refuses its credentials (agent/collector.py's
+# ForbiddenError: "forbidden: ..." for 403, "unauthorized: ..." for 401), with reachable true.
+CREDENTIALS_ERRORS = ("forbidden:", "unauthorized:")
+
+
+def credentials_broken(reachable: int | None, error: str | None) -> bool:
+    """The cluster answers its agent but refuses the agent's credentials: not a cluster failure."""
+    return reachable != 0 and bool(error) and str(error).startswith(CREDENTIALS_ERRORS)
+
+
     (
         name,
         tier,
@@ -306,12 +316,14 @@ def inventory(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
 
     Each cluster carries its ``free`` capacity (placement/model.py, the one definition the web UI
     shows) and each application the placement it runs on (``current_placement``: current, else
-    desired), as the controller and the deploy module read it.
+    desired), as the controller and the deploy module read it; and what its agent last said:
+    ``reachable``, ``error`` and ``credentials_broken`` (the API refuses the agent's credentials:
+    its nodes are the last observed ones, kept usable while the agent still reports).
     """
     nodes = _nodes_by_cluster(conn, now)
     clusters = []
-    for name, tier, location, labels, heartbeat, reachable in conn.all(
-        "SELECT name, tier, location, labels, heartbeat, reachable FROM clusters ORDER BY name"
+    for name, tier, location, labels, heartbeat, reachable, error in conn.all(
+        "SELECT name, tier, location, labels, heartbeat, reachable, error FROM clusters ORDER BY name"
     ):
         cluster = {
             "name": name,
@@ -334,3 +346,10 @@ def inventory(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
         if where:
             placements[app] = where
     return {"clusters": clusters, "latency_ms": latency_matrix(conn), "placements": placements}
+        broken = credentials_broken(reachable, error)
+            "reachable": None if reachable is None else bool(reachable),
+            "error": error,
+            "credentials_broken": broken,
+        if broken:  # the agent hears the cluster but may not read it: its last-known nodes stand
+            for node in cluster["nodes"]:
+                node["heartbeat_age"] = cluster["heartbeat_age"]

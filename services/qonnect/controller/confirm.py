@@ -1,0 +1,123 @@
+"""The leader's own look at a suspect cluster's API, before anything moves away from it.
+
+An agent's silence or its "unreachable" is one witness; a migration deletes workloads, so it
+needs a second one. For each suspect cluster the leader asks the cluster's API itself, through
+the kubeconfig of the cluster's KB record (the same client the reconciler uses). Any HTTP
+answer that is not a server error (a 401/403 included: someone answers) means the cluster is
+up; no answer, or 5xx, confirms the agent.
+
+Bounded, so a slow cluster never stalls the loop: probes run in a small thread pool (at most
+``max_parallel`` at once, one per cluster), each with a short timeout, and ``probes()`` only
+returns what has finished: a result is reused for ``ttl`` seconds, and a cluster without a
+fresh result is "not confirmed yet" (the detector keeps it suspect, never down).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from qonnect.controller.detector import ApiProbe
+
+log = logging.getLogger(__name__)
+
+PROBE_PATH = "/api/v1/namespaces"  # served by every API server; reading it needs etcd too
+PROBE_TIMEOUT = 2.0
+PROBE_TTL = 3.0
+MAX_PARALLEL = 4
+
+
+def probe_cluster(name: str, record: dict[str, Any], timeout: float = PROBE_TIMEOUT) -> ApiProbe:
+    """Ask one cluster's API for one namespace through its KB record's kubeconfig."""
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import target_of
+
+    from qonnect.agent.collector import raw_get
+
+    now = time.time()
+    if not record.get("kubeconfig"):
+        return ApiProbe(None, "no kubeconfig in its KB record: the controller cannot look itself", now)
+    try:
+        target = target_of(name, record, record["kubeconfig"], record.get("context"))
+        client = get_client(name, target.kubeconfig, target.context)
+        raw_get(client.api, PROBE_PATH, {"limit": "1"}, timeout)
+    except K8sError as exc:  # the kubeconfig cannot be loaded: no evidence either way
+        return ApiProbe(None, f"cannot probe: {exc.message}", now)
+    except Exception as exc:  # the client's many transport errors; status when the API answered
+        status = int(getattr(exc, "status", 0) or 0)
+        if 0 < status < 500:
+            return ApiProbe(True, f"the API answers (HTTP {status})", now)
+        if status:
+            return ApiProbe(False, f"the API answers HTTP {status}: it cannot serve", now)
+        cause = getattr(exc, "reason", None) or exc
+        text = str(cause).strip().splitlines()[0][:200] if str(cause).strip() else ""
+        return ApiProbe(False, f"no answer from the API ({type(cause).__name__}: {text})", now)
+    return ApiProbe(True, "the API answers (HTTP 200)", now)
+
+
+class Confirmer:
+    """Cached, bounded background probes of suspect clusters, on behalf of the leader."""
+
+    def __init__(
+        self,
+        records: Callable[[], list[dict[str, Any]]],
+        probe: Callable[[str, dict[str, Any]], ApiProbe] = probe_cluster,
+        ttl: float = PROBE_TTL,
+        max_parallel: int = MAX_PARALLEL,
+    ) -> None:
+        self.records = records  # the KB's cluster records, with credentials (kb.list_clusters)
+        self.probe = probe
+        self.ttl = ttl
+        self.pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="confirm")
+        self.lock = threading.Lock()
+        self.results: dict[str, ApiProbe] = {}
+        self.running: dict[str, Future[ApiProbe]] = {}
+        self.known: dict[str, dict[str, Any]] = {}
+        self.known_at = 0.0
+
+    def probes(self, suspects: Iterable[str]) -> dict[str, ApiProbe]:
+        """The fresh results for these clusters; a probe is started for each without one."""
+        now = time.time()
+        fresh: dict[str, ApiProbe] = {}
+        wanted = sorted(set(suspects))
+        with self.lock:
+            for name in list(self.results):
+                if name not in wanted:
+                    del self.results[name]  # a new suspicion gets a new probe
+            for name in wanted:
+                result = self.results.get(name)
+                if result is not None and now - result.at <= self.ttl:
+                    fresh[name] = result
+                elif name not in self.running:
+                    self.running[name] = self.pool.submit(self._probe, name)
+        return fresh
+
+    def _probe(self, name: str) -> ApiProbe:
+        try:
+            record = self._record(name)
+            result = (
+                self.probe(name, record)
+                if record is not None
+                else ApiProbe(None, "the KB has no record of it", time.time())
+            )
+        except Exception as exc:  # the KB away, a bug: not confirmed either way, logged
+            log.warning("probing cluster %s failed: %s", name, exc)
+            result = ApiProbe(None, f"cannot probe: {exc}", time.time())
+        with self.lock:
+            self.results[name] = result
+            self.running.pop(name, None)
+        return result
+
+    def _record(self, name: str) -> dict[str, Any] | None:
+        """The cluster's KB record, re-read at most every 30 s (or when it is not known)."""
+        if name not in self.known or time.time() - self.known_at > 30.0:
+            self.known = {r["name"]: r for r in self.records()}
+            self.known_at = time.time()
+        return self.known.get(name)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
