@@ -446,6 +446,11 @@ class InventoryCluster(Out):
     labels: dict[str, str]
     healthy: bool
     heartbeat_age: float | None = None
+    reachable: bool | None = Field(None, description="its agent reached the cluster API (null: no report)")
+    error: str | None = Field(None, description="its agent's last error, e.g. why it cannot read the API")
+    credentials_broken: bool = Field(
+        False, description="the API answers but refuses the agent's credentials (401/403); nodes last-known"
+    )
     nodes: list[NodeOut]
     free: dict[str, float] = Field(
         description="free capacity over the nodes that may run application pods "
@@ -457,8 +462,3 @@ class Inventory(Out):
     clusters: list[InventoryCluster]
     latency_ms: dict[str, dict[str, float]]
     placements: dict[str, dict[str, list[dict[str, Any]]]]
-    reachable: bool | None = Field(None, description="its agent reached the cluster API (null: no report)")
-    error: str | None = Field(None, description="its agent's last error, e.g. why it cannot read the API")
-    credentials_broken: bool = Field(
-        False, description="the API answers but refuses the agent's credentials (401/403); nodes last-known"
-    )

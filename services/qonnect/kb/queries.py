@@ -35,7 +35,6 @@ def healthy(now: float, heartbeat: float | None, reachable: int | None, timeout:
     return heartbeat is not None and now - heartbeat <= timeout and reachable != 0
 
 
-def _cluster(row: tuple, now: float, timeout: float, credentials: bool) -> dict[str, Any]:
 # How the agent words an API that answers but refuses its credentials (agent/collector.py's
 # ForbiddenError: "forbidden: ..." for 403, "unauthorized: ..." for 401), with reachable true.
 CREDENTIALS_ERRORS = ("forbidden:", "unauthorized:")
@@ -46,6 +45,7 @@ def credentials_broken(reachable: int | None, error: str | None) -> bool:
     return reachable != 0 and bool(error) and str(error).startswith(CREDENTIALS_ERRORS)
 
 
+def _cluster(row: tuple, now: float, timeout: float, credentials: bool) -> dict[str, Any]:
     (
         name,
         tier,
@@ -325,6 +325,7 @@ def inventory(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
     for name, tier, location, labels, heartbeat, reachable, error in conn.all(
         "SELECT name, tier, location, labels, heartbeat, reachable, error FROM clusters ORDER BY name"
     ):
+        broken = credentials_broken(reachable, error)
         cluster = {
             "name": name,
             "tier": tier,
@@ -332,8 +333,14 @@ def inventory(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
             "labels": json.loads(labels),
             "healthy": healthy(now, heartbeat, reachable, timeout),
             "heartbeat_age": age(now, heartbeat),
+            "reachable": None if reachable is None else bool(reachable),
+            "error": error,
+            "credentials_broken": broken,
             "nodes": nodes.get(name, []),
         }
+        if broken:  # the agent hears the cluster but may not read it: its last-known nodes stand
+            for node in cluster["nodes"]:
+                node["heartbeat_age"] = cluster["heartbeat_age"]
         cluster["free"] = free_capacity(cluster)
         clusters.append(cluster)
     placements = {}
@@ -346,10 +353,3 @@ def inventory(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
         if where:
             placements[app] = where
     return {"clusters": clusters, "latency_ms": latency_matrix(conn), "placements": placements}
-        broken = credentials_broken(reachable, error)
-            "reachable": None if reachable is None else bool(reachable),
-            "error": error,
-            "credentials_broken": broken,
-        if broken:  # the agent hears the cluster but may not read it: its last-known nodes stand
-            for node in cluster["nodes"]:
-                node["heartbeat_age"] = cluster["heartbeat_age"]
