@@ -29,11 +29,15 @@ from ansible_collections.qonnect.core.plugins.module_utils.keys import (
     MANAGED_BY,
     NAMESPACE_CREATED_ANNOTATION,
     OWNER_ANNOTATION,
+    PREFIX,
     ROLE_LABEL,
     SERVICE_LABEL,
 )
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
+# On an address stub of a service that runs on several clusters: every instance's address,
+# the one the stub names first (for multi-cluster DNS or a mesh that can use them all).
+ADDRESSES_ANNOTATION = PREFIX + "addresses"
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
 SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
@@ -167,6 +171,18 @@ def _pin_to_nodes(pod_spec: dict, nodes: list[str]) -> None:
     required["nodeSelectorTerms"] = terms
 
 
+def unshared(value: Any) -> Any:
+    """A deep copy in which no two places share one dict or list. A YAML anchor (``&a`` ...
+    ``*a``) makes one mapping appear twice, and ``copy.deepcopy`` keeps that sharing: adding
+    the managed labels to a template's labels would then change a selector aliased to them, so
+    a manifest read from a file would render unlike the same manifest stored in the KB."""
+    if isinstance(value, dict):
+        return {k: unshared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unshared(v) for v in value]
+    return value
+
+
 def prepare(
     manifest: dict,
     application: str,
@@ -178,7 +194,7 @@ def prepare(
     """A copy of one manifest made ready for one cluster, with the hash annotation set."""
     if not isinstance(manifest, dict) or not manifest.get("apiVersion") or not manifest.get("kind"):
         raise ValueError(f"service {service}: a manifest lacks apiVersion or kind")
-    obj = copy.deepcopy(manifest)
+    obj = unshared(manifest)
     obj.pop("status", None)
     meta = obj.setdefault("metadata", {})
     if not meta.get("name"):
@@ -225,8 +241,11 @@ def namespace_object(namespace: str, application: str, given: list[dict] | None 
     return obj
 
 
-def address_stub(name: str, namespace: str, application: str, service: str, target: str) -> dict:
-    """An ExternalName Service making `name` resolve to the cluster that runs the service."""
+def address_stub(
+    name: str, namespace: str, application: str, service: str, target: str, *others: str
+) -> dict:
+    """An ExternalName Service making `name` resolve to a cluster that runs the service;
+    ``others``: the addresses of its other instances, listed in an annotation."""
     labels = managed_labels(application, service)
     labels[ROLE_LABEL] = "address"
     obj: dict[str, Any] = {
@@ -240,6 +259,8 @@ def address_stub(name: str, namespace: str, application: str, service: str, targ
         },
         "spec": {"type": "ExternalName", "externalName": target},
     }
+    if others:
+        obj["metadata"]["annotations"][ADDRESSES_ANNOTATION] = ",".join((target, *others))
     obj["metadata"]["annotations"][HASH_ANNOTATION] = desired_hash(obj)
     return obj
 

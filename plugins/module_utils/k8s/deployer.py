@@ -15,13 +15,21 @@ Phases (each runs on all clusters at once, one thread per cluster):
 
 Cross-cluster addresses: on every cluster of the application that does not run service S, each
 Service of S is replaced by an ExternalName Service with the same name whose target is
-``<name>.<namespace>.svc.<domain>``, where ``<domain>`` is the service domain of the cluster
+``<name>.<namespace>.svc.<domain>``, where ``<domain>`` is the service domain of a cluster
 that runs S (cluster label ``qonnect.io/service-domain``, default ``<cluster>.qonnect.local``).
 Multi-cluster DNS (e.g. CoreDNS forwarding per cluster domain, Submariner, Istio) resolves it.
+A caller uses the instance on its own cluster; elsewhere, of a service spread over several
+clusters, the nearest instance (see ``Deployer.instances``), and the stub lists every instance
+in its ``qonnect.io/addresses`` annotation.
+
+Drift: ``drift`` compares one cluster's share with what is live there (missing objects, and
+objects qonnect applied whose fields were changed out of band) and ``restore`` re-applies them;
+the controller's reconciler uses both to self-heal (services/qonnect/controller/reconcile.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,10 +41,12 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import (
     apply_one,
     apply_rank,
     comparable,
+    desired_hash,
     is_stub,
     namespace_object,
     object_key,
     prepare,
+    up_to_date,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.namespaces import usable_namespace
@@ -53,7 +63,12 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.prune import (
     sweep,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.waiter import wait_ready
-from ansible_collections.qonnect.core.plugins.module_utils.keys import DOMAIN_LABEL, SERVICE_LABEL
+from ansible_collections.qonnect.core.plugins.module_utils.keys import (
+    DOMAIN_LABEL,
+    HASH_ANNOTATION,
+    ROLE_LABEL,
+    SERVICE_LABEL,
+)
 from ansible_collections.qonnect.core.plugins.module_utils.qos import substitute
 
 
@@ -71,6 +86,8 @@ class Target:
     context: str | None = None
     domain: str = ""
     address: str = ""  # what QONNECT's [TIER_CLUSTER_IP] placeholders become (default: domain)
+    tier: str = ""  # cloud | fog | edge (its KB record): how near a caller an instance is
+    location: str = ""
 
     def __post_init__(self) -> None:
         self.domain = self.domain or service_domain(self.name)
@@ -103,6 +120,47 @@ class ClusterResult:
         }
 
 
+# Tiers in network order: an edge caller is nearer a fog instance than a cloud one.
+TIER_ORDER = ("edge", "fog", "cloud")
+
+
+def tier_distance(a: str, b: str) -> int:
+    """Steps between two tiers (edge-fog-cloud); an unknown tier is farther than any known."""
+    if a not in TIER_ORDER or b not in TIER_ORDER:
+        return len(TIER_ORDER)
+    return abs(TIER_ORDER.index(a) - TIER_ORDER.index(b))
+
+
+@dataclass
+class Drift:
+    """One object of a cluster's share that is not as qonnect applied it.
+
+    ``why``: ``missing`` (deleted out of band), ``modified`` (it carries the hash qonnect
+    applied but some applied field differs) or ``re-pointed`` (an address stub naming another
+    instance than the rule chooses now, e.g. one on a cluster that is down).
+    """
+
+    cluster: str
+    key: str
+    why: str
+    desired: dict
+    live: dict | None
+
+    @property
+    def service(self) -> str:
+        return ((self.desired.get("metadata") or {}).get("labels") or {}).get(SERVICE_LABEL) or ""
+
+    def describe(self) -> str:
+        """'<Kind> <namespace>/<name>' of the object."""
+        return object_header(self.cluster, self.key).split(": ", 1)[1]
+
+
+def fingerprint(obj: dict | None) -> str:
+    """A digest of a live object without status and server-kept metadata: the same digest
+    means nothing was changed since it was last looked at."""
+    return desired_hash(comparable(obj) or {})
+
+
 @dataclass
 class _ClusterWork:
     result: ClusterResult
@@ -121,6 +179,12 @@ def _deferred(desired: dict, live: dict | None) -> bool:
     if desired["kind"] != "Service" or live is None:
         return False
     return is_stub(desired) or is_stub(live)
+
+
+def _is_address(obj: dict) -> bool:
+    """An address stub qonnect renders (it holds no content of the application's own)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return is_stub(obj) and labels.get(ROLE_LABEL) == "address"
 
 
 # Seconds a deploy waits for its new workloads to be ready: sized for real image pulls and
@@ -150,6 +214,7 @@ class Deployer:
         own_replicas: bool = False,
         fencing: dict | None = None,
         adopt: bool | set[str] | frozenset[str] = False,
+        unavailable: set[str] | frozenset[str] = frozenset(),
     ):
         self.application = application
         self.namespace = namespace
@@ -171,6 +236,8 @@ class Deployer:
         # QONNECT's bundles keep their Deployments' own replica counts
         self.own_replicas = own_replicas
         self.previous = set(previous or ())
+        # clusters judged down: an address names an instance there only when no other runs
+        self.unavailable = frozenset(unavailable)
         self.plan_clusters = sorted({e["cluster"] for entries in plan.values() for e in entries})
         self.old_clusters = sorted(set(previous or ()) - set(self.plan_clusters))
         missing = [c for c in self.plan_clusters + self.old_clusters if c not in targets]
@@ -185,20 +252,42 @@ class Deployer:
         }
 
     # -- desired state -------------------------------------------------------------------
-    def _address(self, service: str) -> dict[str, str]:
-        """Service object name -> address on the first cluster that runs the service."""
-        host = self.plan[service][0]["cluster"]
-        domain = self.targets[host].domain
+    def instances(self, service: str, caller: str) -> list[str]:
+        """The clusters that run ``service``, in the order a caller on ``caller`` prefers them:
+        its own cluster; then instances not on an unavailable cluster; the same location; the
+        nearest tier (edge-fog-cloud); and last a stable hash of (caller, service, cluster), so
+        callers on different clusters spread over equally near instances."""
+        hosts = sorted({e["cluster"] for e in self.plan.get(service, [])})
+        here = self.targets.get(caller)
+
+        def rank(host: str) -> tuple:
+            there = self.targets[host]
+            same_place = bool(here and here.location and here.location == there.location)
+            spread = hashlib.sha256(f"{caller}/{service}/{host}".encode()).hexdigest()
+            return (
+                host != caller,
+                host in self.unavailable,
+                not same_place,
+                tier_distance(here.tier if here else "", there.tier),
+                spread,
+            )
+
+        return sorted(hosts, key=rank)
+
+    def _address(self, service: str, caller: str) -> dict[str, list[str]]:
+        """Service object name -> its addresses for a caller on ``caller``, preferred first."""
+        domains = [self.targets[h].domain for h in self.instances(service, caller)]
         return {
-            m["metadata"]["name"]: f"{m['metadata']['name']}.{self.namespace}.svc.{domain}"
+            m["metadata"]["name"]: [f"{m['metadata']['name']}.{self.namespace}.svc.{d}" for d in domains]
             for m in self.services[service]
             if m.get("kind") == "Service"
         }
 
-    def replacements(self) -> dict[str, str]:
-        """Placeholder -> address of the cluster chosen for its service (QONNECT's bundles)."""
+    def replacements(self, caller: str) -> dict[str, str]:
+        """Placeholder -> address of the instance of its service that ``caller`` prefers
+        (QONNECT's bundles)."""
         return {
-            token: self.targets[self.plan[service][0]["cluster"]].address
+            token: self.targets[self.instances(service, caller)[0]].address
             for service, token in self.placeholders.items()
             if self.plan.get(service)
         }
@@ -223,7 +312,7 @@ class Deployer:
         """Every object of this cluster's share, in apply order (namespace, accounts, config,
         Services, then workloads)."""
         objs = [namespace_object(self.namespace, self.application, self._namespace_manifests())]
-        replacements = self.replacements()
+        replacements = self.replacements(cluster)
         for service in sorted(self.services):
             entries = [e for e in self.plan.get(service, []) if e["cluster"] == cluster]
             if entries:
@@ -243,8 +332,8 @@ class Deployer:
                         )
                     )
             elif service in self.plan:
-                for name, target in self._address(service).items():
-                    objs.append(address_stub(name, self.namespace, self.application, service, target))
+                for name, addresses in self._address(service, cluster).items():
+                    objs.append(address_stub(name, self.namespace, self.application, service, *addresses))
         return sorted(objs, key=apply_rank)
 
     # -- phases ----------------------------------------------------------------------------
@@ -418,6 +507,54 @@ class Deployer:
             self._step(name)
             self._each([cluster], step)
         return work.result
+
+    def drift(self, cluster: str) -> list[Drift]:
+        """What of this cluster's share is missing or was changed out of band (reads only).
+
+        An object counts when it is absent, or when it carries the hash of the object qonnect
+        renders now but an applied field differs (``kubectl edit``, ``scale``, ``set image``);
+        fields others added are not drift. An object with another hash was written for another
+        version of the application (a deploy changes versions, not a restore); a foreign one
+        is not ours to touch. Address stubs are re-pointed when the rule names another
+        instance. Raises K8sError when the cluster cannot be read.
+        """
+        work = self.work[cluster]
+        work.desired = self.desired_for(cluster)
+        self._snapshot(work)
+        out = []
+        for obj in work.desired:
+            live = self._live(work, obj)
+            key = object_key(obj)
+            if live is None:
+                out.append(Drift(cluster, key, "missing", obj, None))
+                continue
+            meta = live.get("metadata") or {}
+            if (
+                meta.get("deletionTimestamp")
+                or not owned_by(live, self.application, self.identity)
+                or up_to_date(live, obj)
+            ):
+                continue
+            same_version = (meta.get("annotations") or {}).get(HASH_ANNOTATION) == obj["metadata"][
+                "annotations"
+            ][HASH_ANNOTATION]
+            if same_version:
+                out.append(Drift(cluster, key, "modified", obj, live))
+            elif _is_address(obj) and _is_address(live):
+                out.append(Drift(cluster, key, "re-pointed", obj, live))
+        return out
+
+    def restore(self, drifts: list[Drift]) -> list[dict]:
+        """Re-apply drifted objects of one cluster (from ``drift``), the fence checked before
+        each; returns apply_one's outcome per object (``changed`` False: the server kept it as
+        it was, e.g. a value it normalises)."""
+        outcomes = []
+        for item in drifts:
+            work = self.work[item.cluster]
+            work.client = work.client or self.client_factory(self.targets[item.cluster])
+            self._step(f"restore {item.describe()} on {item.cluster}")
+            outcomes.append(apply_one(work.client, item.desired, item.live, False, self.fencing))
+        return outcomes
 
     def run(self) -> dict:
         """Apply the plan; returns {changed, failed, message, clusters, diff}."""

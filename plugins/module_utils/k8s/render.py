@@ -37,8 +37,17 @@ def address_of(record: dict) -> str:
 
 
 def target_of(name: str, record: dict, kubeconfig: Any, context: str | None = None) -> Target:
-    """A cluster's Target from its KB record: credentials, service domain and address."""
-    return Target(name, kubeconfig, context, service_domain(name, record.get("labels")), address_of(record))
+    """A cluster's Target from its KB record: credentials, service domain, address, and the
+    tier and location a spread service's callers are matched to its nearest instance by."""
+    return Target(
+        name,
+        kubeconfig,
+        context,
+        service_domain(name, record.get("labels")),
+        address_of(record),
+        tier=str(record.get("tier") or ""),
+        location=str(record.get("location") or ""),
+    )
 
 
 def rendered_services(app: Application) -> dict[str, list[dict]]:

@@ -6,6 +6,10 @@ healthy again - and once for every cluster when a replica becomes leader - the l
 objects labelled ``qonnect.io/application`` on it and removes, through the same deployer the
 deploy module uses, every application the KB does not place there, or the services of an
 application that the KB placed elsewhere. Each removal is fenced like a migration step.
+
+The same background thread runs the self-heal pass every ``selfheal.INTERVAL`` seconds over
+the clusters that are not down: what the KB places there and is missing or was changed out of
+band is applied again (services/qonnect/controller/selfheal.py).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8s
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 
-from qonnect.controller import journal
+from qonnect.controller import journal, selfheal
 
 log = logging.getLogger(__name__)
 
@@ -184,10 +188,19 @@ def reconcile_cluster(
 class Reconciler:
     """The leader's queue of clusters to reconcile, worked by one background thread at a time."""
 
-    def __init__(self, kb: Any, busy: Callable[[str], bool], still_leader: Callable[[int], bool]) -> None:
+    def __init__(
+        self,
+        kb: Any,
+        busy: Callable[[str], bool],
+        still_leader: Callable[[int], bool],
+        heal_interval: float = selfheal.INTERVAL,
+    ) -> None:
         self.kb = kb
         self.busy = busy
         self.still_leader = still_leader
+        self.healer = selfheal.Healer(kb, busy)
+        self.heal_interval = heal_interval
+        self.heal_at = 0.0  # monotonic time of the next self-heal pass
         self.todo: set[str] = set()
         self.queued: dict[str, float] = {}  # cluster -> the recovery already queued
         self.after: dict[str, float] = {}  # cluster -> look again from then (monotonic)
@@ -214,15 +227,27 @@ class Reconciler:
         if "*" in self.todo:
             self.todo = {c["name"] for c in snapshot.inventory.get("clusters", [])}
         ready = sorted(c for c in self.todo if c not in down)
-        if not ready or term is None or not token:
+        heal: list[str] = []
+        if time.monotonic() >= self.heal_at:
+            heal = sorted(c["name"] for c in snapshot.inventory.get("clusters", []) if c["name"] not in down)
+        if not (ready or heal) or term is None or not token:
             return
         self.todo -= set(ready)
+        if heal:
+            self.heal_at = time.monotonic() + self.heal_interval
         self.thread = threading.Thread(
-            target=self._run, args=(ready, term, dict(token)), name="reconcile", daemon=True
+            target=self._run, args=(ready, term, dict(token), heal, set(down)), name="reconcile", daemon=True
         )
         self.thread.start()
 
-    def _run(self, clusters: list[str], term: int, token: dict[str, int]) -> None:
+    def _run(
+        self,
+        clusters: list[str],
+        term: int,
+        token: dict[str, int],
+        heal: list[str] | None = None,
+        down: set[str] | None = None,
+    ) -> None:
         from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
 
         guard = fence_guard(self.kb, token)
@@ -258,3 +283,15 @@ class Reconciler:
                     )
                 except KBError as exc:
                     log.info("cannot record the reconciliation of %s: %s", cluster, exc)
+        if heal:
+            self._heal(heal, down or set(), before_step, token)
+
+    def _heal(
+        self, clusters: list[str], down: set[str], before_step: Callable[[str], None], token: dict[str, int]
+    ) -> None:
+        try:
+            self.healer.run(clusters, down, before_step, token)
+        except (KBError, K8sError, FencedError) as exc:
+            log.warning("self-heal pass stopped: %s; the next pass tries again", exc)
+        except Exception:  # a bug: shown with its traceback; the next pass still runs
+            log.exception("self-heal pass failed")

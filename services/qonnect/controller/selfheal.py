@@ -1,0 +1,230 @@
+"""Restore drift: put back what the KB places on a live cluster, as qonnect applied it.
+
+Agents report the workloads they see, so a Deployment deleted with ``kubectl`` (or by another
+tool) is simply not reported, and one edited by hand still looks healthy: nothing else in the
+controller notices. Like Argo CD's self-heal, the leader therefore compares, every
+``INTERVAL`` seconds, each healthy cluster's share of every placed application - rendered by
+the one renderer the deploy module uses (plugins/module_utils/k8s/render.py) - with what is
+live there (``Deployer.drift``), and re-applies what is missing or was changed in the fields
+qonnect applied (``Deployer.restore``).
+
+Bounded and confirmed: only applications whose placement is settled (the KB's ``current``
+equals its ``desired``: no deploy in progress) and with no migration in flight; only objects
+qonnect owns or that are missing; at most ``MAX_RESTORES`` objects per pass; the fence checked
+before every write; one KB event per restored object (``controller.restored``). An
+application labelled ``qonnect.io/self-heal: "false"`` is only reported
+(``controller.drifted``, once per change).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import contains
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Drift, fingerprint
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
+    application_deployer,
+    target_of,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.keys import PREFIX
+from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+
+log = logging.getLogger(__name__)
+
+RESTORED = "controller.restored"  # an object put back (reason: missing, modified, re-pointed)
+DRIFTED = "controller.drifted"  # drift seen on an application that only reports it
+SELF_HEAL_LABEL = PREFIX + "self-heal"  # on the Application: "false" = report drift only
+INTERVAL = 10.0  # seconds between passes: a deleted Deployment is back within ~INTERVAL
+MAX_RESTORES = 20  # objects re-applied per pass, over all clusters together
+
+WHY = {
+    "missing": "it was missing (deleted out of band)",
+    "modified": "it was changed out of band",
+    "re-pointed": "its address named another instance",
+}
+
+
+def settled(record: dict[str, Any]) -> dict[str, Any]:
+    """The placement of a KB placement record when no deploy is under way, else {}: a deploy
+    writes its intent (``desired``) before it touches a cluster and ``current`` after."""
+    current, desired = record.get("current") or {}, record.get("desired")
+    return current if desired is None or desired == current else {}
+
+
+def self_heals(app: Application) -> bool:
+    """False when the application asks to only report drift (label qonnect.io/self-heal)."""
+    return str(app.labels.get(SELF_HEAL_LABEL, "true")).strip().lower() not in ("false", "no", "off", "0")
+
+
+def differences(live: Any, desired: Any, path: str = "") -> list[str]:
+    """The paths of the desired fields a live object does not hold (for the event's message)."""
+    if isinstance(desired, dict) and isinstance(live, dict):
+        out = []
+        for key, value in desired.items():
+            out += differences(live.get(key), value, f"{path}.{key}" if path else str(key))
+        return out
+    if isinstance(desired, list) and isinstance(live, list) and len(desired) == len(live):
+        out = []
+        for i, (a, b) in enumerate(zip(live, desired, strict=True)):
+            out += differences(a, b, f"{path}[{i}]")
+        return out
+    return [] if contains(live, desired) else [path or "."]
+
+
+def describe(app: str, item: Drift, healed: bool) -> str:
+    """One event line: what, where, why (with the changed fields of a modified object)."""
+    service = f" (service {item.service})" if item.service else ""
+    why = WHY.get(item.why, item.why)
+    if item.why == "modified":
+        fields = differences(item.live, item.desired)
+        why += ": " + ", ".join(fields[:5]) + (f" and {len(fields) - 5} more" if len(fields) > 5 else "")
+    if item.why == "re-pointed":
+        why += f"; now {item.desired['spec'].get('externalName')}"
+    verb = "restored" if healed else "drift on"
+    tail = "" if healed else " (not restored: the application only reports drift)"
+    return f"{verb} {item.describe()} of {app}{service} on {item.cluster}: {why}{tail}"
+
+
+class Healer:
+    """One leader's drift passes; remembers what it reported or the server keeps as it is."""
+
+    def __init__(self, kb: Any, busy: Callable[[str], bool], limit: int = MAX_RESTORES) -> None:
+        self.kb = kb
+        self.busy = busy
+        self.limit = limit
+        # (cluster, object key) -> fingerprint of the live object last reported as drift or
+        # re-applied without effect: not looked at again until it changes
+        self.seen: dict[tuple[str, str], str] = {}
+
+    def run(
+        self,
+        clusters: list[str],
+        down: set[str],
+        before_step: Callable[[str], None],
+        token: dict[str, int],
+    ) -> int:
+        """One pass over ``clusters`` (the healthy ones); returns the objects re-applied."""
+        records = {c["name"]: c for c in self.kb.list_clusters()}
+        placements = {
+            p["application"]: settled(p) for p in self.kb.request("GET", "/api/v1/placements")["placements"]
+        }
+        apps: dict[str, Application | None] = {}
+        budget = self.limit
+        for cluster in clusters:
+            for app, placement in sorted(placements.items()):
+                if budget <= 0:
+                    log.warning(
+                        "self-heal: %d objects restored, the rest waits for the next pass", self.limit
+                    )
+                    return self.limit
+                here = {s for s, ts in placement.items() if any(t.get("cluster") == cluster for t in ts)}
+                if not here or self.busy(app):
+                    continue
+                if app not in apps:
+                    apps[app] = self._application(app)
+                application = apps[app]
+                if application is None:
+                    continue
+                try:
+                    budget -= self._heal(
+                        application, placement, cluster, records, down, before_step, token, budget
+                    )
+                except K8sError as exc:  # this cluster cannot be read or written now: next pass
+                    log.info("self-heal of %s on %s: %s", app, cluster, exc)
+        return self.limit - budget
+
+    def _application(self, app: str) -> Application | None:
+        try:
+            return Application.from_dict(self.kb.get_application(app)["application"])
+        except KBError as exc:
+            if exc.status != 404:
+                raise
+            return None  # placed but no spec (being removed): nothing to render
+
+    def _heal(
+        self,
+        app: Application,
+        placement: dict[str, Any],
+        cluster: str,
+        records: dict[str, dict[str, Any]],
+        down: set[str],
+        before_step: Callable[[str], None],
+        token: dict[str, int],
+        budget: int,
+    ) -> int:
+        """Restore (or report) one application's drift on one cluster; returns the writes."""
+        plan = {svc: ts for svc, ts in placement.items() if svc in {s.name for s in app.services}}
+        names = {t["cluster"] for ts in plan.values() for t in ts}
+        if any(not (records.get(n) or {}).get("kubeconfig") for n in names):
+            return 0  # a cluster without credentials in the KB: the deploy module knows more
+        targets = {
+            n: target_of(n, records[n], records[n]["kubeconfig"], records[n].get("context")) for n in names
+        }
+        clients: dict[str, Any] = {}
+
+        def client_for(t: Any) -> Any:
+            if t.name not in clients:
+                clients[t.name] = get_client(t.name, t.kubeconfig, t.context)
+            return clients[t.name]
+
+        deployer = application_deployer(
+            app,
+            plan,
+            targets,
+            previous=set(),
+            client_factory=client_for,
+            before_step=before_step,
+            wait=False,
+            wait_timeout=0.0,  # a namespace still terminating: look again next pass
+            fencing=token,
+            unavailable=down,
+        )
+        heal = self_heals(app)
+        writes = 0
+        for item in deployer.drift(cluster):
+            seen = (cluster, item.key)
+            if self.seen.get(seen) == fingerprint(item.live):
+                continue
+            if not heal:
+                self.seen[seen] = fingerprint(item.live)
+                self._event(DRIFTED, app.name, cluster, item.why, describe(app.name, item, False), token)
+                continue
+            if writes >= budget or self.busy(app.name) or not self._still_placed(app.name, placement):
+                break
+            outcome = deployer.restore([item])[0]
+            writes += 1
+            if not outcome["changed"]:  # the server keeps it so (a value it normalises)
+                self.seen[seen] = fingerprint(item.live)
+                continue
+            self.seen.pop(seen, None)
+            line = describe(app.name, item, True)
+            log.warning("self-heal: %s", line)
+            self._event(RESTORED, app.name, cluster, item.why, line, token)
+        return writes
+
+    def _still_placed(self, app: str, placement: dict[str, Any]) -> bool:
+        """The placement read at the start of the pass is still the KB's, settled (a deploy
+        that started since owns the clusters now)."""
+        try:
+            return settled(self.kb.get_placement(app)) == placement
+        except KBError:
+            return False
+
+    def _event(self, etype: str, app: str, cluster: str, why: str, line: str, token: dict[str, int]) -> None:
+        try:
+            self.kb.post_event(
+                {
+                    "type": etype,
+                    "reason": why,
+                    "message": line,
+                    "cluster": cluster,
+                    "application": app,
+                    "fencing": {"term": int(token["term"]), "seq": int(token["seq"])},
+                }
+            )
+        except KBError as exc:
+            log.info("cannot record %s: %s", line, exc)
