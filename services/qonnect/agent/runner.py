@@ -19,7 +19,7 @@ from typing import Any
 from qonnect.agent.buffer import Outbox
 from qonnect.agent.collector import MAX_TEXT, CollectError, ForbiddenError
 from qonnect.agent.latency import Prober
-from qonnect.agent.sequence import Sequence
+from qonnect.agent.sequence import Resync, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ class Agent:
         self.kb = kb
         self.outbox = outbox
         self.sequence = sequence
+        self.resync = Resync(cluster, sequence, kb)  # answers applied: false (seq poisoned)
         self.interval = interval
         self.prober = Prober(
             latency_targets or {},
@@ -99,13 +100,14 @@ class Agent:
         kb_error: str | None = None
         while (report := self.outbox.peek()) is not None and not self.stop_event.is_set():
             try:
-                self.kb.report(self.cluster, report)
+                self.resync.acknowledged(report, self.kb.report(self.cluster, report))
             except Exception as exc:  # KBError, or anything else the transport throws
                 status = getattr(exc, "status", 0)
                 if status in RETRY_STATUSES or status >= 500:
                     kb_error = str(exc)
                     break
                 log.error("KB refused report seq=%s for good, dropping it: %s", report["seq"], exc)
+                self.resync.refused(report, exc)
             self.outbox.pop()
             sent += 1
         if sent:

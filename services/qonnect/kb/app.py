@@ -2,8 +2,8 @@
 
 ``create_app(settings)`` opens the database, applies pending migrations and starts the group
 writer when the server starts, and stops them when it shuts down. Paths: the API under
-/api/v1, the schema at /openapi.json, /healthz without a token; /ui is left free for the
-status page.
+/api/v1 and the schema at /openapi.json with a token, /healthz without one; /ui is left free
+for the status page.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ DESCRIPTION = """The qonnect Knowledge Base: clusters, nodes, heartbeats, latenc
 applications (validated QoS specs, versioned), placements (fenced by the controller's Raft term
 and sequence) and events.
 
-Every call under `/api/v1` needs `Authorization: Bearer <token>`. Roles: `admin` (everything),
+Every call under `/api/v1`, and this schema, needs `Authorization: Bearer <token>`. Roles: `admin` (everything),
 `controller` (reads; writes placements and events), `agent` (bound to one cluster: writes its
 reports and events), `reader` (reads; never sees credential fields). Errors are
 `{"detail": "<field>: <problem>"}`; bodies over the configured limit get 413."""
@@ -52,7 +52,7 @@ def open_state(settings: Settings) -> KBState:
     migrations.migrate(db)
     writer = GroupWriter(
         db,
-        bulk={"report": merge.apply_reports},
+        bulk={"report": merge.ReportMerger()},
         commit_interval=COMMIT_INTERVAL[db.dialect],
         one_statement=frozenset({"report"}) if db.dialect in merge.ONE_STATEMENT else frozenset(),
     )

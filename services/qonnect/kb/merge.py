@@ -23,7 +23,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from qonnect.kb.models import NodeReport, Report, WorkloadReport
+from fastapi import HTTPException
+
+from qonnect.kb import trust
+from qonnect.kb.models import ECONOMIC_FIELDS, NodeReport, Report, WorkloadReport
 from qonnect.kb.ops import not_found
 from qonnect.kb.storage import Conn
 
@@ -41,22 +44,78 @@ class _Newest:
     latencies: dict[tuple[str, str], tuple] = field(default_factory=dict)  # cluster, peer, seq, ms, now
 
 
-def apply_reports(conn: Conn, items: list[tuple[str, Report, float]]) -> list[Any]:
+Bounds = dict[str, tuple[dict | None, dict | None]]  # cluster -> (capacity baseline, registered capacity)
+
+
+class ReportMerger:
+    """``apply_reports`` remembering each cluster's capacity bounds between batches.
+
+    On PostgreSQL the batch's statement returns the bounds it found, so a steady stream of
+    reports stays one statement per batch; only a cluster not seen yet costs a read. Another KB
+    instance's re-registration (which clears the baseline) is therefore seen one batch late.
+    """
+
+    def __init__(self) -> None:
+        self.bounds: Bounds = {}
+
+    def __call__(self, conn: Conn, items: list[tuple[str, Report, float]]) -> list[Any]:
+        return apply_reports(conn, items, self.bounds)
+
+
+def apply_reports(
+    conn: Conn, items: list[tuple[str, Report, float]], cache: Bounds | None = None
+) -> list[Any]:
     """Merge agent reports (cluster, report, receive time). Returns, per item, its
-    acknowledgement or an HTTPException (unknown cluster)."""
-    if conn.dialect == "postgresql":
-        newest = _reduce(items, None)
-        known, stored = _write_postgresql(conn, newest)
+    acknowledgement or an HTTPException (422: beyond the bounds of trust.py; 404: unknown
+    cluster). ``cache``: bounds remembered from earlier batches (PostgreSQL only)."""
+    refused: dict[int, HTTPException] = {}
+    for i, (_cluster, rep, now) in enumerate(items):
+        problem = trust.report_problem(rep, now)
+        if problem:
+            refused[i] = HTTPException(422, problem)
+    bounds = _batch_bounds(
+        conn, sorted({c for i, (c, _r, _n) in enumerate(items) if i not in refused}), cache
+    )
+    for i, (cluster, rep, _now) in enumerate(items):
+        if i not in refused and rep.nodes is not None and cluster in bounds:
+            problem = trust.capacity_problem(rep.nodes, *bounds[cluster])
+            if problem:
+                refused[i] = HTTPException(422, problem)
+    accepted = [item for i, item in enumerate(items) if i not in refused]
+    postgresql = conn.dialect == "postgresql"
+    known = set(bounds)
+    newest = _reduce(accepted, None if postgresql else known)
+    baselines = {  # the first non-empty node list of an epoch sets its capacity baseline
+        cluster: base
+        for cluster, (_seq, _now, nodes) in newest.nodes.items()
+        if bounds.get(cluster, (None, None))[0] is None and (base := trust.baseline_of(nodes)) is not None
+    }
+    if postgresql:
+        known, stored, found = _write_postgresql(conn, newest, baselines)
+        if cache is not None:
+            for cluster in newest.beat.keys() - found.keys():
+                cache.pop(cluster, None)  # deregistered
+            cache.update(found)
     else:
-        known = _known(conn, sorted({cluster for cluster, _rep, _now in items}))
-        newest = _reduce(items, known)
-        stored = _write_sqlite(conn, newest)
+        stored = _write_sqlite(conn, newest, baselines)
     return [
-        not_found("cluster", cluster)
+        refused[i]
+        if i in refused
+        else not_found("cluster", cluster)
         if cluster not in known
         else {"seq": rep.seq, "applied": cluster in stored and newest.beat[cluster][1] == rep.seq}
-        for cluster, rep, _now in items
+        for i, (cluster, rep, _now) in enumerate(items)
     ]
+
+
+def _batch_bounds(conn: Conn, names: list[str], cache: Bounds | None) -> Bounds:
+    """The bounds of the batch's clusters that exist (as far as known, on PostgreSQL)."""
+    if conn.dialect != "postgresql" or cache is None:
+        return _bounds(conn, names)
+    missing = [name for name in names if name not in cache]
+    if missing:
+        cache.update(_bounds(conn, missing))
+    return {name: cache[name] for name in names if name in cache}
 
 
 def _reduce(items: list[tuple[str, Report, float]], known: set[str] | None) -> _Newest:
@@ -85,15 +144,31 @@ def _chunks(rows: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
         yield rows[start : start + size]
 
 
-def _known(conn: Conn, names: list[str]) -> set[str]:
-    """The clusters of the batch that exist (SQLite: the write transaction is exclusive)."""
-    known: set[str] = set()
-    for part in _chunks(names):
-        known.update(
-            r[0]
-            for r in conn.all(f"SELECT name FROM clusters WHERE name IN ({', '.join('?' * len(part))})", part)
+def _bounds(conn: Conn, names: list[str]) -> Bounds:
+    """The clusters that exist: their capacity baseline and registered capacity.
+
+    On PostgreSQL a read before the batch's statement: a baseline is set once per epoch and
+    only ever cleared by a re-registration, so a batch racing one is judged by the old epoch's
+    bounds at worst."""
+    if conn.dialect == "postgresql":
+        rows = conn.all(
+            "SELECT name, capacity_baseline, capacity FROM clusters WHERE name = ANY(?)", (names,)
         )
-    return known
+    else:
+        rows = [
+            row
+            for part in _chunks(names)
+            for row in conn.all(
+                "SELECT name, capacity_baseline, capacity FROM clusters"
+                f" WHERE name IN ({', '.join('?' * len(part))})",
+                part,
+            )
+        ]
+    return {name: (_loads(base), _loads(capacity)) for name, base, capacity in rows}
+
+
+def _loads(text: str | None) -> dict | None:
+    return json.loads(text) if text else None
 
 
 def nodes_json(nodes: list[NodeReport]) -> str:
@@ -101,8 +176,13 @@ def nodes_json(nodes: list[NodeReport]) -> str:
 
     In the cluster's row rather than a row per node: a report replaces the whole list anyway,
     and on PostgreSQL the node rows (delete the missing, upsert the others) were a fifth of the
-    database's CPU per report (0.063 -> 0.051 ms in benchmarks/kb.py)."""
-    return "[" + ",".join(n.model_dump_json() for n in sorted(nodes, key=lambda n: n.name)) + "]"
+    database's CPU per report (0.063 -> 0.051 ms in benchmarks/kb.py). Without the economics a
+    report may carry: the registration owns those (trust.py)."""
+    return (
+        "["
+        + ",".join(n.model_dump_json(exclude=ECONOMIC_FIELDS) for n in sorted(nodes, key=lambda n: n.name))
+        + "]"
+    )
 
 
 def _json(value: Any) -> str:
@@ -117,14 +197,14 @@ incoming AS (
     SELECT (e->>0)::text AS name, (e->>1)::int8 AS seq, (e->>2)::float8 AS heartbeat,
            (e->>3)::float8 AS report_ts, (e->>4)::int4 AS reachable, e->>5 AS error,
            (e->>6)::int8 AS nodes_seq, (e->>7)::float8 AS nodes_received, e->>8 AS nodes_json,
-           (e->>9)::int8 AS workloads_seq
+           (e->>9)::int8 AS workloads_seq, e->>10 AS baseline
     FROM batch, jsonb_array_elements(batch.j->'clusters') AS e
 ),
 locked AS MATERIALIZED (
     -- the batch's clusters that exist, locked in one order (by name) in every KB instance, so
     -- two instances' batches queue instead of deadlocking; a row another instance changed
     -- meanwhile is read as it is now (READ COMMITTED re-reads a row it had to wait for)
-    SELECT name, report_seq, nodes_seq, workloads_seq FROM clusters
+    SELECT name, report_seq, nodes_seq, workloads_seq, capacity_baseline, capacity FROM clusters
     WHERE name = ANY(ARRAY(SELECT name FROM incoming))
     ORDER BY name FOR UPDATE
 ),
@@ -146,10 +226,12 @@ updated AS (
         nodes_seq = CASE WHEN n.nodes THEN n.nodes_seq ELSE c.nodes_seq END,
         nodes_received = CASE WHEN n.nodes THEN n.nodes_received ELSE c.nodes_received END,
         nodes = CASE WHEN n.nodes THEN n.nodes_json ELSE c.nodes END,
-        workloads_seq = CASE WHEN n.workloads THEN n.workloads_seq ELSE c.workloads_seq END
+        workloads_seq = CASE WHEN n.workloads THEN n.workloads_seq ELSE c.workloads_seq END,
+        capacity_baseline = CASE WHEN n.nodes THEN coalesce(c.capacity_baseline, n.baseline)
+                                 ELSE c.capacity_baseline END
     FROM newer n
     WHERE c.name = n.name AND (n.beat OR n.nodes OR n.workloads)
-    RETURNING c.name, n.beat, n.workloads
+    RETURNING c.name, n.beat, n.workloads, c.capacity_baseline
 ),
 workload_rows AS (
     SELECT e->>0 AS cluster, e->>1 AS namespace, e->>2 AS kind, e->>3 AS name, e->>4 AS application,
@@ -178,13 +260,16 @@ put_latencies AS (
     ON CONFLICT (cluster, peer) DO UPDATE SET seq = excluded.seq, ms = excluded.ms, received = excluded.received
     WHERE excluded.seq > latencies.seq
 )
-SELECT o.name, coalesce(u.beat, false) FROM locked o LEFT JOIN updated u ON u.name = o.name
+SELECT o.name, coalesce(u.beat, false), coalesce(u.capacity_baseline, o.capacity_baseline), o.capacity
+FROM locked o LEFT JOIN updated u ON u.name = o.name
 """
 
 
-def _write_postgresql(conn: Conn, newest: _Newest) -> tuple[set[str], set[str]]:
-    """Write the batch with one statement: the clusters that exist, and those whose heartbeat
-    it stored."""
+def _write_postgresql(
+    conn: Conn, newest: _Newest, baselines: dict[str, dict[str, float]]
+) -> tuple[set[str], set[str], Bounds]:
+    """Write the batch with one statement: the clusters that exist, those whose heartbeat it
+    stored, and their bounds as they are now."""
     clusters = []
     for cluster, row in newest.beat.items():
         nodes = newest.nodes.get(cluster)
@@ -196,6 +281,7 @@ def _write_postgresql(conn: Conn, newest: _Newest) -> tuple[set[str], set[str]]:
                 nodes[1] if nodes else None,
                 nodes_json(nodes[2]) if nodes else None,
                 workloads[0] if workloads else None,
+                _json(baselines[cluster]) if cluster in baselines else None,
             ]
         )
     batch = {
@@ -208,7 +294,8 @@ def _write_postgresql(conn: Conn, newest: _Newest) -> tuple[set[str], set[str]]:
         "latencies": sorted(newest.latencies.values()),
     }
     rows = conn.all(_POSTGRESQL, (_json(batch),))
-    return {r[0] for r in rows}, {r[0] for r in rows if r[1]}
+    found = {r[0]: (_loads(r[2]), _loads(r[3])) for r in rows}
+    return set(found), {r[0] for r in rows if r[1]}, found
 
 
 # -- SQLite: a few statements ---------------------------------------------------------------
@@ -251,18 +338,23 @@ def _replace_rows(
     _insert(conn, table, columns, rows)
 
 
-def _write_sqlite(conn: Conn, newest: _Newest) -> set[str]:
+def _write_sqlite(conn: Conn, newest: _Newest, baselines: dict[str, dict[str, float]]) -> set[str]:
     """Write the batch; the clusters whose heartbeat it stored."""
     stored = _newer(
         conn, "report_seq", ("heartbeat", "report_ts", "reachable", "error"), list(newest.beat.values())
     )
     nodes = newest.nodes
-    _newer(
+    fresh_nodes = _newer(
         conn,
         "nodes_seq",
         ("nodes_received", "nodes"),
         [(c, s, t, nodes_json(n)) for c, (s, t, n) in nodes.items()],
     )
+    for cluster in sorted(fresh_nodes & baselines.keys()):  # once per epoch
+        conn.execute(
+            "UPDATE clusters SET capacity_baseline = ? WHERE name = ? AND capacity_baseline IS NULL",
+            (_json(baselines[cluster]), cluster),
+        )
     workloads = newest.workloads
     fresh = sorted(_newer(conn, "workloads_seq", (), [(c, s) for c, (s, _w) in workloads.items()]))
     _replace_rows(

@@ -4,7 +4,9 @@
 - ``SecurityHeaders``: ``Cache-Control: no-store`` (answers carry tokens and credentials) and
   ``X-Content-Type-Options: nosniff`` on every answer that does not set its own;
 - ``AuthFirst``: the bearer token is checked before anything reads a request body, so a
-  client without a valid token cannot make the KB buffer (or parse) anything.
+  client without a valid token cannot make the KB buffer (or parse) anything. The API and its
+  schema (/openapi.json, and /docs, /redoc should they ever be served) need a token; only
+  /healthz and the static /ui page do not.
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ from qonnect.kb.storage import is_unavailable
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("qonnect.kb.access")
 PRINCIPAL = "qonnect.principal"  # scope key: the authenticated caller, for the access log
+SCHEMA_PATHS = frozenset({"/openapi.json", "/docs", "/redoc", "/docs/oauth2-redirect"})
+
+
+def needs_token(path: str) -> bool:
+    """The API and its schema (which maps every route and field for an attacker) need a token."""
+    return path.startswith("/api/") or path.rstrip("/") in SCHEMA_PATHS
 
 
 def bearer(scope: dict) -> str | None:
@@ -49,7 +57,7 @@ class AuthFirst:
         self.kb = kb  # the KB state, once the app has started
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/api/"):
+        if scope["type"] != "http" or not needs_token(scope["path"]):
             await self.app(scope, receive, send)
             return
         token = bearer(scope)

@@ -170,6 +170,18 @@ MIGRATIONS: list[tuple[int, str, list[str | tuple[str, str]]]] = [
             ("postgresql", "ALTER TABLE clusters SET (fillfactor = 50)"),
         ],
     ),
+    (
+        6,
+        "registered economics and capacity of a cluster; the capacity baseline of its epoch",
+        [
+            # JSON: the admin's facts (kb/trust.py), never written by agent reports
+            "ALTER TABLE clusters ADD COLUMN economics TEXT",
+            "ALTER TABLE clusters ADD COLUMN node_economics TEXT",
+            "ALTER TABLE clusters ADD COLUMN capacity TEXT",
+            # JSON: the first non-empty total allocatable accepted since the (re-)registration
+            "ALTER TABLE clusters ADD COLUMN capacity_baseline TEXT",
+        ],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

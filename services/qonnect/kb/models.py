@@ -81,6 +81,31 @@ class ErrorBody(Out):
 
 
 # -- clusters -----------------------------------------------------------------------------
+class Economics(Strict):
+    """A node's costs as the admin registers them: placement ranks clusters by these, so they
+    are owned by the registration, never by agent reports (trust.py)."""
+
+    price_eur_h: NonNegative | None = None
+    energy_kwh: NonNegative | None = None
+    bandwidth_gbps: NonNegative | None = None
+
+
+class Capacity(Strict):
+    """The most a cluster may report in total (over its nodes' allocatable); unset: bounded by
+    growth over the first accepted report instead (trust.py)."""
+
+    cpu: NonNegative | None = None
+    memory: Count | None = None
+    ephemeral_storage: Count | None = None
+
+
+NodeEconomics = Annotated[
+    dict[Annotated[str, Text(253, 1)], Economics],
+    Field(max_length=5000, description="per node name; overrides economics for that node"),
+]
+ECONOMICS_DOC = "every node's price, energy and bandwidth (unless node_economics names the node)"
+
+
 class ClusterIn(Strict):
     """A cluster record as registered by an admin."""
 
@@ -91,6 +116,9 @@ class ClusterIn(Strict):
     kubeconfig: Annotated[str, Text(4096, 1)] | None = Field(None, description="credentials: kubeconfig path")
     context: Annotated[str, Text(253, 1)] | None = Field(None, description="credentials: kubeconfig context")
     labels: Labels = Field(default_factory=dict)
+    economics: Economics | None = Field(None, description=ECONOMICS_DOC)
+    node_economics: NodeEconomics = Field(default_factory=dict)
+    capacity: Capacity | None = Field(None, description="the registered maximum of the reported capacity")
 
 
 class ClusterPut(Strict):
@@ -103,6 +131,9 @@ class ClusterPut(Strict):
     kubeconfig: Annotated[str, Text(4096, 1)] | None = None
     context: Annotated[str, Text(253, 1)] | None = None
     labels: Labels = Field(default_factory=dict)
+    economics: Economics | None = Field(None, description=ECONOMICS_DOC)
+    node_economics: NodeEconomics = Field(default_factory=dict)
+    capacity: Capacity | None = Field(None, description="the registered maximum of the reported capacity")
 
 
 class ClusterPatch(Strict):
@@ -115,8 +146,11 @@ class ClusterPatch(Strict):
     kubeconfig: Annotated[str, Text(4096, 1)] | None = None
     context: Annotated[str, Text(253, 1)] | None = None
     labels: Labels | SkipJsonSchema[None] = None
+    economics: Economics | None = None
+    node_economics: NodeEconomics | SkipJsonSchema[None] = None
+    capacity: Capacity | None = None
 
-    @field_validator("tier", "location", "labels", mode="before")
+    @field_validator("tier", "location", "labels", "node_economics", mode="before")
     @classmethod
     def _not_null(cls, value: object) -> object:
         if value is None:
@@ -140,6 +174,9 @@ class ClusterOut(Out):
     kubeconfig: str | None = Field(None, description="absent for reader and agent tokens")
     context: str | None = Field(None, description="absent for reader and agent tokens")
     labels: dict[str, str]
+    economics: Economics | None = None
+    node_economics: dict[str, Economics] | None = None
+    capacity: Capacity | None = None
     created: float
     updated: float
     status: ClusterStatus
@@ -179,9 +216,13 @@ class NodeReport(Strict):
     requested: Resources = Field(default_factory=Resources)
     labels: Labels = Field(default_factory=dict)
     taints: Annotated[list[Taint], Field(max_length=64)] = Field(default_factory=list)
-    bandwidth_gbps: NonNegative | None = None
-    energy_kwh: NonNegative | None = None
-    price_eur_h: NonNegative | None = None
+    # accepted from agents that still send them, never stored: the registration owns them
+    bandwidth_gbps: NonNegative | None = Field(None, description="ignored: registered economics")
+    energy_kwh: NonNegative | None = Field(None, description="ignored: registered economics")
+    price_eur_h: NonNegative | None = Field(None, description="ignored: registered economics")
+
+
+ECONOMIC_FIELDS = frozenset({"bandwidth_gbps", "energy_kwh", "price_eur_h"})
 
 
 class WorkloadReport(Strict):
@@ -200,8 +241,8 @@ class WorkloadReport(Strict):
 class Report(Strict):
     """One agent report: heartbeat, nodes, workloads and latencies (merge rule in the docs)."""
 
-    seq: Count
-    ts: NonNegative
+    seq: Count = Field(description="at most the KB's clock in microseconds plus 60 s (trust.py)")
+    ts: NonNegative = Field(description="at most 60 s ahead of the KB's clock")
     reachable: bool = True
     error: Annotated[str, Text(16384)] | None = None
     nodes: Annotated[list[NodeReport], Field(max_length=5000)] | None = Field(
@@ -365,7 +406,9 @@ class EventIn(Strict):
     message: Annotated[str, Text(8192)] = ""
     application: Annotated[str, Text(253, 1)] | None = None
     cluster: Annotated[str, Text(253, 1)] | None = None
-    ts: NonNegative | None = Field(None, description="when it happened; default: receive time")
+    ts: NonNegative | None = Field(
+        None, description="when it happened; default: receive time; at most 60 s ahead of the KB's clock"
+    )
     ref: DecisionRef | None = Field(None, description="the controller decision the event is about")
     fencing: Fencing | None = Field(
         None,

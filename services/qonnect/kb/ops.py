@@ -26,33 +26,53 @@ def not_found(kind: str, name: str) -> HTTPException:
 
 
 # -- clusters -----------------------------------------------------------------------------
-_CLUSTER_FIELDS = ("tier", "location", "server", "kubeconfig", "context", "labels")
+_CLUSTER_FIELDS = (
+    "tier",
+    "location",
+    "server",
+    "kubeconfig",
+    "context",
+    "labels",
+    "economics",
+    "node_economics",
+    "capacity",
+)
+_JSON_FIELDS = frozenset({"labels", "economics", "node_economics", "capacity"})
+# a re-registration starts a new epoch: the next report is applied whatever its seq (a report
+# "from the future" no longer silences the agent), and its node list sets a new capacity baseline
+_NEW_EPOCH = "report_seq = NULL, nodes_seq = NULL, workloads_seq = NULL, capacity_baseline = NULL"
+
+
+def _value(field: str, value: Any) -> Any:
+    return dumps(value) if field in _JSON_FIELDS and value is not None else value
 
 
 def _cluster_values(record: dict[str, Any]) -> list[Any]:
-    return [dumps(record[f]) if f == "labels" else record.get(f) for f in _CLUSTER_FIELDS]
+    return [_value(f, record.get(f)) for f in _CLUSTER_FIELDS]
 
 
 def create_cluster(conn: Conn, record: dict[str, Any], now: float) -> None:
     if conn.one("SELECT 1 FROM clusters WHERE name = ?", (record["name"],)):
         raise HTTPException(409, f"name: cluster {record['name']!r} is already registered")
     conn.execute(
-        "INSERT INTO clusters (name, tier, location, server, kubeconfig, context, labels,"
-        " created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO clusters (name, {', '.join(_CLUSTER_FIELDS)}, created, updated)"
+        f" VALUES ({', '.join('?' * (len(_CLUSTER_FIELDS) + 3))})",
         (record["name"], *_cluster_values(record), now, now),
     )
 
 
 def put_cluster(conn: Conn, record: dict[str, Any], now: float) -> bool:
-    """Create or replace the registration (agent state is kept); True if it was created."""
-    if conn.one("SELECT 1 FROM clusters WHERE name = ?", (record["name"],)) is None:
+    """Create or replace the registration (agent state is kept, a new epoch of report sequence
+    numbers starts); True if it was created."""
+    if conn.one("SELECT 1 FROM clusters WHERE name = ?" + _for_update(conn), (record["name"],)) is None:
         create_cluster(conn, record, now)
         return True
+    sets = ", ".join(f"{f} = ?" for f in _CLUSTER_FIELDS)
     conn.execute(
-        "UPDATE clusters SET tier = ?, location = ?, server = ?, kubeconfig = ?, context = ?,"
-        " labels = ?, updated = ? WHERE name = ?",
+        f"UPDATE clusters SET {sets}, updated = ?, {_NEW_EPOCH} WHERE name = ?",
         (*_cluster_values(record), now, record["name"]),
     )
+    conn.execute("UPDATE latencies SET seq = -1 WHERE cluster = ?", (record["name"],))
     return False
 
 
@@ -60,7 +80,7 @@ def patch_cluster(conn: Conn, name: str, changes: dict[str, Any], now: float) ->
     if conn.one("SELECT 1 FROM clusters WHERE name = ?", (name,)) is None:
         raise not_found("cluster", name)
     sets = [f"{f} = ?" for f in _CLUSTER_FIELDS if f in changes]
-    args = [dumps(changes[f]) if f == "labels" else changes[f] for f in _CLUSTER_FIELDS if f in changes]
+    args = [_value(f, changes[f]) for f in _CLUSTER_FIELDS if f in changes]
     conn.execute(
         f"UPDATE clusters SET {', '.join([*sets, 'updated = ?'])} WHERE name = ?", (*args, now, name)
     )

@@ -23,8 +23,9 @@ log = logging.getLogger(__name__)
 
 _CLUSTER_COLS = (
     "name, tier, location, server, kubeconfig, context, labels, created, updated,"
-    " report_seq, heartbeat, reachable, error"
+    " report_seq, heartbeat, reachable, error, economics, node_economics, capacity"
 )
+ECONOMICS = ("price_eur_h", "energy_kwh", "bandwidth_gbps")
 
 
 def age(now: float, then: float | None) -> float | None:
@@ -60,6 +61,9 @@ def _cluster(row: tuple, now: float, timeout: float, credentials: bool) -> dict[
         heartbeat,
         reachable,
         error,
+        economics,
+        node_economics,
+        capacity,
     ) = row
     out: dict[str, Any] = {
         "name": name,
@@ -80,6 +84,11 @@ def _cluster(row: tuple, now: float, timeout: float, credentials: bool) -> dict[
     if credentials:
         out["kubeconfig"] = kubeconfig
         out["context"] = context
+    # the registered facts, shown only when registered (older clients compare whole records)
+    for key, text in (("economics", economics), ("node_economics", node_economics), ("capacity", capacity)):
+        value = json.loads(text) if text else None
+        if value:
+            out[key] = value
     return out
 
 
@@ -96,15 +105,27 @@ def get_cluster(conn: Conn, name: str, now: float, timeout: float, credentials: 
 
 
 def _nodes_by_cluster(conn: Conn, now: float, cluster: str | None = None) -> dict[str, list]:
-    sql = "SELECT name, nodes, nodes_received FROM clusters WHERE nodes IS NOT NULL"
+    """The stored nodes with the registered economics laid over them (reports' are dropped)."""
+    sql = (
+        "SELECT name, nodes, nodes_received, economics, node_economics FROM clusters WHERE nodes IS NOT NULL"
+    )
     args: tuple = ()
     if cluster is not None:
         sql += " AND name = ?"
         args = (cluster,)
     out: dict[str, list] = {}
-    for name, data, received in conn.all(sql, args):
+    for name, data, received, economics, node_economics in conn.all(sql, args):
+        default = json.loads(economics) if economics else {}
+        per_node = json.loads(node_economics) if node_economics else {}
         nodes = out[name] = json.loads(data)
         for node in nodes:
+            own = per_node.get(node["name"]) or {}
+            for key in ECONOMICS:  # never a reported value (rows stored before migration 6 hold some)
+                value = own[key] if own.get(key) is not None else default.get(key)
+                if value is None:
+                    node.pop(key, None)
+                else:
+                    node[key] = value
             node["heartbeat_age"] = age(now, received)
     return out
 

@@ -166,8 +166,9 @@ def test_an_agent_writes_only_its_own_cluster(live_kb, fresh):
 
 def test_reports_merge_by_seq_into_the_inventory(live_kb, fresh):
     a, b = fresh("cloud"), fresh("edge")
-    live_kb.admin.register_cluster(
-        {"name": a, "tier": "cloud", "location": "loc-a", "labels": {"region": "eu"}}
+    economics = {"bandwidth_gbps": 52.5, "energy_kwh": 0.0024042, "price_eur_h": 16.3884}
+    live_kb.admin.register_cluster(  # the node economics are the registration's (the reports' match)
+        {"name": a, "tier": "cloud", "location": "loc-a", "labels": {"region": "eu"}, "economics": economics}
     )
     live_kb.admin.register_cluster({"name": b, "tier": "edge", "location": "loc-b"})
     agent = live_kb.client("agent", a)

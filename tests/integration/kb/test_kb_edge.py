@@ -162,9 +162,10 @@ def test_access_log_headers_and_no_cdn(db_url_factory, kb_process, make_token):
         assert resp.getheader("Cache-Control") == "no-store", (path, resp.status)
         assert resp.getheader("X-Content-Type-Options") == "nosniff", (path, resp.status)
         conn.close()
-    status = raw(kb, "GET", "/docs", None, None)[0]
-    assert status == 404  # no Swagger UI from a CDN
-    assert raw(kb, "GET", "/openapi.json", None, None)[0] == 200
+    for path in ("/docs", "/redoc", "/openapi.json"):  # the schema maps the API: token only
+        assert raw(kb, "GET", path, None, None)[0] == 401, path
+    assert raw(kb, "GET", "/docs", None, admin_token)[0] == 404  # no Swagger UI from a CDN
+    assert raw(kb, "GET", "/openapi.json", None, admin_token)[0] == 200
 
     time.sleep(0.5)
     lines = [ln for ln in kb.read_log().splitlines() if "kb-access" in ln]

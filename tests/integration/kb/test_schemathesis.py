@@ -46,8 +46,8 @@ def _fuzz(operation, mode: GenerationMode, url: str, headers: dict) -> None:
 
 @pytest.mark.timeout(120)
 def test_no_server_errors_and_no_schema_violations(live_kb):
-    schema = schemathesis.openapi.from_url(f"{live_kb.url}/openapi.json", wait_for_schema=10)
     headers = {"Authorization": f"Bearer {live_kb.admin_token}"}
+    schema = schemathesis.openapi.from_url(f"{live_kb.url}/openapi.json", headers=headers, wait_for_schema=10)
     failures: list[str] = []
     operations = 0
     started = time.monotonic()

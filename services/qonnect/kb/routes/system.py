@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response
 
-from qonnect.kb import auth, migrations, ops, queries
+from qonnect.kb import auth, migrations, ops, queries, trust
 from qonnect.kb.auth import Principal
 from qonnect.kb.deps import KBState, principal, require, state
 from qonnect.kb.models import (
@@ -25,7 +25,7 @@ from qonnect.kb.models import (
 )
 from qonnect.kb.routes import QueryText, errors
 
-CONTROLLER_EVENTS = "controller."  # event types owned by the controller role
+CONTROLLER_EVENTS = "controller."  # event types owned by the controller role (any case)
 router = APIRouter()
 health_router = APIRouter()
 Who = Annotated[Principal, Depends(principal)]
@@ -57,11 +57,16 @@ async def post_event(event: EventIn, who: Who, kb: KB) -> dict:
             event = event.model_copy(update={"cluster": who.cluster})
         elif event.cluster != who.cluster:
             raise HTTPException(403, f"cluster: this agent token is bound to {who.cluster!r}")
-    if event.type.startswith(CONTROLLER_EVENTS) and who.role != "controller":
+    # case-insensitively: "Controller.decision" reads as a controller event to people and tools
+    controller_event = event.type.casefold().startswith(CONTROLLER_EVENTS)
+    if controller_event and who.role != "controller":
         raise HTTPException(403, f"type: {event.type!r} events are written only by controller tokens")
-    if event.type.startswith(CONTROLLER_EVENTS) and event.fencing is None:
+    if controller_event and event.fencing is None:
         raise HTTPException(422, "fencing: is required for controller.* events ({term, seq})")
     now = time.time()
+    problem = trust.ts_problem(event.ts, now)
+    if problem:
+        raise HTTPException(422, problem)
     return await kb.writer.submit(lambda conn: ops.insert_event(conn, event, now, who.role))
 
 
