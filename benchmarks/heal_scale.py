@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # its shared helpers (support)
 
 from _controller_stack import BIN, Stack, wait_for  # noqa: E402
 from failover import summary  # noqa: E402  (the same percentiles as the failover benchmark)
+from qonnect.controller import journal  # noqa: E402
 
 CLK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -237,16 +238,17 @@ def log_counts(stack: Stack, offsets: dict[str, int]) -> dict[str, int]:
     return {"playbook_starts": starts, "elections": elections, "divergence_warnings": diverged}
 
 
-def attempts_seen(stack: Stack, after: int) -> int:
-    events = stack.admin.list_events(limit=1000, after_id=after)
-    return max(
-        [
-            int((e.get("ref") or {}).get("attempt") or 0)
-            for e in events
-            if e["type"] == "controller.migration.started"
-        ]
-        or [0]
-    )
+def controller_story(stack: Stack, after: int, failed_at: float) -> dict[str, Any]:
+    """From the KB's controller events: the highest attempt number started, and when the first
+    decision was taken (detection, which other rules than the executor's decide)."""
+    events = [e for e in stack.admin.list_events(limit=1000, after_id=after) if e.get("role") == "controller"]
+    attempts = [int((e.get("ref") or {}).get("attempt") or 0) for e in events if e["type"] == journal.STARTED]
+    decided = [e["ts"] for e in events if e["type"] == journal.DECISION]
+    return {
+        "max_attempt": max(attempts or [0]),
+        "decisions": len(decided),
+        "first_decision_seconds": round(min(decided) - failed_at, 2) if decided else None,
+    }
 
 
 def one_k(k: int, workdir: Path, options: list[str], timeout: float) -> dict[str, Any]:
@@ -273,6 +275,7 @@ def one_k(k: int, workdir: Path, options: list[str], timeout: float) -> dict[str
         sampler = Sampler([r.proc.pid for r in stack.replicas if r.proc])
         sampler.start()
         t0 = time.monotonic()
+        failed_at = time.time()
         stack.testbed("fail", target)
         healed: dict[str, float] = {}
         pending = set(names)
@@ -288,12 +291,14 @@ def one_k(k: int, workdir: Path, options: list[str], timeout: float) -> dict[str
             pending -= done
             time.sleep(0.5)
         resources = sampler.result()
+        story = controller_story(stack, after, failed_at)
         counts = log_counts(stack, offsets)
         term1 = max(terms(stack) or [term0])
         heal = list(healed.values())
         return {
             "k": k,
             "failed_cluster": target,
+            "failed_at": failed_at,
             "deploy_seconds": round(deploy_seconds, 1),
             "healed": len(healed),
             "not_healed": sorted(pending),
@@ -304,7 +309,10 @@ def one_k(k: int, workdir: Path, options: list[str], timeout: float) -> dict[str
             "term_before": term0,
             "term_after": term1,
             "leader_changes": term1 - term0,
-            "max_attempt": attempts_seen(stack, after),
+            **story,
+            "heal_after_decision_seconds": round(max(heal) - story["first_decision_seconds"], 2)
+            if heal and not pending and story["first_decision_seconds"] is not None
+            else None,
             **resources,
         }
     finally:
@@ -320,11 +328,17 @@ def main() -> int:
     )
     parser.add_argument("--json", action="store_true", help="print JSON only")
     parser.add_argument("--out", help="also write the JSON here")
+    parser.add_argument("--keep", help="keep each k's processes' logs and run artifacts under this directory")
     args = parser.parse_args()
     results = []
     for k in [int(x) for x in args.ks.split(",") if x.strip()]:
-        with tempfile.TemporaryDirectory(prefix=f"heal-k{k}-") as tmp:
-            res = one_k(k, Path(tmp), args.controller_option, args.timeout)
+        if args.keep:
+            workdir = Path(args.keep) / f"k{k}"
+            workdir.mkdir(parents=True, exist_ok=False)
+            res = one_k(k, workdir, args.controller_option, args.timeout)
+        else:
+            with tempfile.TemporaryDirectory(prefix=f"heal-k{k}-") as tmp:
+                res = one_k(k, Path(tmp), args.controller_option, args.timeout)
         results.append(res)
         if not args.json:
             print(json.dumps(res), file=sys.stderr, flush=True)

@@ -1,0 +1,174 @@
+"""Healing a fleet (issue 21) on real processes: testbed + KB + agents + three replicas.
+
+- One writer per spec version: a new version stored and applied by the deploy playbook while
+  the controller runs is observed by the controller, not re-placed a second time.
+- The heal is the user's plan: applications deployed with ``scorer=optimal`` and an exclusion
+  are healed with that scorer and that exclusion (the migration run receives them), by one
+  bounded, batched migration run rather than one playbook per application.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+import yaml
+from _controller_stack import BIN, REPO, Stack, wait_for
+from qonnect.controller import journal
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+OPTIONS = ["--agent-interval", "1", "--max-concurrent-runs", "1", "--batch-size", "10"]
+
+
+def spec(name: str, env: str = "1") -> dict:
+    container = {
+        "name": "web",
+        "image": "nginx",
+        "env": [{"name": "REVISION", "value": env}],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [container]}},
+        },
+    }
+    return {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": name},
+        "spec": {"services": [{"name": "web", "manifests": [deployment]}]},
+    }
+
+
+def deploy(stack: Stack, body: dict, **extra: object) -> None:
+    """The user's deploy: playbooks/deploy.yml with the admin token (and any -e options)."""
+    path = stack.root / f"{body['metadata']['name']}.yml"
+    path.write_text(yaml.safe_dump(body))
+    extra_file = stack.root / f"{body['metadata']['name']}.vars.json"
+    extra_file.write_text(
+        json.dumps(
+            {
+                "app_file": str(path),
+                "kb_url": stack.kb_url,
+                "kb_token_file": str(stack.admin_token),
+                "wait_timeout": 60,
+                **extra,
+            }
+        )
+    )
+    res = subprocess.run(
+        [str(BIN / "ansible-playbook"), str(REPO / "playbooks" / "deploy.yml"), "-e", f"@{extra_file}"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=stack.env,
+        cwd=stack.root,
+        check=False,
+    )
+    assert res.returncode == 0, f"deploy failed:\n{res.stdout[-3000:]}\n{res.stderr[-2000:]}"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = Stack(tmp_path_factory.mktemp("fleet"))
+    try:
+        stack.start_kb()
+        stack.start_testbed(6)
+        stack.start_agents(1.0)
+        yield stack
+    finally:
+        stack.close()
+
+
+def ours(stack: Stack, app: str) -> list[dict]:
+    return [e for e in stack.events(app) if journal.trusted(e)]
+
+
+def test_a_version_the_deploy_applies_is_not_placed_again_by_the_controller(fleet: Stack):
+    stack = fleet
+    deploy(stack, spec("shop", "1"))
+    stack.start_replicas(3, OPTIONS)
+    try:
+        leader = stack.wait_leader(30)
+        wait_for(lambda: (leader.status() or {}).get("versions", {}).get("shop") == 1, 30, 0.2, "v1 observed")
+        deploy(stack, spec("shop", "2"))  # a new version, stored and applied by the playbook
+        wait_for(
+            lambda: any((r.status() or {}).get("versions", {}).get("shop") == 2 for r in stack.replicas),
+            30,
+            0.2,
+            "the controller to know version 2",
+        )
+        decisions = [e for e in ours(stack, "shop") if e["type"] == journal.DECISION]
+        assert decisions == [], [e["message"] for e in decisions]  # observed, not placed twice
+        logs = "".join(r.log() for r in stack.replicas)
+        assert "shop version 2 was placed by its deploy" in logs
+    finally:
+        stack.stop_replicas()
+
+
+def _placed(stack: Stack, app: str) -> set[str]:
+    return {t["cluster"] for targets in stack.placement(app).values() for t in targets}
+
+
+def test_a_fleet_heals_with_the_stored_policy_in_one_bounded_batched_run(fleet: Stack):
+    stack = fleet
+    names = [c["name"] for c in stack.federation["clusters"]]
+    apps = ["fleet-a", "fleet-b", "fleet-c"]
+    # the user allows two clusters only, and wants the optimal scorer
+    allowed = names[:2]
+    excluded = sorted(set(names) - set(allowed))
+    for app in apps:
+        deploy(stack, spec(app), scorer="optimal", exclude=excluded)
+    target = next(iter(_placed(stack, apps[0])))
+    on_target = [a for a in apps if _placed(stack, a) == {target}]
+    assert on_target, {a: _placed(stack, a) for a in apps}
+    other = next(c for c in allowed if c != target)
+    stack.start_replicas(3, OPTIONS)
+    try:
+        stack.wait_leader(30)
+        wait_for(
+            lambda: all(
+                set(on_target) <= set((r.status() or {}).get("versions", {})) for r in stack.replicas
+            ),
+            30,
+            0.2,
+            "every application observed",
+        )
+        offsets = {r.name: len(r.log()) for r in stack.replicas}
+        stack.testbed("fail", target)
+        try:
+            for app in on_target:
+                wait_for(lambda a=app: stack.healthy_elsewhere(a, {target}), 120, 0.5, f"{app} healed")
+            for app in on_target:  # healed within the user's exclusion: the only cluster left
+                assert _placed(stack, app) == {other}, (app, _placed(stack, app))
+            runs = sorted(
+                p
+                for r in stack.replicas
+                for p in (r.data_dir / "runs").glob("*")
+                if p.is_dir() and (p / "env" / "extravars").exists()
+            )
+            assert runs, "no migration run"
+            seen: dict[str, dict] = {}
+            for run in runs:
+                extravars = yaml.safe_load((run / "env" / "extravars").read_text())
+                for item in extravars.get("batch") or [extravars]:
+                    seen[item["app"]] = item
+            for app in on_target:  # the migration received the user's scorer and exclusion
+                assert seen[app]["scorer"] == "optimal", seen[app]
+                assert set(excluded) | {target} <= set(seen[app]["exclude"]), seen[app]
+            text = "".join(r.log()[offsets[r.name] :] for r in stack.replicas)
+            starts = len(re.findall(r"(attempt \d+|batch \S+): running migrate\.yml", text))
+            if len(on_target) > 1:
+                assert starts < len(on_target), text[-4000:]  # batched: fewer starts than apps
+        finally:
+            stack.testbed("recover", target)
+    finally:
+        stack.stop_replicas()
