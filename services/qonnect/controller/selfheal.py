@@ -135,6 +135,8 @@ class Healer:
                     )
                 except K8sError as exc:  # this cluster cannot be read or written now: next pass
                     log.info("self-heal of %s on %s: %s", app, cluster, exc)
+                    if exc.status == 0:  # unreachable: its other applications would only wait too
+                        break
         return self.limit - budget
 
     def _application(self, app: str) -> Application | None:
@@ -195,8 +197,14 @@ class Healer:
                 continue
             if writes >= budget or self.busy(app.name) or not self._still_placed(app.name, placement):
                 break
-            outcome = deployer.restore([item])[0]
             writes += 1
+            try:
+                outcome = deployer.restore([item])[0]
+            except K8sError as exc:
+                if exc.status == 0:
+                    raise
+                log.warning("self-heal: cannot restore %s on %s: %s", item.describe(), cluster, exc)
+                continue
             if not outcome["changed"]:  # the server keeps it so (a value it normalises)
                 self.seen[seen] = fingerprint(item.live)
                 continue

@@ -1,0 +1,120 @@
+"""The controller's self-heal pass (services/qonnect/controller/selfheal.py) on in-memory
+clusters and an in-memory KB: bounded per pass, hands off what a deploy or a migration is
+changing, fenced before each write, and only reporting (once) for an application that asks so."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import application_deployer, target_of
+from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+from qonnect.controller import selfheal
+from support.memory_kb import MemoryKB
+from support.shop_cases import PLAN_A, SERVICES
+
+TOKEN = {"term": 3, "seq": 7}
+
+
+class KB(MemoryKB):
+    """MemoryKB with the one raw request the pass makes (the list of placements)."""
+
+    def request(self, method: str, path: str, body=None):
+        assert (method, path) == ("GET", "/api/v1/placements")
+        return {"placements": [copy.deepcopy(p) for p in self.placements.values()]}
+
+
+def spec(labels=None):
+    return {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": "shop", "namespace": "shop", "labels": labels or {}},
+        "spec": {
+            "objective": {"energy": 1},
+            "services": [{"name": n, "manifests": copy.deepcopy(m)} for n, m in SERVICES.items()],
+        },
+    }
+
+
+@pytest.fixture
+def world(fleet, monkeypatch):
+    """shop deployed by PLAN_A (front on c1, back on c2) and recorded in the KB as settled."""
+    clusters, _log = fleet
+    monkeypatch.setattr(selfheal, "get_client", lambda name, kubeconfig, context=None: clusters[name])
+    kb = KB()
+
+    def deploy(labels=None):
+        kb.apps.clear()
+        kb.put_application("shop", spec(labels))
+        for name in clusters:
+            kb.clusters[name] = {"name": name, "tier": "edge", "kubeconfig": f"/k/{name}.yaml", "labels": {}}
+        app = Application.from_dict(kb.get_application("shop")["application"])
+        targets = {n: target_of(n, kb.clusters[n], f"/k/{n}.yaml") for n in ("c1", "c2")}
+        application_deployer(app, PLAN_A, targets, set(), client_factory=lambda t: clusters[t.name]).run()
+        kb.put_placement("shop", {"desired": PLAN_A, "current": PLAN_A})
+
+    deploy()
+    return clusters, kb, deploy
+
+
+def heal_pass(kb, busy=lambda app: False, limit=20, before_step=lambda step: None, healer=None):
+    healer = healer or selfheal.Healer(kb, busy, limit)
+    return healer, healer.run(["c1", "c2", "c3"], set(), before_step, TOKEN)
+
+
+def test_a_settled_application_is_restored_with_an_event_per_object(world):
+    clusters, kb, _deploy = world
+    assert heal_pass(kb)[1] == 0  # nothing drifted right after the deploy
+    clusters["c1"].delete("apps/v1", "Deployment", "front-v1", "shop")
+    clusters["c2"].delete("v1", "Service", "back", "shop")
+    assert heal_pass(kb)[1] == 2
+    assert clusters["c1"].get("apps/v1", "Deployment", "front-v1", "shop") is not None
+    assert clusters["c2"].get("v1", "Service", "back", "shop") is not None
+    restored = [e for e in kb.events if e["type"] == selfheal.RESTORED]
+    assert [(e["cluster"], e["reason"]) for e in restored] == [("c1", "missing"), ("c2", "missing")]
+    assert all(e["fencing"] == TOKEN for e in restored)
+
+
+def test_a_pass_restores_at_most_its_limit(world):
+    clusters, kb, _deploy = world
+    clusters["c1"].delete("apps/v1", "Deployment", "front-v1", "shop")
+    clusters["c2"].delete("apps/v1", "Deployment", "back-v1", "shop")
+    assert heal_pass(kb, limit=1)[1] == 1
+    assert heal_pass(kb, limit=1)[1] == 1  # the rest on the next pass
+    assert heal_pass(kb, limit=1)[1] == 0
+
+
+def test_a_migration_or_a_deploy_under_way_is_left_alone(world):
+    clusters, kb, _deploy = world
+    clusters["c1"].delete("apps/v1", "Deployment", "front-v1", "shop")
+    assert heal_pass(kb, busy=lambda app: app == "shop")[1] == 0
+    moved = {"front": [{"cluster": "c3", "replicas": 2}], "back": PLAN_A["back"]}
+    kb.put_placement("shop", {"desired": moved})  # a deploy's intent, before it touches clusters
+    assert heal_pass(kb)[1] == 0
+    assert clusters["c1"].get("apps/v1", "Deployment", "front-v1", "shop") is None
+
+
+def test_the_fence_is_checked_before_the_write(world):
+    clusters, kb, _deploy = world
+    clusters["c1"].delete("apps/v1", "Deployment", "front-v1", "shop")
+
+    def fenced(step):
+        raise FencedError(f"no longer leader: stopped before {step}")
+
+    with pytest.raises(FencedError, match="restore Deployment shop/front-v1 on c1"):
+        heal_pass(kb, before_step=fenced)
+    assert clusters["c1"].get("apps/v1", "Deployment", "front-v1", "shop") is None
+    assert not [e for e in kb.events if e["type"] == selfheal.RESTORED]
+
+
+def test_an_application_that_only_reports_drift_gets_one_event_per_change(world):
+    clusters, kb, deploy = world
+    deploy({selfheal.SELF_HEAL_LABEL: "false"})
+    clusters["c1"].delete("apps/v1", "Deployment", "front-v1", "shop")
+    healer, writes = heal_pass(kb)
+    assert writes == 0
+    assert heal_pass(kb, healer=healer)[1] == 0
+    drifted = [e for e in kb.events if e["type"] == selfheal.DRIFTED]
+    assert len(drifted) == 1 and "not restored" in drifted[0]["message"]
+    assert clusters["c1"].get("apps/v1", "Deployment", "front-v1", "shop") is None
