@@ -33,3 +33,5 @@ PROFILE_LABEL = PREFIX + "node-profile"  # the testbed's node profile (energy, c
 # on KB cluster records
 DOMAIN_LABEL = PREFIX + "service-domain"  # DNS domain other clusters reach its services under
 ADDRESS_LABEL = PREFIX + "address"  # address substituted for QONNECT's [*_CLUSTER_IP] placeholders
+# seconds this cluster stays suspect before the controller judges it down (over --cluster-grace)
+CLUSTER_GRACE_LABEL = PREFIX + "cluster-grace-seconds"

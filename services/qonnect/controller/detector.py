@@ -40,6 +40,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.keys import CLUSTER_GRACE_LABEL
+
 from qonnect.controller.statemachine import FAILED, DecisionLog
 
 # Longer than Kubernetes' default progress deadline (600 s), after which the agent reports a
@@ -48,8 +50,6 @@ PROGRESSING_BACKSTOP = 900.0
 # The controller's default cluster grace (``--cluster-grace``): longer than a 15 s API-server
 # outage plus an agent interval and a probe's cache, so such a blip never migrates anything.
 CLUSTER_GRACE = 20.0
-# A cluster's own grace, in seconds, overriding --cluster-grace (a label of its KB record).
-CLUSTER_GRACE_LABEL = "qonnect.io/cluster-grace-seconds"
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ def confirmed_down(
         grace = cluster_grace(clusters.get(name, {}), settings)
         if name not in memory.suspect_since:
             memory.suspect_since[name] = now
-            if grace:
+            if grace and memory.noticed.get(name) != "agent-down":  # one episode, one story
                 _notice(
                     memory,
                     Notice(
