@@ -61,7 +61,9 @@ def parse(event_: dict[str, Any], writers: tuple[str | None, ...] = WRITERS) -> 
         return None
     if not isinstance(body, dict) or body.get("state") not in STATES:
         return None
-    policy = body.get("policy") if isinstance(body.get("policy"), dict) else {}
+    policy = body.get("policy")
+    if not isinstance(policy, dict):
+        policy = {}
     version = body.get("version")
     return {
         "id": event_.get("id", 0),

@@ -7,7 +7,9 @@ calm failback (issue 21, items 4 and 5).
   deploy recorded the version as ``applied``, the controller simply observes that version
   instead of placing it a second time. A failed deploy, or one that never reported within
   ``intent_ttl``, leaves the version to the controller as before.
-- QoS-drift moves (the ones that bring applications back onto a recovered cluster) wait until
+- QoS-drift moves (the ones that bring applications back onto a recovered cluster) are not made
+  for an application whose stored policy the drift check does not apply (another scorer,
+  exclusions: the move would be undone by its own policy); the others wait until
   no cluster recovered less than ``stable_seconds`` ago, and are then admitted at most
   ``max_drift_per_minute`` per sliding minute, each logged with its measured gain: after a
   failover the moved applications go back a few at a time, not as a second outage-sized wave.
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
+from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER
 
 from qonnect.controller.detector import Trigger
 
@@ -55,6 +58,7 @@ class Pacer:
 
     max_drift_per_minute: float = 2.0
     intent_ttl: float = 600.0  # an 'applying' intent older than this no longer holds the version
+    drift_scorer: str = DEFAULT_SCORER  # the scorer the detector's drift check judges with
     admitted: deque[float] = field(default_factory=deque)  # times of admitted drift moves
     announced: dict[str, str] = field(default_factory=dict)  # app -> why it waits (logged once)
 
@@ -90,7 +94,10 @@ class Pacer:
                 else:
                     keep.append(trigger)
             elif trigger.kind == "qos-drift":
-                if recovering:
+                conflict = self._policy_conflict(trigger.app, intents)
+                if conflict:
+                    waiting[trigger.app] = conflict
+                elif recovering:
                     waiting[trigger.app] = (
                         f"QoS-drift move waits: {', '.join(recovering)} recovered less than "
                         f"{stable_seconds:g}s ago"
@@ -135,6 +142,23 @@ class Pacer:
                 False,
             )
         return None, False
+
+    def _policy_conflict(self, app: str, intents: Intents) -> str | None:
+        """Why a drift move of ``app`` is not made: the drift check judges with the default
+        scorer and no exclusions, so for an application deployed with another scorer or with
+        exclusions it would propose moves its own policy undoes (a move every --min-dwell)."""
+        try:
+            policy = intent.stored_policy(intents(app))
+        except Exception as exc:  # any read failure: cannot tell, so wait
+            return f"QoS-drift move waits: cannot read its stored policy ({exc})"
+        scorer, exclude = policy.get("scorer"), policy.get("exclude") or []
+        if (scorer and scorer != self.drift_scorer) or exclude:
+            return (
+                f"no QoS-drift move: it was deployed with scorer {scorer or self.drift_scorer} and "
+                f"exclusions {', '.join(exclude) or 'none'}, the drift check judges with "
+                f"{self.drift_scorer} and none"
+            )
+        return None
 
     def waiting(self) -> dict[str, str]:
         """Applications whose trigger waits, and why (for the status)."""

@@ -101,3 +101,21 @@ def test_other_triggers_pass_untouched():
 
 def test_gain_of_says_when_it_is_not_reported():
     assert gain_of("QoS drift: something else") == "gain not reported"
+
+
+def test_no_drift_move_against_the_applications_stored_policy():
+    pacer = Pacer(max_drift_per_minute=10)
+    for policy in ({"scorer": "optimal", "exclude": []}, {"scorer": "weighted", "exclude": ["fog-2"]}):
+        trail = [{**intent.event("app0", "applied", policy, 1), "id": 1, "ts": 1.0, "role": "admin"}]
+        keep, _ = pacer.pace([drift("app0")], [], 1000.0, lambda app, t=trail: t)
+        assert keep == [] and "no QoS-drift move" in pacer.waiting()["app0"]
+    trail = [
+        {
+            **intent.event("app0", "applied", {"scorer": "weighted", "exclude": []}, 1),
+            "id": 1,
+            "ts": 1.0,
+            "role": "admin",
+        }
+    ]
+    keep, _ = pacer.pace([drift("app0")], [], 1000.0, lambda app: trail)
+    assert keep == [drift("app0")]
