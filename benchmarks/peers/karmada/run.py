@@ -11,15 +11,17 @@ examples/bookinfo/energy-first.yml (the same tiers). Every judgement reads the m
 Deployments (members.py), never either system's belief.
 
 Trials, in two phases (Karmada's defaults, then Karmada tuned for failover; qonnect.core
-unchanged): (1) deploy -> every Deployment Ready (the two systems one after the other, the
-order alternating per phase); (2) the API server of the member running qonnect's ratings is
-SIGKILLed -> every Deployment that was there Ready on another member (both systems watch the
-same failure); (3) the member comes back -> what each left there (duplicate copies) over 60 s;
-(4) a 15 s API-server blip -> which Deployments moved; (5, tuned phase) k small applications
-(ratings clones, tier edge) of each system, then their member fails. CPU-seconds and peak RSS per
-control plane are read from /proc (Karmada: host etcd, kube-apiserver, kube-controller-manager
-and the three Karmada components; qonnect: KB, agents, controller replicas with their playbook
-runs). Bounded everywhere; every process is stopped in ``finally``.
+unchanged), each phase ``--reps`` repetitions of: (1) both removed and deployed again -> every
+Deployment Ready (the two systems one after the other, the order alternating per repetition);
+(2) the API server of each member running either system's ratings is SIGKILLed -> every
+Deployment that was there Ready on another member (both systems watch the same failure); (3) the
+member comes back -> the copies each system left there, how long until none is left, what moved
+back; (4) one 15 s API-server blip -> which Deployments moved. Then (5, tuned phase) k one-service
+applications per system (ratings clones, tier edge) and their member fails. CPU-seconds and peak
+RSS per control plane are read from /proc (Karmada: host etcd, kube-apiserver,
+kube-controller-manager and the three Karmada components; qonnect: KB, agents, controller
+replicas with their playbook runs). Bounded everywhere; every process is stopped in ``finally``;
+the result so far is written after each trial (``--out``).
 
     python benchmarks/peers/karmada/run.py --json            # after benchmarks/peers/karmada/build.sh
 """
@@ -77,45 +79,73 @@ TUNED_SCHEDULER_FLAGS = ["--feature-gates=Failover=true"]
 def karmada_templates(
     namespace: str, services: dict[str, str], manifests: dict[str, list[dict]]
 ) -> list[dict]:
-    """The resource templates and one PropagationPolicy per service (the QoS spec's tier)."""
+    """The resource templates and two PropagationPolicies per service (the QoS spec's tier).
+
+    Karmada schedules every resource template on its own: a Deployment, its ServiceAccount and
+    its Service each "spread over exactly one cluster" of a two-member tier may land on three
+    different members (seen: ratings-v1 on edge-2, its ServiceAccount on edge-1, so no pod).
+    So the Deployment's policy has ``propagateDeps`` (its ServiceAccount follows it, on failover
+    too) and the Service goes to every member of the tier (a Service without endpoints is inert).
+    """
     objs: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}]
     for service, tier in services.items():
         for item in manifests[service]:
             obj = json.loads(json.dumps(item))
             obj["metadata"]["namespace"] = namespace
             objs.append(obj)
+        affinity = {"labelSelector": {"matchLabels": {"tier": tier}}}
         objs.append(
-            {
-                "apiVersion": "policy.karmada.io/v1alpha1",
-                "kind": "PropagationPolicy",
-                "metadata": {"name": service, "namespace": namespace},
-                "spec": {
-                    "resourceSelectors": [
-                        {
-                            "apiVersion": "apps/v1",
-                            "kind": "Deployment",
-                            "labelSelector": {"matchLabels": {"app": service}},
-                        },
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Service",
-                            "labelSelector": {"matchLabels": {"app": service}},
-                        },
-                        {
-                            "apiVersion": "v1",
-                            "kind": "ServiceAccount",
-                            "labelSelector": {"matchLabels": {"account": service}},
-                        },
-                    ],
-                    "placement": {
-                        "clusterAffinity": {"labelSelector": {"matchLabels": {"tier": tier}}},
-                        "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}],
-                        "replicaScheduling": {"replicaSchedulingType": "Duplicated"},
-                    },
+            policy(
+                service,
+                namespace,
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "labelSelector": {"matchLabels": {"app": service}},
                 },
-            }
+                {
+                    "clusterAffinity": affinity,
+                    "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}],
+                    "replicaScheduling": {"replicaSchedulingType": "Duplicated"},
+                },
+                propagate_deps=True,
+            )
+        )
+        objs.append(
+            policy(
+                f"{service}-service",
+                namespace,
+                {"apiVersion": "v1", "kind": "Service", "labelSelector": {"matchLabels": {"app": service}}},
+                {"clusterAffinity": affinity},
+            )
         )
     return objs
+
+
+def policy(name: str, namespace: str, selector: dict, placement: dict, propagate_deps: bool = False) -> dict:
+    spec: dict[str, Any] = {"resourceSelectors": [selector], "placement": placement}
+    if propagate_deps:
+        spec["propagateDeps"] = True
+    return {
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def brief(obj: dict) -> dict[str, Any]:
+    """A Karmada object's name, whether it is being deleted, and its conditions that are not True."""
+    meta = obj["metadata"]
+    return {
+        "name": f"{meta['namespace']}/{meta['name']}",
+        "deleting": bool(meta.get("deletionTimestamp")),
+        "conditions": [
+            f"{c['type']}={c['status']} {c.get('reason', '')}: {c.get('message', '')[:160]}"
+            for c in obj.get("status", {}).get("conditions", [])
+            if c["status"] != "True"
+        ],
+    }
 
 
 def bookinfo_manifests() -> dict[str, list[dict]]:
@@ -233,26 +263,57 @@ class Bench:
         seen = self.seen(skip)
         return all(where(seen, k) for k in (only if only is not None else self.keys[system]))
 
-    def stable(self, timeout: float = 150) -> bool:
-        """Every member back, both systems with exactly one Ready copy of each Deployment."""
+    def stable(self, timeout: float = 150) -> bool | str:
+        """Every member back, both systems with exactly one Ready copy of each Deployment.
+
+        True, or what was still not so at the timeout (the next trial runs anyway, and says so).
+        """
+        why = ""
 
         def check() -> bool:
-            if not all(self.karmada.clusters_ready().values()):
-                return False
-            if not all(c["healthy"] for c in self.stack.admin.inventory()["clusters"]):
-                return False
+            nonlocal why
+            down = [c for c, ok in self.karmada.clusters_ready().items() if not ok]
+            unhealthy = [c["name"] for c in self.stack.admin.inventory()["clusters"] if not c["healthy"]]
             seen = self.seen()
-            return all(
-                len(where(seen, k, ready_only=False)) == 1 and where(seen, k)
-                for ks in self.keys.values()
+            odd = sorted(
+                f"{s}:{k[0]}/{k[1]}@{','.join(sorted(where(seen, k, ready_only=False)))}"
+                for s, ks in self.keys.items()
                 for k in ks
+                if len(where(seen, k, ready_only=False)) != 1 or not where(seen, k)
             )
+            why = f"karmada not Ready: {down}; qonnect unhealthy: {unhealthy}; not one Ready copy: {odd[:6]}"
+            return not down and not unhealthy and not odd
 
         try:
             wait_for(check, timeout, 2, "both systems stable")
             return True
         except Exception:
-            return False
+            self.say(f"not stable after {timeout:g} s: {why}")
+            return why
+
+    def karmada_state(self) -> dict[str, Any]:
+        """What Karmada held when something failed: bindings, works, taints, its errors (small)."""
+        out: dict[str, Any] = {}
+        try:
+            out["taints"] = self.karmada.taints()
+            api = self.karmada.api
+            out["bindings"] = [
+                {
+                    **brief(b),
+                    "clusters": [c["name"] for c in b["spec"].get("clusters") or []],
+                    "evicting": [t.get("fromCluster") for t in b["spec"].get("gracefulEvictionTasks") or []],
+                }
+                for b in api.get("/apis/work.karmada.io/v1alpha2/resourcebindings")["items"]
+            ][:40]
+            out["works"] = [brief(w) for w in api.get("/apis/work.karmada.io/v1alpha1/works")["items"]][:60]
+        except Exception as exc:  # the report of a failure must not fail
+            out["state_error"] = f"{type(exc).__name__}: {exc}"
+        errors = {}
+        for log in sorted((self.karmada.directory / "logs").glob("karmada-*.log")):
+            lines = [x[:300] for x in log.read_text(errors="replace").splitlines() if x.startswith("E")]
+            errors[log.stem] = lines[-6:]
+        out["errors"] = errors
+        return out
 
     # -- trial 1 ----------------------------------------------------------------------------------
 
@@ -294,6 +355,9 @@ class Bench:
             2,
             "bookinfo removed",
         )
+        # Karmada's bindings (and their works) go after the members' copies: a template applied
+        # again under the same name while its old binding is still deleting must not meet it.
+        wait_for(lambda: not self.karmada.bindings(K_NS), 120, 1, "Karmada's bookinfo bindings removed")
 
     def seen_all(self, keys: set[tuple[str, str]]) -> dict[str, dict]:
         return snapshot(self.members, {ns for ns, _name in keys})
@@ -338,7 +402,7 @@ class Bench:
             "there": {s: len(v) for s, v in victims.items()},
         }
         healed: dict[str, float | None] = {s: (0.0 if not v else None) for s, v in victims.items()}
-        karmada_not_ready = None
+        karmada_not_ready = karmada_no_execute = None
         t0 = time.monotonic()
         self.stack.testbed("fail", target)
         try:
@@ -349,10 +413,15 @@ class Bench:
                         healed[s] = round(time.monotonic() - t0, 2)
                 if karmada_not_ready is None and not self.karmada.clusters_ready().get(target, True):
                     karmada_not_ready = round(time.monotonic() - t0, 2)
+                if karmada_no_execute is None and any(
+                    t.endswith(":NoExecute") for t in self.karmada.taints().get(target, [])
+                ):
+                    karmada_no_execute = round(time.monotonic() - t0, 2)
                 time.sleep(0.5)
         finally:
             out["healed_seconds"] = healed
             out["karmada_cluster_not_ready_seconds"] = karmada_not_ready
+            out["karmada_no_execute_taint_seconds"] = karmada_no_execute
             decisions = [
                 e
                 for e in self.stack.events()
@@ -367,27 +436,43 @@ class Bench:
         return out
 
     def left_behind(self, target: str, victims: dict[str, set], watch: float = 60) -> dict[str, Any]:
-        """After the member is back: copies left there of Deployments now running elsewhere too."""
+        """Trial 3, the member is back: the copies left there of Deployments that run elsewhere too.
+
+        ``left_at_first_contact``: such copies at the first successful read of the member (what
+        the failure left behind); ``no_duplicates_after_seconds``: when none is left (each system
+        purges its own); ``moved_back``: victims that run only on the member again at the end.
+        """
         t0 = time.monotonic()
-        cleared: dict[str, float | None] = {}
+        cleared: dict[str, float | None] = {s: None for s in self.keys}
+        first: dict[str, list[str]] | None = None
         dupes: dict[str, list[str]] = {}
+        seen: dict[str, dict] = {}
         while time.monotonic() - t0 < watch:
             seen = self.seen()
             if target in seen:
                 for s, keys in self.keys.items():
-                    d = sorted(
+                    dupes[s] = sorted(
                         f"{k[0]}/{k[1]}" for k in keys
                         if target in where(seen, k, ready_only=False) and where(seen, k) - {target}
                     )  # fmt: skip
-                    dupes[s] = d
-                    if not d and s not in cleared and time.monotonic() - t0 > 5:
+                    if not dupes[s] and cleared[s] is None:
                         cleared[s] = round(time.monotonic() - t0, 2)
-                if len(cleared) == len(self.keys) and time.monotonic() - t0 > 20:
+                    elif dupes[s]:
+                        cleared[s] = None  # a duplicate (re)appeared
+                if first is None:
+                    first = {s: list(v) for s, v in dupes.items()}
+                if all(v is not None for v in cleared.values()) and time.monotonic() - t0 > 20:
                     break
             time.sleep(1)
+        moved_back = {
+            s: sorted(f"{k[0]}/{k[1]}" for k in v if where(seen, k, ready_only=False) == {target})
+            for s, v in victims.items()
+        }
         return {
+            "left_at_first_contact": {s: len(v) for s, v in (first or {}).items()},
             "left_on_member_at_end": dupes,
             "no_duplicates_after_seconds": cleared,
+            "moved_back": moved_back,
             "watched_seconds": round(time.monotonic() - t0, 1),
         }
 
@@ -424,34 +509,58 @@ class Bench:
         self.say(f"blip: {json.dumps(out)}")
         return out
 
-    def trial_k_apps(self, k: int, bound: float) -> dict[str, Any]:
+    def trial_k_apps(self, k: int, bound: float) -> list[dict[str, Any]]:
+        """Trial 5: k one-service applications per system (ratings clones, tier edge), then their
+        member fails (each system's busiest member; two failures when the systems chose two)."""
         ratings = {"ratings": self.manifests["ratings"]}
         t = time.monotonic()
+        keys: set[tuple[str, str]] = set()
+        objs: list[dict] = []
         for i in range(k):
-            self.deploy_karmada(f"k-app-{i}", {"ratings": "edge"}, ratings)
+            ns = f"k-app-{i}"
+            keys |= {(ns, n) for n in deployment_names(ratings, ["ratings"])}
+            objs += karmada_templates(ns, {"ratings": "edge"}, ratings)
+        self.keys["karmada"].update(keys)
+        self.karmada.apply(*objs)
+        wait_for(lambda: self.ready("karmada", only=keys), self.bound * 3, 1, "Karmada's k apps Ready")
         k_deploy = time.monotonic() - t
         t = time.monotonic()
         for i in range(k):
             name = f"q-app-{i}"
             self.deploy_qonnect(small_app_spec(self.workdir, name), name, ["ratings"], ratings)
         q_deploy = time.monotonic() - t
+        self.say(
+            f"k apps deployed: karmada {k_deploy:.1f} s (all at once), qonnect {q_deploy:.1f} s (one by one)"
+        )
         self.stable(120)
         seen = self.seen()
-        counts: dict[str, int] = {}
-        for keys in self.keys.values():
-            for key in keys:
-                if key[0].startswith(("k-app-", "q-app-")):
+        busiest: set[str] = set()
+        for system, prefix in (("karmada", "k-app-"), ("qonnect", "q-app-")):
+            counts: dict[str, int] = {}
+            for key in self.keys[system]:
+                if key[0].startswith(prefix):
                     for c in where(seen, key, ready_only=False):
                         counts[c] = counts.get(c, 0) + 1
-        target = max(sorted(counts), key=lambda c: counts[c])
-        out = self.trial_fail(bound, f"k = {k} applications, their member's API server stopped", target)
-        out["deploy_seconds"] = {"karmada": round(k_deploy, 1), "qonnect": round(q_deploy, 1)}
+            if counts:
+                busiest.add(max(sorted(counts), key=lambda c: counts[c]))
+        out = []
+        for target in sorted(busiest):
+            self.stable(120)
+            trial = self.trial_fail(bound, f"k = {k} applications, their member's API server stopped", target)
+            trial["deploy_seconds"] = {"karmada": round(k_deploy, 1), "qonnect": round(q_deploy, 1)}
+            out.append(trial)
         return out
 
 
 def run(args: argparse.Namespace, workdir: Path, karmada_bin: Path, crd_dir: Path) -> dict[str, Any]:
+    """Every phase's repetitions; the result so far is written to ``args.out`` after each trial."""
     bench = Bench(workdir, karmada_bin, crd_dir, args.bound)
     result: dict[str, Any] = {"karmada": VERSION, "repetitions": args.reps, "phases": {}}
+
+    def save() -> None:
+        if args.out:
+            Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+
     try:
         result["start"] = bench.start()
         for n, phase in enumerate(args.phases):
@@ -460,33 +569,42 @@ def run(args: argparse.Namespace, workdir: Path, karmada_bin: Path, crd_dir: Pat
             t_phase = time.monotonic()
             bench.configure(phase)
             trials: dict[str, Any] = {"deploy": [], "fail": [], "blip": []}
-            result["phases"][phase] = {"trials": trials}
-            if n > 0:
-                bench.remove_both()
-            trials["deploy"].append(bench.trial_deploy(karmada_first=n % 2 == 0))
-            for _rep in range(args.reps):
-                for target in bench.targets():
-                    trials.setdefault("stable_before_fail", []).append(bench.stable())
-                    trials["fail"].append(bench.trial_fail(args.bound, "member API server stopped", target))
-                for target in bench.targets():
+            result["phases"][phase] = {"karmada_flags": bench.karmada.flags, "trials": trials}
+            for rep in range(args.reps):
+                if bench.keys:
+                    bench.remove_both()
+                # Alternating: Karmada first in even repetitions of the first phase, and so on.
+                trials["deploy"].append(bench.trial_deploy(karmada_first=(rep + n) % 2 == 0))
+                save()
+                if "fail" in args.trials:
+                    for target in bench.targets():
+                        trials.setdefault("stable_before_fail", []).append(bench.stable())
+                        trials["fail"].append(
+                            bench.trial_fail(args.bound, "member API server stopped", target)
+                        )
+                        save()
+                targets = bench.targets()
+                if "blip" in args.trials and targets:
+                    target = targets[rep % len(targets)]  # one blip per repetition, members alternating
                     trials.setdefault("stable_before_blip", []).append(bench.stable())
                     trials["blip"].append(bench.trial_blip(target))
-            if phase == "tuned" and args.k:
+                    save()
+            if phase in args.k_phases and args.k:
                 bench.stable()
                 trials["k_apps"] = bench.trial_k_apps(args.k, args.bound)
             k1 = cost(bench.karmada.pids(), k0["_reading"])
             q1 = cost(bench.qonnect_pids(), q0["_reading"])
             for c in (k1, q1):
                 c.pop("_reading")
-            result["phases"][phase] = {
-                "karmada_flags": bench.karmada.flags,
-                "seconds": round(time.monotonic() - t_phase, 1),
-                "trials": trials,
-                "cost": {"karmada": k1, "qonnect": q1},
-            }
-            result["phases"][phase]["summary"] = summarize(trials)
+            result["phases"][phase].update(
+                seconds=round(time.monotonic() - t_phase, 1),
+                cost={"karmada": k1, "qonnect": q1},
+                summary=summarize(trials),
+            )
+            save()
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
+        result["karmada_state_at_error"] = bench.karmada_state()
     finally:
         try:
             bench.stack.close()
@@ -498,39 +616,53 @@ def run(args: argparse.Namespace, workdir: Path, karmada_bin: Path, crd_dir: Pat
         "agent_interval_s": DEFAULT_INTERVAL,
         "bound_s": args.bound,
         "cpu_count": os.cpu_count(),
-        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
         "tuned_controller_manager_flags": TUNED_CM_FLAGS,
         "tuned_scheduler_flags": TUNED_SCHEDULER_FLAGS,
         "tuned_cluster_taint_policy": TAINT_POLICY,
     }
+    save()
     return result
 
 
 def summarize(trials: dict[str, Any]) -> dict[str, Any]:
+    """p50/max per system of each timed trial, and counts of what did not happen in the bound."""
     out: dict[str, Any] = {}
+    k_fails = trials.get("k_apps") or []
     for system in ("karmada", "qonnect"):
         out[f"deploy_{system}"] = summary([t[system] for t in trials["deploy"]])
-        healed = [t["healed_seconds"].get(system) for t in trials["fail"] if t["there"].get(system)]
-        out[f"failover_{system}"] = summary([h for h in healed if h is not None])
-        out[f"failover_{system}_not_healed"] = sum(1 for h in healed if h is None)
+        for name, fails in (("failover", trials["fail"]), ("k_apps_failover", k_fails)):
+            healed = [t["healed_seconds"].get(system) for t in fails if t["there"].get(system)]
+            out[f"{name}_{system}"] = summary([h for h in healed if h is not None])
+            out[f"{name}_{system}_not_healed"] = sum(1 for h in healed if h is None)
+        back = [t["after_recovery"] for t in trials["fail"] + k_fails if t["there"].get(system)]
+        out[f"back_{system}"] = {
+            "left_at_first_contact": [b["left_at_first_contact"].get(system) for b in back],
+            "no_duplicates_after_seconds": [b["no_duplicates_after_seconds"].get(system) for b in back],
+            "moved_back": sum(len(b["moved_back"].get(system, [])) for b in back),
+        }
+        out[f"blip_moves_{system}"] = [len(t["moved"].get(system, [])) for t in trials["blip"]]
     return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per phase (deploy, fails, one blip)")
     parser.add_argument(
-        "--reps", type=int, default=1, help="repetitions of the fail and blip trials per phase"
-    )
-    parser.add_argument(
-        "--bound", type=float, default=120, help="seconds a failover may take before it counts as none"
+        "--bound", type=float, default=90, help="seconds a failover may take before it counts as none"
     )
     parser.add_argument(
         "--k", type=int, default=10, help="applications per system in the k-apps trial (0: skip)"
     )
     parser.add_argument("--phases", default="default,tuned", help="default,tuned")
+    parser.add_argument("--k-phases", default="tuned", help="phases that run the k-apps trial")
+    parser.add_argument("--trials", default="fail,blip", help="besides deploy: fail,blip")
+    parser.add_argument("--out", help="write the result so far to this file after each trial")
     args = parser.parse_args()
     args.phases = [p for p in args.phases.split(",") if p]
+    args.k_phases = [p for p in args.k_phases.split(",") if p]
+    args.trials = [p for p in args.trials.split(",") if p]
     built = subprocess.run([str(HERE / "build.sh")], capture_output=True, text=True, check=True)
     karmada_bin = Path(built.stdout.strip().splitlines()[-1])
     modcache = subprocess.run(
