@@ -89,15 +89,25 @@ def _default_template(spec: dict) -> None:
         _default_pod_spec(template_spec)
 
 
+# What an API server sets only on Services that get a cluster IP (not on ExternalName ones).
+IP_FIELDS = ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy", "internalTrafficPolicy")
+
+
 def _default_service(obj: dict, spec: dict, allocate_ip: Callable[[], str]) -> None:
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
-    if spec.get("clusterIP") != "None":
-        spec.setdefault("clusterIP", allocate_ip())
-        spec["clusterIPs"] = [spec["clusterIP"]]
-    spec.setdefault("ipFamilies", ["IPv4"])
-    spec.setdefault("ipFamilyPolicy", "SingleStack")
-    spec.setdefault("internalTrafficPolicy", "Cluster")
+    if spec["type"] == "ExternalName":
+        # a DNS alias: no cluster IP, no IP families, no traffic policy (a Service switched to
+        # ExternalName gives its IP back), as kube-apiserver's defaulting and allocator do
+        for name in IP_FIELDS:
+            spec.pop(name, None)
+    else:
+        if spec.get("clusterIP") != "None":
+            spec.setdefault("clusterIP", allocate_ip())
+            spec["clusterIPs"] = [spec["clusterIP"]]
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        spec.setdefault("internalTrafficPolicy", "Cluster")
     for port in spec.get("ports") or []:
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")

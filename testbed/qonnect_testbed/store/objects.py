@@ -622,8 +622,13 @@ class Store:
 
 
 def _keep_allocations(resource: str, new: dict, old: dict) -> None:
-    """Values the server allocated stay when an update leaves them out (a Service's clusterIP)."""
-    if resource == "services" and isinstance(new.get("spec"), dict):
+    """Values the server allocated stay when an update leaves them out (a Service's clusterIP;
+    not when it becomes an ExternalName Service, which has none)."""
+    if (
+        resource == "services"
+        and isinstance(new.get("spec"), dict)
+        and new["spec"].get("type") != "ExternalName"
+    ):
         for field in ("clusterIP", "clusterIPs"):
             if field in (old.get("spec") or {}):
                 new["spec"].setdefault(field, old["spec"][field])
