@@ -11,7 +11,9 @@ module: cluster
 short_description: Register, update or remove a cluster in the qonnect Knowledge Base
 version_added: 0.1.0
 description:
-  - Keeps the Knowledge Base record of one Kubernetes or K3s member cluster as declared.
+  - Keeps the Knowledge Base record of one Kubernetes or K3s member cluster as declared, or of every
+    cluster in O(clusters) in one run over one Knowledge Base session (the way to register many; one
+    module run costs seconds, one cluster in a run milliseconds).
   - Optionally reads the cluster's nodes through its kubeconfig, returns them as facts and takes the
     tier and location from the nodes' C(qonnect.io/tier) and C(qonnect.io/location) labels when not given.
 requirements:
@@ -25,9 +27,52 @@ author:
   - qonnect.core developers (@qonnect)
 options:
   name:
-    description: Name of the cluster, unique in the Knowledge Base.
+    description:
+      - Name of the cluster, unique in the Knowledge Base.
+      - Required unless O(clusters) is given (one of the two).
     type: str
-    required: true
+  clusters:
+    description:
+      - Many clusters in one run, each with the options of one cluster (O(name) required). An entry's
+        unset O(state), O(gather_nodes) and K8S_AUTH options are the module's own.
+      - The Knowledge Base is read once. Nothing is written unless every entry can be applied; the
+        failure then lists every cluster that cannot, with the reason. A write the Knowledge Base
+        refuses does not stop the other clusters; all such failures are reported together.
+      - Nodes are read for up to 8 clusters at a time.
+      - Returns RV(clusters) instead of RV(cluster) and RV(nodes); the diff is keyed by cluster name.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Name of the cluster.
+        type: str
+        required: true
+      state:
+        description: Like O(state); the module's O(state) when unset.
+        type: str
+        choices: [present, absent]
+      tier:
+        description: Like O(tier).
+        type: str
+        choices: [cloud, fog, edge]
+      location:
+        description: Like O(location).
+        type: str
+      server:
+        description: Like O(server).
+        type: str
+      kubeconfig:
+        description: Like O(kubeconfig).
+        type: path
+      context:
+        description: Like O(context).
+        type: str
+      labels:
+        description: Like O(labels).
+        type: dict
+      gather_nodes:
+        description: Like O(gather_nodes); the module's O(gather_nodes) when unset.
+        type: bool
   state:
     description: Whether the cluster should be registered or removed.
     type: str
@@ -93,6 +138,11 @@ EXAMPLES = r"""
   qonnect.core.cluster:
     name: edge-1
     state: absent
+
+- name: Register a thousand clusters in one run
+  qonnect.core.cluster:
+    clusters: "{{ federation.clusters }}"
+    gather_nodes: false
 """
 
 RETURN = r"""
@@ -108,6 +158,20 @@ nodes:
   elements: dict
   sample: [{"name": "edge-1-worker", "ready": true, "schedulable": true,
             "allocatable": {"cpu": "6", "memory": "7160000000"}, "labels": {"qonnect.io/tier": "edge"}}]
+clusters:
+  description:
+    - With O(clusters), one entry per cluster in the given order; C(action) is C(register),
+      C(update), C(delete) or C(none); C(cluster) is the record afterwards; C(nodes) when read.
+  returned: when clusters is given
+  type: list
+  elements: dict
+  sample: [{"name": "edge-1", "changed": true, "action": "register",
+            "cluster": {"name": "edge-1", "tier": "edge", "location": "edge-1"}}]
+errors:
+  description: With O(clusters), cluster name -> why that cluster failed.
+  returned: when clusters is given and a cluster failed
+  type: dict
+  sample: {"edge-7": "tier: required to register a new cluster (cloud, fog or edge)"}
 """
 
 from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
@@ -118,6 +182,19 @@ from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
 from ansible_collections.qonnect.core.plugins.module_utils.module import run_module
 from ansible_collections.qonnect.core.plugins.module_utils.runners.cluster import run
 
+# one entry of O(clusters): the options of one cluster (state and gather_nodes unset: the module's)
+CLUSTER_OPTIONS = {
+    "name": {"type": "str", "required": True},
+    "state": {"type": "str", "choices": ["present", "absent"]},
+    "tier": {"type": "str", "choices": ["cloud", "fog", "edge"]},
+    "location": {"type": "str"},
+    "server": {"type": "str"},
+    "kubeconfig": {"type": "path"},
+    "context": {"type": "str"},
+    "labels": {"type": "dict"},
+    "gather_nodes": {"type": "bool"},
+}
+
 
 def main() -> None:
     run_module(
@@ -125,7 +202,8 @@ def main() -> None:
         argspec(
             STATE_ARGSPEC,
             K8S_AUTH_ARGSPEC,
-            name={"type": "str", "required": True},
+            name={"type": "str"},
+            clusters={"type": "list", "elements": "dict", "options": CLUSTER_OPTIONS},
             tier={"type": "str", "choices": ["cloud", "fog", "edge"]},
             location={"type": "str"},
             server={"type": "str"},
@@ -134,6 +212,8 @@ def main() -> None:
             labels={"type": "dict"},
             gather_nodes={"type": "bool", "default": False},
         ),
+        mutually_exclusive=[["name", "clusters"]],
+        required_one_of=[["name", "clusters"]],
     )
 
 

@@ -6,9 +6,15 @@ needs no Kubernetes client."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError
+from ansible_collections.qonnect.core.plugins.module_utils.errors import (
+    InputError,
+    QonnectError,
+    fail_fields,
+)
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.nodes import common_label, node_facts
@@ -17,6 +23,8 @@ from ansible_collections.qonnect.core.plugins.module_utils.keys import LOCATION_
 from ansible_collections.qonnect.core.plugins.module_utils.module import QonnectModule
 
 FIELDS = ("tier", "location", "server", "kubeconfig", "context", "labels")
+# clusters whose nodes O(clusters) reads at once (each read waits on that cluster's API server)
+GATHER_WORKERS = 8
 
 
 def desired_record(params: dict, nodes: list | None) -> dict:
@@ -71,37 +79,156 @@ def registered(kb: Any, name: str) -> dict | None:
         return None
 
 
-def run(module: QonnectModule) -> dict:
-    params, kb = module.params, module.kb
-    name = params["name"]
-    existing = registered(kb, name)
-    result: dict = {"changed": False}
-    if params["state"] == "absent":
-        if existing is not None:
-            result.update(changed=True, diff={"before": declared(existing), "after": {}})
-            if not module.check_mode:
-                kb.delete_cluster(name)
-        result["cluster"] = None
-        return result
+@dataclass
+class Change:
+    """What registering one cluster as declared does to its KB record."""
 
-    nodes = None
-    if params["gather_nodes"]:
-        nodes = node_facts(get_client(name, *gather_credentials(name, params)))
-        result["nodes"] = nodes
+    name: str
+    action: str  # "register", "update", "delete" or "none"
+    body: dict  # the record to register, or the fields to update
+    before: dict
+    after: dict
+    cluster: dict | None  # the record once the change is made (planned, in check mode)
+
+
+def decide(name: str, params: dict, existing: dict | None, nodes: list | None) -> Change:
+    """The change that makes the KB record of ``name`` what ``params`` declare (InputError if
+    it cannot be made)."""
+    if params["state"] == "absent":
+        if existing is None:
+            return Change(name, "none", {}, {}, {}, None)
+        return Change(name, "delete", {}, declared(existing), {}, None)
     record = desired_record(params, nodes)
     if existing is None:
         if "tier" not in record:
             raise InputError("tier", "required to register a new cluster (cloud, fog or edge)")
         record.setdefault("location", name)
         body = dict(record, name=name)
-        result.update(changed=True, diff={"before": {}, "after": body})
-        result["cluster"] = body if module.check_mode else kb.register_cluster(body)
-        return result
+        return Change(name, "register", body, {}, body, body)
     delta = changes(existing, record)
-    if delta:
-        after = dict(existing, **delta)
-        result.update(changed=True, diff={"before": declared(existing), "after": declared(after)})
-        result["cluster"] = after if module.check_mode else kb.update_cluster(name, delta)
-    else:
-        result["cluster"] = existing
+    if not delta:
+        return Change(name, "none", {}, declared(existing), declared(existing), existing)
+    after = dict(existing, **delta)
+    return Change(name, "update", delta, declared(existing), declared(after), after)
+
+
+def write(kb: Any, change: Change, check_mode: bool) -> dict | None:
+    """Make the change in the KB (nothing in check mode); the cluster's record afterwards."""
+    if check_mode or change.action == "none":
+        return change.cluster
+    if change.action == "register":
+        return kb.register_cluster(change.body)
+    if change.action == "update":
+        return kb.update_cluster(change.name, change.body)
+    kb.delete_cluster(change.name)
+    return None
+
+
+def run(module: QonnectModule) -> dict:
+    if module.params.get("clusters") is not None:
+        return run_many(module)
+    params, kb = module.params, module.kb
+    name = params["name"]
+    existing = registered(kb, name)
+    result: dict = {"changed": False}
+    nodes = None
+    if params["state"] == "present" and params["gather_nodes"]:
+        nodes = node_facts(get_client(name, *gather_credentials(name, params)))
+        result["nodes"] = nodes
+    change = decide(name, params, existing, nodes)
+    if change.action != "none":
+        result.update(changed=True, diff={"before": change.before, "after": change.after})
+    result["cluster"] = write(kb, change, module.check_mode)
     return result
+
+
+def cluster_params(module: QonnectModule) -> list[dict]:
+    """Each entry of O(clusters) as the options of one cluster: what it leaves unset (state,
+    gather_nodes, the K8S_AUTH options) comes from the module's own options."""
+    params = module.params
+    out, seen = [], set()
+    for entry in params["clusters"]:
+        item = dict(params, **{k: v for k, v in entry.items() if v is not None})
+        item.pop("clusters", None)
+        if item["name"] in seen:
+            raise InputError("clusters", f"cluster {item['name']!r} is listed more than once")
+        seen.add(item["name"])
+        out.append(item)
+    return out
+
+
+def gather_all(items: list[dict], errors: dict) -> dict:
+    """Nodes of every cluster that asks for them, read GATHER_WORKERS clusters at a time (each
+    read waits on its cluster's API server); a cluster whose read fails goes to ``errors``."""
+
+    def one(item: dict) -> list:
+        name = item["name"]
+        return node_facts(get_client(name, *gather_credentials(name, item)))
+
+    wanted = [i for i in items if i["state"] == "present" and i["gather_nodes"]]
+    found: dict = {}
+    if not wanted:
+        return found
+    with ThreadPoolExecutor(max_workers=min(GATHER_WORKERS, len(wanted))) as pool:
+        futures = {i["name"]: pool.submit(one, i) for i in wanted}
+        for name, future in futures.items():
+            try:
+                found[name] = future.result()
+            except Exception as exc:  # each cluster's own error, told with its name below
+                errors[name] = fail_fields(exc)["msg"]
+    return found
+
+
+def run_many(module: QonnectModule) -> dict:
+    """O(clusters): every cluster in one module run over one KB session. The KB is read once;
+    nothing is written unless every cluster's declaration can be applied (all problems are
+    reported together, each naming its cluster); a write the KB refuses does not stop the
+    others and is reported with them."""
+    items = cluster_params(module)
+    kb = module.kb
+    existing = {c["name"]: c for c in kb.list_clusters()}
+    errors: dict[str, str] = {}
+    nodes = gather_all(items, errors)
+    planned: list[Change] = []
+    for item in items:
+        name = item["name"]
+        if name in errors:
+            continue
+        try:
+            planned.append(decide(name, item, existing.get(name), nodes.get(name)))
+        except QonnectError as exc:
+            errors[name] = fail_fields(exc)["msg"]
+    if errors:
+        return failed(errors, len(items), "nothing was written")
+    results: list[dict] = []
+    diff: dict[str, dict] = {"before": {}, "after": {}}
+    for change in planned:
+        entry: dict = {"name": change.name, "changed": change.action != "none", "action": change.action}
+        try:
+            entry["cluster"] = write(kb, change, module.check_mode)
+        except QonnectError as exc:
+            errors[change.name] = fail_fields(exc)["msg"]
+            continue
+        if change.name in nodes:
+            entry["nodes"] = nodes[change.name]
+        if entry["changed"]:
+            diff["before"][change.name] = change.before
+            diff["after"][change.name] = change.after
+        results.append(entry)
+    result: dict = {"changed": any(e["changed"] for e in results), "clusters": results, "diff": diff}
+    if errors:
+        done = ", ".join(e["name"] for e in results if e["changed"]) or "none"
+        result.update(failed(errors, len(items), f"clusters changed before: {done}"))
+        result["changed"] = any(e["changed"] for e in results)
+    return result
+
+
+def failed(errors: dict, total: int, outcome: str) -> dict:
+    """A failed result naming every cluster that failed and why."""
+    lines = "; ".join(f"{name}: {why}" for name, why in sorted(errors.items()))
+    return {
+        "failed": True,
+        "changed": False,
+        "msg": f"{len(errors)} of {total} cluster(s) failed ({outcome}): {lines}",
+        "errors": dict(sorted(errors.items())),
+    }
