@@ -3,9 +3,12 @@
 Edge autonomy: the loop never stops because the cluster API or the KB is away. A cluster that
 cannot be read yields a report with ``reachable: false``, the error, and ``nodes``/``workloads``
 null (not observed, so the KB keeps what it knew). A cluster that answers 403 (the agent lacks
-RBAC rights) is reachable: the report has ``reachable: true`` and the error
-``forbidden: the agent needs these rights: ...``. Reports the KB cannot take now stay in the
-outbox and go out oldest first once it answers again. The agent never changes its cluster.
+RBAC rights) or 401 (its credentials are refused) is reachable: credentials broken, not a
+cluster failure. The report has ``reachable: true`` and the error ``forbidden: the agent needs
+these rights: ...`` or ``unauthorized: ...``; the KB marks such a cluster ``credentials_broken``
+and keeps its last-known nodes usable while the agent keeps reporting (kb/queries.py).
+Reports the KB cannot take now stay in the outbox and go out oldest first once it answers
+again. The agent never changes its cluster.
 """
 
 from __future__ import annotations

@@ -52,6 +52,15 @@ def engine_replanner(scorer: str = "weighted") -> Replanner | None:
         except (PlacementError, InventoryError) as exc:  # no feasible plan or no usable fleet now:
             log.info("drift check of %s skipped: %s", record.get("name"), exc)  # no drift move this tick
             return None
+        if plan.objective < now:  # worse than staying: the current placement lost room (a NotReady
+            # node, refused credentials...): the failure rules judge that, with their graces
+            log.info(
+                "drift check of %s: objective %.4f -> %.4f is no gain",
+                record.get("name"),
+                now,
+                plan.objective,
+            )
+            return None
         return plan.services, (
             f"objective {now:.4f} -> {plan.objective:.4f} with the engine's "
             f"{scorer} scorer beyond hysteresis {hysteresis:g}"
@@ -84,7 +93,8 @@ def engine_feasibility(scorer: str = "weighted") -> Feasibility | None:
             app = Application.from_dict(record["application"])
             place(app, inventory, scorer=scorer, exclude=exclude, explain=False)
         except PlacementError as exc:
-            return f"{exc.service}: no eligible cluster ({exc.constraint}) without {', '.join(exclude) or 'none'}"
+            without = f" without {', '.join(exclude)}" if exclude else ""
+            return f"{exc.service}: no eligible cluster ({exc.constraint}){without}"
         except InventoryError as exc:  # no usable fleet: let the playbook report it
             log.info("feasibility check of %s skipped: %s", record.get("name"), exc)
         return None

@@ -276,6 +276,34 @@ def test_probes_are_bounded_cached_and_never_block():
         confirmer.close()
 
 
+def test_a_result_is_refreshed_without_a_gap():
+    """An agent-down cluster must not look "not probed yet" every ttl: the last result stands
+    while the next probe runs (else the notice would flap between suspect and agent-down)."""
+    gate = threading.Event()
+    calls: list[float] = []
+
+    def probe(name, record):
+        calls.append(time.time())
+        if len(calls) > 1:
+            gate.wait(5)
+        return ApiProbe(True, "ok", time.time())
+
+    confirmer = Confirmer(lambda: [{"name": "c1"}], probe, ttl=0.2)
+    try:
+        deadline = time.monotonic() + 5
+        while not confirmer.probes(["c1"]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)  # older than ttl: a refresh starts and hangs
+        assert confirmer.probes(["c1"])["c1"].reachable is True
+        time.sleep(0.1)
+        assert len(calls) == 2, "the refresh runs in the background"
+        time.sleep(0.5)  # older than 3 ttl: no longer evidence
+        assert confirmer.probes(["c1"]) == {}
+    finally:
+        gate.set()
+        confirmer.close()
+
+
 # -- case 8: durable recovery memory -------------------------------------------------------------
 
 
@@ -344,3 +372,27 @@ def test_a_stalled_loop_restarts_the_heartbeat_grace():
     every = [cluster(f"edge-{i}", age=12.0) for i in range(1, 9)]
     s = snap(every, 1000.0, placements={"shop": {"web": on("edge-1")}}, heard_for=heard_for)
     assert detect(s, known(), Memory(), dataclasses.replace(S, cluster_grace=0.0))[0] == []
+
+
+def test_a_move_that_lowers_the_objective_is_not_called_drift(monkeypatch):
+    """The engine moves off a current placement that lost room whatever the objective; that
+    is a failure rule's case (node-not-ready...), never "QoS drift beyond hysteresis"."""
+    import json
+    from pathlib import Path
+
+    from ansible_collections.qonnect.core.plugins.module_utils.placement import engine
+    from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application_file
+    from qonnect.controller.replan import engine_replanner
+
+    repo = Path(__file__).resolve().parents[4]
+    app = load_application_file(str(repo / "examples" / "bookinfo" / "energy-first.yml"))
+    inventory = json.loads((repo / "examples" / "inventories" / "paper.json").read_text())
+    record = {"name": app.name, "version": 1, "application": app.to_dict()}
+    first = engine_replanner()(record, inventory, {}, (), 0.1)
+    assert first is not None
+    monkeypatch.setattr(engine, "objective", lambda *args: first_objective(first) + 1.0)
+    assert engine_replanner()(record, inventory, {}, (), 0.1) is None
+
+
+def first_objective(found):
+    return float(found[1].split(" -> ")[1].split()[0])
