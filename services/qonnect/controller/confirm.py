@@ -8,9 +8,11 @@ up; no answer, or 5xx, confirms the agent.
 
 Bounded, so a slow cluster never stalls the loop: probes run in a small thread pool (at most
 ``max_parallel`` at once, one per cluster), each with a short timeout, and ``probes()`` only
-returns what has finished: a result is reused for ``ttl`` seconds, then refreshed in the
-background while it is still returned (up to ``3 * ttl`` old), and a cluster without a recent
-result is "not confirmed yet" (the detector keeps it suspect, never down).
+returns what has finished: a result is reused for ``ttl`` seconds and then refreshed in the
+background. While the refresh runs, an "it answers" result is still returned (up to ``3 * ttl``
+old: an agent-down cluster does not flap back to "not probed yet"), a "no answer" one is not:
+a cluster is confirmed down only on a probe at most ``ttl`` old, and one without such a result
+is "not confirmed yet" (the detector keeps it suspect, never down).
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ class Confirmer:
                     del self.results[name]  # a new suspicion gets a new probe
             for name in wanted:
                 result = self.results.get(name)
-                if result is not None and now - result.at <= 3 * self.ttl:
+                if result is not None and now - result.at <= (3 * self.ttl if result.reachable else self.ttl):
                     fresh[name] = result  # refreshed below once older than ttl: no gap between probes
                 if (result is None or now - result.at > self.ttl) and name not in self.running:
                     self.running[name] = self.pool.submit(self._probe, name)

@@ -304,6 +304,31 @@ def test_a_result_is_refreshed_without_a_gap():
         confirmer.close()
 
 
+def test_down_is_confirmed_only_by_a_fresh_probe():
+    """A "no answer" older than ttl is no evidence: the API may be back (a 15 s blip)."""
+    results = iter([ApiProbe(False, "no answer", time.time()), None])
+    gate = threading.Event()
+
+    def probe(name, record):
+        found = next(results)
+        if found is None:
+            gate.wait(5)
+            return ApiProbe(True, "ok", time.time())
+        return found
+
+    confirmer = Confirmer(lambda: [{"name": "c1"}], probe, ttl=0.2)
+    try:
+        deadline = time.monotonic() + 5
+        while not confirmer.probes(["c1"]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert confirmer.probes(["c1"])["c1"].reachable is False
+        time.sleep(0.3)
+        assert confirmer.probes(["c1"]) == {}, "a stale 'no answer' confirms nothing"
+    finally:
+        gate.set()
+        confirmer.close()
+
+
 # -- case 8: durable recovery memory -------------------------------------------------------------
 
 
