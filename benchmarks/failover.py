@@ -29,6 +29,10 @@ Fault trials (issue 11), counted from the KB's and the clusters' own records:
 - orphans: bookinfo workloads and address stubs still on a cluster where the KB does not place
   them, counted on every cluster after each trial (after the reconciliation had time to run);
 - recover_seconds.p99 over every trial that had to heal (leader loss mid-migration included);
+- confirm-before-acting trials (issue 22), each reporting its migrations (want 0): the API
+  server of ratings' cluster down 15 s (its listener closed, the pods keep running), that
+  cluster's agent SIGKILLed for 45 s, and its agent restarted with credentials the cluster
+  refuses (the testbed's restricted token: 403) for 45 s;
 - heal_breakdown: where the time to heal goes, per failover trial, from the KB's event times:
   failure -> decision, decision -> first playbook start, leader kill -> takeover start, last start
   -> success, success -> every service Healthy in the KB.
@@ -41,6 +45,7 @@ commit latency does not depend on the engine and is measured with the emulator o
     python benchmarks/failover.py --json
     python benchmarks/failover.py --json --quick
     python benchmarks/failover.py --json --quick --engine kube
+    python benchmarks/failover.py --json --confirm-only   # the issue 22 trials alone
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ from _controller_stack import Stack, free_port, wait_for  # noqa: E402
 from _fencing_audit import FenceWatch, TermHistory, stale_stamps, stamped_objects  # noqa: E402
 from qonnect.agent.cli import DEFAULT_INTERVAL  # noqa: E402
 from qonnect.controller import journal  # noqa: E402
+from test_confirmed_failure import kill_agent, restart_agent  # noqa: E402
 
 APP = "bookinfo"
 # The product's defaults: agents report every DEFAULT_INTERVAL seconds and the controller
@@ -526,6 +532,86 @@ def partition_trial(stack: Stack, faults: Faults, workdir: Path) -> dict[str, An
     }
 
 
+# -- confirm before acting (issue 22) -------------------------------------------------------------
+
+
+def migrations_since(stack: Stack, after: int) -> dict[str, Any]:
+    events = ours(stack, after)
+    return {
+        "migrations": sum(e["type"] == journal.DECISION for e in events),
+        "decided": [e["message"][:300] for e in events if e["type"] == journal.DECISION],
+    }
+
+
+def cluster_notices(stack: Stack, cluster: str, after: int) -> list[str]:
+    events = stack.admin.list_events(cluster=cluster, after_id=after, limit=1000)
+    return [e["type"] for e in events if e.get("role") == "controller"]
+
+
+def api_outage_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
+    """ratings' cluster API refuses connections for 15 s; its pods keep running: nothing moves."""
+    faults.wait_stable()
+    target, after = ratings_cluster(stack), last_id(stack)
+    faults.fail(stack, target)
+    time.sleep(15)
+    faults.recover(stack, target)
+    time.sleep(15)  # past the cluster grace: a cluster judged down would have been decided
+    return {
+        "fault": "API server down 15 s (listener closed)",
+        **migrations_since(stack, after),
+        "notices": cluster_notices(stack, target, after),
+        "placement_kept": ratings_cluster(stack) == target,
+        **count_trial(stack, after),
+    }
+
+
+def agent_killed_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
+    """ratings' cluster's agent is SIGKILLed for 45 s; the cluster is fine: nothing moves."""
+    faults.wait_stable()
+    target, after = ratings_cluster(stack), last_id(stack)
+    kill_agent(stack, target)
+    time.sleep(45)
+    restart_agent(stack, target)
+    return {
+        "fault": "agent killed 45 s",
+        **migrations_since(stack, after),
+        "notices": cluster_notices(stack, target, after),
+        "placement_kept": ratings_cluster(stack) == target,
+        **count_trial(stack, after),
+    }
+
+
+def agent_403_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
+    """ratings' cluster's agent runs 45 s with credentials the cluster refuses (403): its last
+    capacity stands, nothing moves."""
+    faults.wait_stable()
+    target, after = ratings_cluster(stack), last_id(stack)
+    entry = next(c for c in stack.federation["clusters"] if c["name"] == target)
+    if not entry.get("restricted_kubeconfig"):
+        return {"fault": "agent credentials 403", "skipped": "the testbed has no restricted kubeconfig"}
+    restart_agent(stack, target, entry["restricted_kubeconfig"])
+    time.sleep(45)
+    cluster = next(c for c in stack.admin.inventory()["clusters"] if c["name"] == target)
+    restart_agent(stack, target)
+    return {
+        "fault": "agent credentials 403 for 45 s",
+        **migrations_since(stack, after),
+        "notices": cluster_notices(stack, target, after),
+        "credentials_broken_seen": cluster.get("credentials_broken"),
+        "free_cpu_kept": (cluster.get("free") or {}).get("cpu"),
+        "placement_kept": ratings_cluster(stack) == target,
+        **count_trial(stack, after),
+    }
+
+
+def confirm_trials(stack: Stack, faults: Faults) -> list[dict[str, Any]]:
+    return [
+        api_outage_trial(stack, faults),
+        agent_killed_trial(stack, faults),
+        agent_403_trial(stack, faults),
+    ]
+
+
 STAMPS: dict[tuple[str, str, float], dict[str, Any]] = {}  # every fencing stamp seen on a cluster
 
 
@@ -553,6 +639,31 @@ def reelection_trial(stack: Stack) -> float:
     leader.start()
     wait_for(lambda: all((r.status() or {}).get("leader") for r in stack.replicas), 30, 0.2, "rejoin")
     return elapsed
+
+
+def run_confirm(workdir: Path, engine: str = "emulator") -> dict[str, Any]:
+    """Only the issue 22 trials (minutes instead of the whole benchmark's hour)."""
+    stack = Stack(workdir)
+    try:
+        stack.start_kb()
+        if engine == "kube":
+            stack.start_testbed(None, 1.0, "kube", str(kube_profile(workdir)), 2.0)
+        else:
+            stack.start_testbed(6)
+        stack.start_agents(DEFAULT_INTERVAL)
+        stack.deploy(ROOT / "examples" / "bookinfo" / "energy-first.yml")
+        stack.start_replicas(3, OPTIONS)
+        stack.wait_leader()
+        trials = confirm_trials(stack, Faults())
+    finally:
+        stack.close()
+    return {
+        "engine": engine,
+        "confirm_trials": trials,
+        "migrations": sum(t.get("migrations", 0) for t in trials),
+        "targets": {"migrations": 0},
+        "settings": {"agent_interval_s": DEFAULT_INTERVAL, "cluster_grace_s": "the controller's default"},
+    }
 
 
 def run(trials: int, commits: int, workdir: Path, engine: str = "emulator") -> dict[str, Any]:
@@ -591,6 +702,8 @@ def run(trials: int, commits: int, workdir: Path, engine: str = "emulator") -> d
             tier_down_trial(stack, faults),
             flapping_trial(stack, faults),
         ]
+        result["confirm_trials"] = confirm_trials(stack, faults)
+        result["confirm_migrations"] = sum(t.get("migrations", 0) for t in result["confirm_trials"])
         stale, stale_starts = stale_writes(stack)
         history.add_events([e for e in stack.events() if journal.trusted(e)])
         stale_objects = stale_stamps(list(STAMPS.values()), history)
@@ -637,6 +750,7 @@ def run(trials: int, commits: int, workdir: Path, engine: str = "emulator") -> d
         "false_failovers": 0,
         "orphans": 0,
         "recover_seconds_p99_max": 15,
+        "confirm_migrations": 0,
     }
     result["not_measured"] = [
         "cluster writes later overwritten within the same trial (the clusters keep only the newest "
@@ -668,7 +782,12 @@ def main() -> int:
     parser.add_argument(
         "--engine", choices=("emulator", "kube"), default="emulator", help="testbed engine (kube: real)"
     )
+    parser.add_argument("--confirm-only", action="store_true", help="only the issue 22 trials")
     args = parser.parse_args()
+    if args.confirm_only:
+        with tempfile.TemporaryDirectory(prefix="qonnect-confirm-") as tmp:
+            print(json.dumps(run_confirm(Path(tmp), args.engine), indent=None if args.json else 2))
+        return 0
     trials, commits = (2, 30) if args.quick else (max(1, args.trials), max(5, args.commits))
     with tempfile.TemporaryDirectory(prefix="qonnect-failover-") as tmp:
         result = run(trials, commits, Path(tmp), args.engine)

@@ -198,3 +198,13 @@ def seed_memory(memory: Memory, recovered: dict[str, float]) -> None:
         memory.recovered_at[cluster] = ts
         memory.healthy_since[cluster] = ts
         memory.noticed[cluster] = "cluster-recovered"
+
+
+def started_text(decision: dict[str, Any], attempt: int, node: str) -> str:
+    """What an attempt does, as its start event says it: the exclusions are clusters avoided
+    (down, suspect, just recovered or pinned), not necessarily clusters the application leaves."""
+    avoid = list(decision.get("exclude") or [])
+    kind = decision.get("kind") or "recovered"
+    why = {"qos-drift": "for a better QoS", "spec-changed": "for its new version"}.get(kind, f"({kind})")
+    where = f"avoiding {', '.join(avoid)}" if avoid else "on any eligible cluster"
+    return f"attempt {attempt} by {node}: re-placing {decision['app']} {why}, {where}"

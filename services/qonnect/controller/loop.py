@@ -744,8 +744,7 @@ class Controller:
                 self.kb,
                 journal.STARTED,
                 snapshot,
-                f"attempt {attempt} by {self.node.node_id}: migrating "
-                f"{snapshot['app']} away from {', '.join(snapshot['exclude']) or 'nothing'}",
+                journal.started_text(snapshot, attempt, self.node.node_id),
                 attempt,
                 token,
             )

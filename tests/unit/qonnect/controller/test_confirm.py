@@ -421,3 +421,12 @@ def test_a_move_that_lowers_the_objective_is_not_called_drift(monkeypatch):
 
 def first_objective(found):
     return float(found[1].split(" -> ")[1].split()[0])
+
+
+def test_start_events_say_which_clusters_are_avoided_not_left():
+    """A drift move that only avoids the just-recovered fog-2 does not migrate "away from fog-2",
+    and a move with no exclusions is not "away from nothing"."""
+    drift = journal.started_text({"app": "bookinfo", "kind": "qos-drift", "exclude": ["fog-2"]}, 1, "r1")
+    assert drift == "attempt 1 by r1: re-placing bookinfo for a better QoS, avoiding fog-2"
+    free = journal.started_text({"app": "bookinfo", "kind": "qos-drift", "exclude": []}, 2, "r1")
+    assert "nothing" not in free and "none" not in free and free.endswith("on any eligible cluster")
