@@ -21,6 +21,17 @@ from support import qonnect_cmd, run_qonnect, start_process, stop_process, wait_
 
 # What the KB keeps of a testbed cluster's entry in federation.yaml.
 CLUSTER_FIELDS = ("name", "tier", "location", "server", "kubeconfig", "context", "labels")
+ECONOMICS = ("price_eur_h", "energy_kwh", "bandwidth_gbps")
+
+
+def registration(entry: dict) -> dict:
+    """A cluster's KB record: with its nodes' economics, which the registration owns (agent
+    reports' are ignored, issue 25)."""
+    record = {k: entry[k] for k in CLUSTER_FIELDS if entry.get(k) is not None}
+    record["node_economics"] = {
+        n["name"]: {k: n[k] for k in ECONOMICS if n.get(k) is not None} for n in entry.get("nodes") or []
+    }
+    return record
 
 
 @contextlib.contextmanager
@@ -136,7 +147,7 @@ def _start_agents(fed: Reporting, interval: float) -> None:
     kb = fed.kb()
     wait_for(kb.healthz, 60, "the KB to answer /healthz", retry_on=(KBError,))
     for name, c in fed.clusters.items():
-        kb.register_cluster({k: c[k] for k in CLUSTER_FIELDS if c.get(k) is not None})
+        kb.register_cluster(registration(c))
         token = fed.base / f"agent-{name}.token"
         create_token(fed.db, "agent", name=f"agent-{name}", cluster=name, path=token)
         cmd = [*qonnect_cmd(), "agent", "--cluster", name, "--kubeconfig", c["kubeconfig"], "--kb", fed.url]

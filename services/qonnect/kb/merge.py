@@ -51,8 +51,9 @@ class ReportMerger:
     """``apply_reports`` remembering each cluster's capacity bounds between batches.
 
     On PostgreSQL the batch's statement returns the bounds it found, so a steady stream of
-    reports stays one statement per batch; only a cluster not seen yet costs a read. Another KB
-    instance's re-registration (which clears the baseline) is therefore seen one batch late.
+    reports stays one statement per batch; only a cluster not seen yet, or a report the
+    remembered bounds would refuse, costs a read. A re-registration through another KB instance
+    that lowers the bounds is therefore applied one batch late; one that raises them at once.
     """
 
     def __init__(self) -> None:
@@ -76,11 +77,7 @@ def apply_reports(
     bounds = _batch_bounds(
         conn, sorted({c for i, (c, _r, _n) in enumerate(items) if i not in refused}), cache
     )
-    for i, (cluster, rep, _now) in enumerate(items):
-        if i not in refused and rep.nodes is not None and cluster in bounds:
-            problem = trust.capacity_problem(rep.nodes, *bounds[cluster])
-            if problem:
-                refused[i] = HTTPException(422, problem)
+    _refuse_implausible(conn, items, bounds, refused, cache)
     accepted = [item for i, item in enumerate(items) if i not in refused]
     postgresql = conn.dialect == "postgresql"
     known = set(bounds)
@@ -106,6 +103,31 @@ def apply_reports(
         else {"seq": rep.seq, "applied": cluster in stored and newest.beat[cluster][1] == rep.seq}
         for i, (cluster, rep, _now) in enumerate(items)
     ]
+
+
+def _refuse_implausible(
+    conn: Conn,
+    items: list[tuple[str, Report, float]],
+    bounds: Bounds,
+    refused: dict[int, HTTPException],
+    cache: Bounds | None,
+) -> None:
+    """Add the reports whose node lists claim implausible capacity to ``refused``."""
+    reread: set[str] = set()
+    for i, (cluster, rep, _now) in enumerate(items):
+        if i in refused or rep.nodes is None or cluster not in bounds:
+            continue
+        problem = trust.capacity_problem(rep.nodes, *bounds[cluster])
+        if problem and cache is not None and cluster not in reread:
+            # remembered bounds may predate a re-registration: refuse only by the stored ones
+            reread.add(cluster)
+            fresh = _bounds(conn, [cluster])
+            cache.pop(cluster, None)
+            cache.update(fresh)
+            bounds[cluster] = fresh.get(cluster, (None, None))
+            problem = trust.capacity_problem(rep.nodes, *bounds[cluster])
+        if problem:
+            refused[i] = HTTPException(422, problem)
 
 
 def _batch_bounds(conn: Conn, names: list[str], cache: Bounds | None) -> Bounds:

@@ -44,7 +44,15 @@ _NEW_EPOCH = "report_seq = NULL, nodes_seq = NULL, workloads_seq = NULL, capacit
 
 
 def _value(field: str, value: Any) -> Any:
-    return dumps(value) if field in _JSON_FIELDS and value is not None else value
+    return dumps(_given(value)) if field in _JSON_FIELDS and value is not None else value
+
+
+def _given(value: Any) -> Any:
+    """A registered JSON value without its unset (null) parts: {"cpu": 64}, not {"cpu": 64,
+    "memory": null, ...}."""
+    if isinstance(value, dict):
+        return {k: _given(v) for k, v in value.items() if v is not None}
+    return value
 
 
 def _cluster_values(record: dict[str, Any]) -> list[Any]:

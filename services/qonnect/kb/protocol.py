@@ -6,6 +6,11 @@ or slow clients (no token needed) could hold sockets and memory indefinitely. He
 request, from its first byte (or from the connection being opened) to its last body byte, must
 arrive within ``request_timeout`` seconds; headers are bounded; connections above
 ``max_connections`` are answered 503 and closed at once.
+
+This class and hotpath.py override uvicorn's HttpToolsProtocol internals (its request cycle,
+parser callbacks and per-request state), so only the tested uvicorn range is accepted
+(``TESTED_UVICORN``, kept in step with services/pyproject.toml), as controller/raft.py does for
+pysyncobj: another version fails at start with the range to install, not with a broken answer.
 """
 
 from __future__ import annotations
@@ -13,12 +18,40 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from qonnect.errors import UserError
+
 log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 65_536
+TESTED_UVICORN = ((0, 55, 0), (0, 56, 0))  # [lowest, first untested): keep in step with pyproject
+
+
+class UvicornVersionError(UserError, RuntimeError):
+    """The installed uvicorn is outside the range this protocol was tested with."""
+
+
+def check_uvicorn_version(installed: str | None = None) -> None:
+    """Refuse a uvicorn outside the tested range: this module overrides its internals."""
+    if installed is None:
+        try:
+            installed = version("uvicorn")
+        except PackageNotFoundError:
+            raise UvicornVersionError("the KB needs the Python package uvicorn") from None
+    parts = tuple(int(p) for p in installed.split(".")[:3] if p.isdigit())
+    low, high = TESTED_UVICORN
+    if not low <= parts < high:
+        wanted = f">={'.'.join(map(str, low))},<{'.'.join(map(str, high))}"
+        raise UvicornVersionError(
+            f"uvicorn {installed} is installed, but the KB is tested only with uvicorn {wanted} "
+            f"(it relies on uvicorn internals); install that range: pip install 'uvicorn[standard]{wanted}'"
+        )
+
+
+check_uvicorn_version()
 
 
 def _answer(status: str, detail: str) -> bytes:
