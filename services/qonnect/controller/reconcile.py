@@ -295,3 +295,8 @@ class Reconciler:
             log.warning("self-heal pass stopped: %s; the next pass tries again", exc)
         except Exception:  # a bug: shown with its traceback; the next pass still runs
             log.exception("self-heal pass failed")
+        # what was restored is checked for orphans once it is old enough to be judged: a
+        # restore that raced a removal (or a re-placement) is taken away again
+        later = time.monotonic() + MIN_AGE_SECONDS + 5.0
+        for cluster in self.healer.restored_on:
+            self.after[cluster] = max(self.after.get(cluster, 0.0), later)

@@ -8,18 +8,23 @@ the one renderer the deploy module uses (plugins/module_utils/k8s/render.py) - w
 live there (``Deployer.drift``), and re-applies what is missing or was changed in the fields
 qonnect applied (``Deployer.restore``).
 
-Bounded and confirmed: only applications whose placement is settled (the KB's ``current``
-equals its ``desired``: no deploy in progress) and with no migration in flight; only objects
-qonnect owns or that are missing; at most ``MAX_RESTORES`` objects per pass; the fence checked
-before every write; one KB event per restored object (``controller.restored``). An
-application labelled ``qonnect.io/self-heal: "false"`` is only reported
+Confirmed and bounded: a drift counts when two passes ``CONFIRM_SECONDS`` or more apart see
+it unchanged under the same placement record; only applications whose placement is settled
+(the KB's ``current`` equals its ``desired``: no deploy in progress) and with no migration in
+flight; only objects qonnect owns or that are missing; at most ``MAX_RESTORES`` objects per
+pass; the fence checked before every write; one KB event per restored object
+(``controller.restored``). A cluster where something was restored gets the reconciler's orphan
+check once the restored objects are old enough, so a restore that raced a removal is undone.
+An application labelled ``qonnect.io/self-heal: "false"`` is only reported
 (``controller.drifted``, once per change).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import contains
@@ -38,7 +43,10 @@ log = logging.getLogger(__name__)
 RESTORED = "controller.restored"  # an object put back (reason: missing, modified, re-pointed)
 DRIFTED = "controller.drifted"  # drift seen on an application that only reports it
 SELF_HEAL_LABEL = PREFIX + "self-heal"  # on the Application: "false" = report drift only
-INTERVAL = 10.0  # seconds between passes: a deleted Deployment is back within ~INTERVAL
+INTERVAL = 5.0  # seconds between passes
+# a drift is acted on when a pass this much later sees it again unchanged (a deleted Deployment
+# is back after two passes: 5-10 s)
+CONFIRM_SECONDS = 3.0
 MAX_RESTORES = 20  # objects re-applied per pass, over all clusters together
 
 WHY = {
@@ -89,16 +97,46 @@ def describe(app: str, item: Drift, healed: bool) -> str:
     return f"{verb} {item.describe()} of {app}{service} on {item.cluster}: {why}{tail}"
 
 
-class Healer:
-    """One leader's drift passes; remembers what it reported or the server keeps as it is."""
+@dataclass
+class _Pass:
+    """What one pass reads once and every application's check shares."""
 
-    def __init__(self, kb: Any, busy: Callable[[str], bool], limit: int = MAX_RESTORES) -> None:
+    records: dict[str, dict[str, Any]]
+    versions: dict[str, Any]  # app -> its placement record's ``updated`` (a change: a new write)
+    down: set[str]
+    before_step: Callable[[str], None]
+    token: dict[str, int]
+    budget: int
+    observed: set[tuple[str, str]] = field(default_factory=set)  # drifts seen in this pass
+    visited: set[str] = field(default_factory=set)  # clusters examined to the end
+    restored_on: set[str] = field(default_factory=set)
+
+
+class Healer:
+    """One leader's drift passes. A drift is acted on when a later pass, ``confirm`` seconds or
+    more after the first, sees it again with the same live object and the same placement record:
+    a removal sweeping the application's objects before it clears its placement, or a deploy
+    between two writes, is not mistaken for drift."""
+
+    def __init__(
+        self,
+        kb: Any,
+        busy: Callable[[str], bool],
+        limit: int = MAX_RESTORES,
+        confirm: float = CONFIRM_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.kb = kb
         self.busy = busy
         self.limit = limit
+        self.confirm = confirm
+        self.clock = clock
+        # (cluster, object key) -> (first seen, fingerprint of the live object, placement version)
+        self.pending: dict[tuple[str, str], tuple[float, str, Any]] = {}
         # (cluster, object key) -> fingerprint of the live object last reported as drift or
         # re-applied without effect: not looked at again until it changes
         self.seen: dict[tuple[str, str], str] = {}
+        self.restored_on: set[str] = set()  # clusters the last pass restored objects on
 
     def run(
         self,
@@ -109,35 +147,58 @@ class Healer:
     ) -> int:
         """One pass over ``clusters`` (the healthy ones); returns the objects re-applied."""
         records = {c["name"]: c for c in self.kb.list_clusters()}
-        placements = {
-            p["application"]: settled(p) for p in self.kb.request("GET", "/api/v1/placements")["placements"]
-        }
+        raw = self.kb.request("GET", "/api/v1/placements")["placements"]
+        placements = {p["application"]: settled(p) for p in raw}
+        state = _Pass(
+            records, {p["application"]: p.get("updated") for p in raw}, down, before_step, token, self.limit
+        )
         apps: dict[str, Application | None] = {}
-        budget = self.limit
-        for cluster in clusters:
-            for app, placement in sorted(placements.items()):
-                if budget <= 0:
-                    log.warning(
-                        "self-heal: %d objects restored, the rest waits for the next pass", self.limit
-                    )
-                    return self.limit
-                here = {s for s, ts in placement.items() if any(t.get("cluster") == cluster for t in ts)}
-                if not here or self.busy(app):
-                    continue
-                if app not in apps:
-                    apps[app] = self._application(app)
-                application = apps[app]
-                if application is None:
-                    continue
-                try:
-                    budget -= self._heal(
-                        application, placement, cluster, records, down, before_step, token, budget
-                    )
-                except K8sError as exc:  # this cluster cannot be read or written now: next pass
-                    log.info("self-heal of %s on %s: %s", app, cluster, exc)
-                    if exc.status == 0:  # unreachable: its other applications would only wait too
-                        break
-        return self.limit - budget
+        try:
+            for cluster in clusters:
+                if self._cluster(cluster, placements, apps, state):
+                    state.visited.add(cluster)
+        finally:
+            self._forget(state)
+            self.restored_on = state.restored_on
+        return self.limit - state.budget
+
+    def _cluster(
+        self,
+        cluster: str,
+        placements: dict[str, dict[str, Any]],
+        apps: dict[str, Application | None],
+        state: _Pass,
+    ) -> bool:
+        """Every application placed on one cluster; False when the pass stopped early there."""
+        for app, placement in sorted(placements.items()):
+            if state.budget <= 0:
+                log.warning("self-heal: %d objects restored, the rest waits for the next pass", self.limit)
+                return False
+            here = {s for s, ts in placement.items() if any(t.get("cluster") == cluster for t in ts)}
+            if not here or self.busy(app):
+                continue
+            if app not in apps:
+                apps[app] = self._application(app)
+            application = apps[app]
+            if application is None:
+                continue
+            try:
+                self._heal(application, placement, cluster, state)
+            except K8sError as exc:  # this cluster cannot be read or written now: next pass
+                log.info("self-heal of %s on %s: %s", app, cluster, exc)
+                if exc.status == 0:  # unreachable: its other applications would only wait too
+                    return False
+        return True
+
+    def _forget(self, state: _Pass) -> None:
+        """Drop what a cluster examined to the end no longer shows (a drift that went away is
+        confirmed anew, and reported anew, if it comes back)."""
+
+        def keep(key: tuple[str, str]) -> bool:
+            return key[0] not in state.visited or key in state.observed
+
+        self.pending = {k: v for k, v in self.pending.items() if keep(k)}
+        self.seen = {k: v for k, v in self.seen.items() if keep(k)}
 
     def _application(self, app: str) -> Application | None:
         try:
@@ -147,57 +208,60 @@ class Healer:
                 raise
             return None  # placed but no spec (being removed): nothing to render
 
-    def _heal(
-        self,
-        app: Application,
-        placement: dict[str, Any],
-        cluster: str,
-        records: dict[str, dict[str, Any]],
-        down: set[str],
-        before_step: Callable[[str], None],
-        token: dict[str, int],
-        budget: int,
-    ) -> int:
-        """Restore (or report) one application's drift on one cluster; returns the writes."""
+    def _deployer(self, app: Application, placement: dict[str, Any], state: _Pass) -> Any:
+        """The application's deployer for its placement (None: a cluster lacks credentials in
+        the KB; the deploy module, given them by the user, knows more)."""
         plan = {svc: ts for svc, ts in placement.items() if svc in {s.name for s in app.services}}
         names = {t["cluster"] for ts in plan.values() for t in ts}
+        records = state.records
         if any(not (records.get(n) or {}).get("kubeconfig") for n in names):
-            return 0  # a cluster without credentials in the KB: the deploy module knows more
+            return None
         targets = {
             n: target_of(n, records[n], records[n]["kubeconfig"], records[n].get("context")) for n in names
         }
-        clients: dict[str, Any] = {}
-
-        def client_for(t: Any) -> Any:
-            if t.name not in clients:
-                clients[t.name] = get_client(t.name, t.kubeconfig, t.context)
-            return clients[t.name]
-
-        deployer = application_deployer(
+        return application_deployer(
             app,
             plan,
             targets,
             previous=set(),
-            client_factory=client_for,
-            before_step=before_step,
+            client_factory=lambda t: get_client(t.name, t.kubeconfig, t.context),
+            before_step=state.before_step,
             wait=False,
             wait_timeout=0.0,  # a namespace still terminating: look again next pass
-            fencing=token,
-            unavailable=down,
+            fencing=state.token,
+            unavailable=state.down,
         )
+
+    def _confirmed(self, key: tuple[str, str], live: str, version: Any) -> bool:
+        """True when an earlier pass saw the same drift under the same placement long enough ago."""
+        first = self.pending.get(key)
+        now = self.clock()
+        if first is None or first[1:] != (live, version):
+            self.pending[key] = (now, live, version)
+            return False
+        if now - first[0] < self.confirm:
+            return False
+        del self.pending[key]
+        return True
+
+    def _heal(self, app: Application, placement: dict[str, Any], cluster: str, state: _Pass) -> None:
+        """Restore (or report) one application's confirmed drift on one cluster."""
+        deployer = self._deployer(app, placement, state)
+        if deployer is None:
+            return
         heal = self_heals(app)
-        writes = 0
         for item in deployer.drift(cluster):
-            seen = (cluster, item.key)
-            if self.seen.get(seen) == fingerprint(item.live):
+            key, live = (cluster, item.key), fingerprint(item.live)
+            state.observed.add(key)
+            if self.seen.get(key) == live or not self._confirmed(key, live, state.versions.get(app.name)):
                 continue
             if not heal:
-                self.seen[seen] = fingerprint(item.live)
-                self._event(DRIFTED, app.name, cluster, item.why, describe(app.name, item, False), token)
+                self.seen[key] = live
+                self._event(DRIFTED, app.name, item, describe(app.name, item, False), state.token)
                 continue
-            if writes >= budget or self.busy(app.name) or not self._still_placed(app.name, placement):
-                break
-            writes += 1
+            if state.budget <= 0 or self.busy(app.name) or not self._still_placed(app.name, placement):
+                return
+            state.budget -= 1
             try:
                 outcome = deployer.restore([item])[0]
             except K8sError as exc:
@@ -206,13 +270,12 @@ class Healer:
                 log.warning("self-heal: cannot restore %s on %s: %s", item.describe(), cluster, exc)
                 continue
             if not outcome["changed"]:  # the server keeps it so (a value it normalises)
-                self.seen[seen] = fingerprint(item.live)
+                self.seen[key] = live
                 continue
-            self.seen.pop(seen, None)
+            state.restored_on.add(cluster)
             line = describe(app.name, item, True)
             log.warning("self-heal: %s", line)
-            self._event(RESTORED, app.name, cluster, item.why, line, token)
-        return writes
+            self._event(RESTORED, app.name, item, line, state.token)
 
     def _still_placed(self, app: str, placement: dict[str, Any]) -> bool:
         """The placement read at the start of the pass is still the KB's, settled (a deploy
@@ -222,14 +285,14 @@ class Healer:
         except KBError:
             return False
 
-    def _event(self, etype: str, app: str, cluster: str, why: str, line: str, token: dict[str, int]) -> None:
+    def _event(self, etype: str, app: str, item: Drift, line: str, token: dict[str, int]) -> None:
         try:
             self.kb.post_event(
                 {
                     "type": etype,
-                    "reason": why,
+                    "reason": item.why,
                     "message": line,
-                    "cluster": cluster,
+                    "cluster": item.cluster,
                     "application": app,
                     "fencing": {"term": int(token["term"]), "seq": int(token["seq"])},
                 }

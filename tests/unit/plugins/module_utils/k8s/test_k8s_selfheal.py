@@ -58,8 +58,15 @@ def world(fleet, monkeypatch):
     return clusters, kb, deploy
 
 
-def heal_pass(kb, busy=lambda app: False, limit=20, before_step=lambda step: None, healer=None):
-    healer = healer or selfheal.Healer(kb, busy, limit)
+def healer_for(kb, busy=lambda app: False, limit=20, confirm=0.0, clock=None):
+    return selfheal.Healer(kb, busy, limit, confirm, clock or (lambda: 0.0))
+
+
+def heal_pass(kb, before_step=lambda step: None, healer=None, **kw):
+    """Two passes of one healer (the first sees a drift, the second confirms and acts); returns
+    the healer and the objects the second pass re-applied."""
+    healer = healer or healer_for(kb, **kw)
+    healer.run(["c1", "c2", "c3"], set(), before_step, TOKEN)
     return healer, healer.run(["c1", "c2", "c3"], set(), before_step, TOKEN)
 
 
@@ -80,9 +87,9 @@ def test_a_pass_restores_at_most_its_limit(world):
     clusters, kb, _deploy = world
     clusters["c1"].delete("apps/v1", "Deployment", "front-v1", "shop")
     clusters["c2"].delete("apps/v1", "Deployment", "back-v1", "shop")
-    assert heal_pass(kb, limit=1)[1] == 1
-    assert heal_pass(kb, limit=1)[1] == 1  # the rest on the next pass
-    assert heal_pass(kb, limit=1)[1] == 0
+    healer = healer_for(kb, limit=1)
+    passes = [healer.run(["c1", "c2"], set(), lambda step: None, TOKEN) for _ in range(4)]
+    assert passes == [0, 1, 1, 0]  # seen, then one a pass (the rest waits), then nothing left
 
 
 def test_a_migration_or_a_deploy_under_way_is_left_alone(world):
@@ -118,3 +125,30 @@ def test_an_application_that_only_reports_drift_gets_one_event_per_change(world)
     drifted = [e for e in kb.events if e["type"] == selfheal.DRIFTED]
     assert len(drifted) == 1 and "not restored" in drifted[0]["message"]
     assert clusters["c1"].get("apps/v1", "Deployment", "front-v1", "shop") is None
+
+
+def test_a_drift_is_acted_on_only_when_a_later_pass_confirms_it(world):
+    clusters, kb, _deploy = world
+    now = [100.0]
+    healer = healer_for(kb, confirm=3.0, clock=lambda: now[0])
+    clusters["c1"].delete("apps/v1", "Deployment", "front-v1", "shop")
+    assert healer.run(["c1"], set(), lambda step: None, TOKEN) == 0  # seen once
+    now[0] += 1.0
+    assert healer.run(["c1"], set(), lambda step: None, TOKEN) == 0  # too soon to be sure
+    now[0] += 3.0
+    assert healer.run(["c1"], set(), lambda step: None, TOKEN) == 1
+    assert healer.restored_on == {"c1"}
+
+
+def test_a_removal_sweeping_before_it_clears_the_placement_is_not_drift(world):
+    """qonnect.core.remove deletes the objects, then writes the empty placement: a pass in
+    between sees objects missing under a settled placement, and must not put them back."""
+    clusters, kb, _deploy = world
+    healer = healer_for(kb)
+    for name in clusters:
+        for obj in list(clusters[name].objects.values()):
+            clusters[name].delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], "shop")
+    assert healer.run(["c1", "c2"], set(), lambda step: None, TOKEN) == 0
+    kb.put_placement("shop", {"desired": {}, "current": {}})
+    assert healer.run(["c1", "c2"], set(), lambda step: None, TOKEN) == 0
+    assert all(not c.objects for c in clusters.values())
