@@ -136,3 +136,37 @@ def test_refused_agent_credentials_keep_capacity_and_move_nothing(group: Stack):
     assert decisions(stack, after) == [], [e["message"] for e in decisions(stack, after)]
     assert notices(stack, target, after).count(journal.CLUSTER_EVENT + "credentials-broken") == 1
     assert hosting(stack) == target
+
+
+def test_a_stalled_host_sees_no_cluster_down(fed: Stack):  # noqa: F811 - the imported fixture
+    """Item 7: the controller and every agent frozen for 10 s (a starved host), the controller
+    resumed 2 s before the agents. Even without a cluster grace, the stale heartbeats it reads
+    first are no failure: it measured its own lag and waits for agents to be heard again."""
+    stack = fed
+    stack.start_replicas(1, [*OPTIONS, "--cluster-grace", "0"])
+    leader = stack.wait_leader(timeout=30)
+    after = last_event_id(stack)
+    frozen = [p for p in stack.agents.values() if p.poll() is None]
+    try:
+        for proc in [leader.proc, *frozen]:
+            os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(10)
+        os.kill(leader.proc.pid, signal.SIGCONT)
+        time.sleep(2)
+    finally:
+        for proc in [leader.proc, *frozen]:
+            os.kill(proc.pid, signal.SIGCONT)
+    time.sleep(10)
+    try:
+        assert decisions(stack, after) == [], [e["message"] for e in decisions(stack, after)]
+        assert "this host stalled" in leader.log()
+        # not even suspect: without the lag measure every cluster would have been (and then
+        # found agent-down by the leader's probe)
+        judged = [
+            e["type"]
+            for e in stack.admin.list_events(after_id=after, limit=1000)
+            if e["type"].startswith(journal.CLUSTER_EVENT) and e["type"] != journal.RECOVERED
+        ]
+        assert judged == [], judged
+    finally:
+        stack.stop_replicas()
