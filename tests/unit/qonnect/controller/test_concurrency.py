@@ -245,3 +245,24 @@ def test_the_batch_results_split_per_decision(tmp_path):
     assert {o.result for o in split_outcome(Outcome(SUCCEEDED, "", "", 0), items, results).values()} == {
         FAILED
     }
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--max-concurrent-runs", "0"), ("--batch-size", "0"), ("--max-drift-moves-per-minute", "-1")],
+)
+def test_the_new_flags_refuse_bad_values_by_name(capsys, tmp_path, flag, value):
+    import secrets
+
+    from qonnect import cli
+
+    token = tmp_path / "kb.token"
+    token.write_text("t")
+    secret = tmp_path / "raft.secret"
+    secret.write_text(secrets.token_hex(32))
+    secret.chmod(0o600)
+    argv = ["controller", "run", "--id", "c1", "--self", "127.0.0.1:1", "--peers", "127.0.0.1:2"]
+    argv += ["--kb", "http://127.0.0.1:9", "--token-file", str(token), "--raft-secret-file", str(secret)]
+    assert cli.main([*argv, flag, value]) == 2
+    err = capsys.readouterr().err
+    assert flag in err and "Traceback" not in err
