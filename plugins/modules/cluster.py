@@ -105,6 +105,9 @@ options:
       - Read the cluster's nodes and return them as RV(nodes), through O(kubeconfig) or, without
         it, the K8S_AUTH options (O(k8s_kubeconfig) with a context named after the cluster, or
         O(k8s_host) with O(k8s_api_key), as AWX's Kubernetes credential injects them).
+      - The nodes' C(qonnect.io/price-eur-h), C(qonnect.io/energy-kwh) and C(qonnect.io/bandwidth-gbps)
+        labels become the record's C(node_economics): the Knowledge Base takes a node's economics only
+        from the registration, never from agent reports.
     type: bool
     default: false
 extends_documentation_fragment:

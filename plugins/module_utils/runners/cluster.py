@@ -17,6 +17,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.errors import (
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.economics import node_economics
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.nodes import common_label, node_facts
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.keys import LOCATION_LABEL, TIER_LABEL
@@ -36,6 +37,9 @@ def desired_record(params: dict, nodes: list | None) -> dict:
             record["tier"] = tier
         if "location" not in record and location:
             record["location"] = location
+        economics = node_economics(nodes)  # the KB takes economics only from registrations
+        if economics:
+            record["node_economics"] = economics
     return record
 
 

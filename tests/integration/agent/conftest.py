@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from _agent_harness import KB, Agent, module_testbed
+from support.federation import registration
 from support.kube import BINARIES
 
 
@@ -46,8 +47,13 @@ def kb(tmp_path_factory, testbed) -> Iterator[KB]:
     server.start()
     try:
         for cluster in testbed["clusters"]:
-            server.admin.register_cluster(
-                {"name": cluster["name"], "tier": cluster["tier"], "location": cluster["location"]}
+            server.admin.register_cluster(  # node economics are the registration's (issue 25)
+                {
+                    "name": cluster["name"],
+                    "tier": cluster["tier"],
+                    "location": cluster["location"],
+                    "node_economics": registration(cluster)["node_economics"],
+                }
             )
         yield server
     finally:

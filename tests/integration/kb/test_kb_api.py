@@ -185,7 +185,10 @@ def test_reports_merge_by_seq_into_the_inventory(live_kb, fresh):
     agent.report(a, {"seq": 11, "ts": now, "nodes": [node("n1", cpu=8.0)], "workloads": None})
     inv = live_kb.admin.inventory()
     cluster = next(c for c in inv["clusters"] if c["name"] == a)
-    assert set(cluster) == {"name", "tier", "location", "labels", "healthy", "heartbeat_age", "nodes", "free"}
+    assert set(cluster) == {
+        "name", "tier", "location", "labels", "healthy", "heartbeat_age", "nodes", "free",
+        "reachable", "error", "credentials_broken",
+    }  # fmt: skip
     assert cluster["healthy"] is True and 0 <= cluster["heartbeat_age"] < 2
     assert cluster["free"] == free_capacity(cluster)  # the one definition of free capacity
     assert [n["name"] for n in cluster["nodes"]] == ["n1"]

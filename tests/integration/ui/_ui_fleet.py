@@ -18,7 +18,7 @@ from pathlib import Path
 from ansible_collections.qonnect.core.plugins.module_utils.app_source import load_given
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 from support import stop_process, wait_for
-from support.federation import create_token, serve_kb
+from support.federation import create_token, registration, serve_kb
 
 REPO = Path(__file__).resolve().parents[3]
 PAPER = REPO / "examples" / "inventories" / "paper.json"
@@ -85,8 +85,14 @@ def start_federation(root: Path) -> tuple[subprocess.Popen, Federation]:
         fed.reader_token_file.write_text(fed.reader_token + "\n")
         fed.reader_token_file.chmod(0o600)
         for c in paper["clusters"]:
-            admin.register_cluster(
-                {"name": c["name"], "tier": c["tier"], "location": c["location"], "labels": c["labels"]}
+            admin.register_cluster(  # node economics are the registration's (issue 25)
+                {
+                    "name": c["name"],
+                    "tier": c["tier"],
+                    "location": c["location"],
+                    "labels": c["labels"],
+                    "node_economics": registration(c)["node_economics"],
+                }
             )
             fed.agents[c["name"]] = KBClient(url, fed.token("agent", c["name"]))
             fed.report(c)
