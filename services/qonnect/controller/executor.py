@@ -14,7 +14,6 @@ Ansible host so their cluster work runs in parallel; each keeps its own attempt 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -84,7 +83,7 @@ class Executor:
             decision["app"],
             token,
         )
-        return self._invoke(ident, extravars, still_valid, f"decision {decision['id']} attempt {attempt}")
+        return self._invoke(ident, extravars, still_valid, f"decision {decision['id']} attempt {attempt}")[0]
 
     def run_batch(
         self, items: list[tuple[dict[str, Any], int, dict[str, int]]], still_valid: Callable[[], bool]
@@ -94,15 +93,8 @@ class Executor:
         Each decision keeps its own attempt and fencing token; returns an outcome per decision."""
         first = items[0][0]
         ident = f"{first['id']}-batch{len(items)}-a{items[0][1]}"
-        results = Path(self.runs_dir) / f"{ident}.results.json"
-        results.unlink(missing_ok=True)
         extravars = dict(self.extra or {})
-        extravars.update(
-            {
-                "batch": [decision_vars(d, a, t) for d, a, t in items],
-                "batch_results": str(results),
-            }
-        )
+        extravars["batch"] = [decision_vars(d, a, t) for d, a, t in items]
         apps = ", ".join(d["app"] for d, _a, _t in items)
         log.info(
             "batch %s: running %s for %d applications: %s",
@@ -111,8 +103,8 @@ class Executor:
             len(items),
             apps,
         )
-        whole = self._invoke(ident, extravars, still_valid, f"batch {ident}", forks=len(items))
-        return split_outcome(whole, items, results)
+        whole, runner = self._invoke(ident, extravars, still_valid, f"batch {ident}", forks=len(items))
+        return split_outcome(whole, items, host_results(runner))
 
     def _invoke(
         self,
@@ -121,7 +113,8 @@ class Executor:
         still_valid: Callable[[], bool],
         what: str,
         forks: int = 0,
-    ) -> Outcome:
+    ) -> tuple[Outcome, Any]:
+        """One ansible-runner run: its outcome and the runner (None if it could not start)."""
         import ansible_runner
 
         pdd = Path(self.runs_dir) / ident
@@ -162,19 +155,17 @@ class Executor:
                 settings={"pexpect_timeout": 0.25},  # how often the cancel callback is polled
             )
         except Exception as exc:  # runner could not even start (missing playbook, bad dir)
-            return Outcome(FAILED, f"ansible-runner could not run: {exc}", str(pdd), None)
+            return Outcome(FAILED, f"ansible-runner could not run: {exc}", str(pdd), None), None
         finally:  # nothing of the run outlives it (timeout, cancel, a worker that setsid()ed)
             proctree.kill_marked(self.mark(ident))
         artifacts = str(pdd / "artifacts" / "run")
         if cancelled.is_set() or runner.status == "canceled":
-            return Outcome(
-                CANCELLED, "cancelled: this replica lost its leadership term", artifacts, runner.rc
-            )
+            why = "cancelled: this replica lost its leadership term"
+            return Outcome(CANCELLED, why, artifacts, runner.rc), runner
         if runner.status == "successful" and runner.rc == 0:
-            return Outcome(SUCCEEDED, "playbook succeeded", artifacts, runner.rc)
-        return Outcome(
-            FAILED, f"playbook {runner.status} (rc {runner.rc}): {_failure(runner)}", artifacts, runner.rc
-        )
+            return Outcome(SUCCEEDED, "playbook succeeded", artifacts, runner.rc), runner
+        why = f"playbook {runner.status} (rc {runner.rc}): {_failure(runner)}"
+        return Outcome(FAILED, why, artifacts, runner.rc), runner
 
 
 def decision_vars(decision: dict[str, Any], attempt: int, token: dict[str, int]) -> dict[str, Any]:
@@ -195,20 +186,45 @@ def decision_vars(decision: dict[str, Any], attempt: int, token: dict[str, int])
     return out
 
 
-def split_outcome(
-    whole: Outcome, items: list[tuple[dict[str, Any], int, dict[str, int]]], results: Path
-) -> dict[str, Outcome]:
-    """Each decision's outcome from the batch's results file (written by the playbook's last
-    play); a run that ended before writing it gives every decision the run's own outcome."""
+HOST_PREFIX = "qonnect-migrate-"  # migrate.yml's host of one decision of a batch
+
+
+def host_results(runner: Any) -> dict[str, dict[str, Any]]:
+    """decision id -> {ok, msg} from the batch run's per-host task events (each decision's
+    application is deployed on a host of its own, named after the decision)."""
+    found: dict[str, dict[str, Any]] = {}
+    if runner is None:
+        return found
     try:
-        per_app = json.loads(results.read_text())
+        for event in runner.events:
+            kind = event.get("event")
+            data = event.get("event_data") or {}
+            host = str(data.get("host") or "")
+            if not host.startswith(HOST_PREFIX) or kind not in (
+                "runner_on_ok",
+                "runner_on_failed",
+                "runner_on_unreachable",
+            ):
+                continue
+            res = data.get("res") or {}
+            found[host[len(HOST_PREFIX) :]] = {"ok": kind == "runner_on_ok", "msg": str(res.get("msg", ""))}
     except (OSError, ValueError):
-        per_app = None
+        pass
+    return found
+
+
+def split_outcome(
+    whole: Outcome,
+    items: list[tuple[dict[str, Any], int, dict[str, int]]],
+    per_host: dict[str, dict[str, Any]],
+) -> dict[str, Outcome]:
+    """Each decision's outcome from its host's result in the batch run; a decision without one
+    (the run ended before its deploy did) gets the run's own outcome, never a success."""
     out = {}
     for decision, _attempt, _token in items:
         did = decision["id"]
-        got = per_app.get(did) if isinstance(per_app, dict) else None
-        if whole.result == CANCELLED or not isinstance(got, dict):
+        got = per_host.get(did)
+        if whole.result == CANCELLED or got is None:
             out[did] = (
                 whole
                 if whole.result != SUCCEEDED

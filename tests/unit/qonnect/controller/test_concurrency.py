@@ -7,7 +7,6 @@ stand-ins (in-process fakes of external systems, no network)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -231,20 +230,31 @@ def test_without_a_stored_policy_the_controller_defaults_apply():
     finish_all(c, c.executor, 1)
 
 
-def test_the_batch_results_split_per_decision(tmp_path):
-    from qonnect.controller.executor import FAILED, split_outcome
+def test_the_batch_results_split_per_decision():
+    from qonnect.controller.executor import FAILED, host_results, split_outcome
 
-    items = [({"id": "d1.2", "app": "a"}, 1, {}), ({"id": "d1.3", "app": "b"}, 2, {})]
-    results = tmp_path / "r.json"
-    results.write_text(json.dumps({"d1.2": {"ok": True}, "d1.3": {"ok": False, "msg": "cloud-2 refused"}}))
-    whole = Outcome(FAILED, "playbook failed", "/art", 2)
-    got = split_outcome(whole, items, results)
+    class Ran:  # ansible-runner's per-host task events of a batch run
+        events = [
+            {"event": "runner_on_ok", "event_data": {"host": "localhost", "res": {}}},
+            {"event": "runner_on_ok", "event_data": {"host": "qonnect-migrate-d1.2", "res": {"msg": "ok"}}},
+            {
+                "event": "runner_on_failed",
+                "event_data": {"host": "qonnect-migrate-d1.3", "res": {"msg": "cloud-2 refused"}},
+            },
+        ]
+
+    items = [
+        ({"id": "d1.2", "app": "a"}, 1, {}),
+        ({"id": "d1.3", "app": "b"}, 2, {}),
+        ({"id": "d1.4"}, 1, {}),
+    ]
+    got = split_outcome(Outcome(SUCCEEDED, "playbook succeeded", "/art", 0), items, host_results(Ran()))
     assert got["d1.2"].result == SUCCEEDED
     assert got["d1.3"].result == FAILED and "cloud-2 refused" in got["d1.3"].detail
-    results.unlink()  # the run died before writing its results: nothing counts as done
-    assert {o.result for o in split_outcome(Outcome(SUCCEEDED, "", "", 0), items, results).values()} == {
-        FAILED
-    }
+    assert got["d1.4"].result == FAILED  # no result of its own: never counted as done
+    assert {
+        o.result for o in split_outcome(Outcome(SUCCEEDED, "", "", 0), items, host_results(None)).values()
+    } == {FAILED}
 
 
 @pytest.mark.parametrize(
