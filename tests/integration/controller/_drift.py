@@ -4,7 +4,9 @@ clusters with their agents, two applications deployed with the user's playbook (
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,16 @@ def federation(root: Path, engine: str) -> Stack:
         stack.close()
         raise
     return stack
+
+
+@contextlib.contextmanager
+def running(root: Path, engine: str) -> Iterator[Stack]:
+    """The federation, closed afterwards whatever happens."""
+    stack = federation(root, engine)
+    try:
+        yield stack
+    finally:
+        stack.close()
 
 
 def client_of(stack: Stack, app: str, service: str) -> tuple[str, Any]:

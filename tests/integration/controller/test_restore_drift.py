@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 from _controller_stack import Stack, wait_for
-from _drift import client_of, deleted_and_restored, events_after, federation, last_event_id
+from _drift import client_of, deleted_and_restored, events_after, last_event_id, running
 from qonnect.controller import selfheal
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -23,11 +23,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = federation(tmp_path_factory.mktemp("drift"), "emulator")
-    try:
+    with running(tmp_path_factory.mktemp("drift"), "emulator") as stack:
         yield stack
-    finally:
-        stack.close()
 
 
 def test_deleted_deployment_is_back_within_30s(fed: Stack):

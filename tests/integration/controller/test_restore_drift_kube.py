@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from _controller_stack import Stack
-from _drift import deleted_and_restored, federation
+from _drift import deleted_and_restored, running
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -15,11 +15,8 @@ pytestmark = [pytest.mark.kube, pytest.mark.slow, pytest.mark.timeout(1200)]
 @pytest.fixture(scope="module")
 def kube_fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The same on real API servers (``--engine kube``)."""
-    stack = federation(tmp_path_factory.mktemp("drift-kube"), "kube")
-    try:
+    with running(tmp_path_factory.mktemp("drift-kube"), "kube") as stack:
         yield stack
-    finally:
-        stack.close()
 
 
 def test_deleted_deployment_is_back_within_30s_on_real_api_servers(kube_fed: Stack):
