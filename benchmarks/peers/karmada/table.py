@@ -1,0 +1,130 @@
+"""The docs table from run.py's result files: trial | Karmada default | Karmada tuned | qonnect.core.
+
+qonnect.core runs unchanged in both phases, so its column pools the two runs (its cost is given
+per run). Every cell is p50 / max over the repetitions with n, or what happened, from the JSON.
+
+    python benchmarks/peers/karmada/table.py default.json tuned.json
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def stat(values: list[float]) -> str:
+    """'p50 / max (n = N)', or '-' when nothing was measured."""
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.1f} / {max(values):.1f} (n = {len(values)})"
+
+
+def failovers(fails: list[dict], system: str, bound: float) -> str:
+    mine = [t for t in fails if t["there"].get(system)]
+    healed = [t["healed_seconds"][system] for t in mine if t["healed_seconds"].get(system) is not None]
+    missed = len(mine) - len(healed)
+    text = stat(healed)
+    if missed:
+        text = f"{text}; **none within {bound:g} s in {missed} of {len(mine)}**"
+    return text
+
+
+def back(fails: list[dict], system: str) -> str:
+    mine = [t["after_recovery"] for t in fails if t["there"].get(system)]
+    if not mine:
+        return "-"
+    left = [b["left_at_first_contact"].get(system, 0) for b in mine]
+    purged = [b["no_duplicates_after_seconds"].get(system) for b in mine]
+    done = [p for p in purged if p is not None]
+    moved_back = sum(len(b["moved_back"].get(system, [])) for b in mine)
+    at_end = sum(len(b["left_on_member_at_end"].get(system, [])) for b in mine)
+    text = f"left there: {sum(left)} copies over {len(mine)} trials; none left after {stat(done)} s"
+    if len(done) < len(mine) or at_end:
+        text += f"; **{at_end} still there at the end**"
+    return text + f"; moved back: {moved_back}"
+
+
+def blips(blip: list[dict], system: str) -> str:
+    moves = [len(t["moved"].get(system, [])) for t in blip]
+    if not moves:
+        return "-"
+    return f"{sum(moves)} moves in {len(moves)} blips ({', '.join(str(m) for m in moves)})"
+
+
+def cost(phase: dict, system: str) -> str:
+    c = phase.get("cost", {}).get(system)
+    if not c:
+        return "- (run not finished)"
+    return f"{c['cpu_seconds']:.1f} CPU-s / {c['peak_rss_mib_sum']:.0f} MiB ({phase['seconds'] / 60:.0f} min)"
+
+
+def table(runs: dict[str, dict[str, Any]]) -> str:
+    phases = {name: r["phases"][name] for r in runs.values() for name in r["phases"]}
+    bound = next(iter(runs.values())).get("settings", {}).get("bound_s", 90)  # absent while running
+    t = {name: p["trials"] for name, p in phases.items()}
+    d, u = t.get("default", {}), t.get("tuned", {})
+    both = [*d.get("fail", []), *u.get("fail", [])]
+    k_d, k_u = d.get("k_apps") or [], u.get("k_apps") or []
+    rows = [
+        (
+            "deploy -> every Deployment Ready (s, p50 / max)",
+            stat([x["karmada"] for x in d.get("deploy", [])]),
+            stat([x["karmada"] for x in u.get("deploy", [])]),
+            stat([x["qonnect"] for x in [*d.get("deploy", []), *u.get("deploy", [])]]),
+        ),
+        (
+            "member API server stopped -> its Deployments Ready elsewhere (s)",
+            failovers(d.get("fail", []), "karmada", bound),
+            failovers(u.get("fail", []), "karmada", bound),
+            failovers(both, "qonnect", bound),
+        ),
+        (
+            "member comes back: copies left there",
+            back(d.get("fail", []), "karmada"),
+            back(u.get("fail", []), "karmada"),
+            back(both, "qonnect"),
+        ),
+        (
+            "15 s API-server blip: Deployments moved",
+            blips(d.get("blip", []), "karmada"),
+            blips(u.get("blip", []), "karmada"),
+            blips([*d.get("blip", []), *u.get("blip", [])], "qonnect"),
+        ),
+        (
+            "k = 10 applications, their member stopped (s)",
+            failovers(k_d, "karmada", bound) if k_d else "not run",
+            failovers(k_u, "karmada", bound) if k_u else "not run",
+            failovers([*k_d, *k_u], "qonnect", bound),
+        ),
+        (
+            "control plane over the run: CPU-seconds / peak RSS sum",
+            cost(phases.get("default", {}), "karmada"),
+            cost(phases.get("tuned", {}), "karmada"),
+            " ; ".join(f"{n}: {cost(p, 'qonnect')}" for n, p in phases.items()),
+        ),
+    ]
+    lines = ["| trial | Karmada default | Karmada tuned | qonnect.core |", "|---|---|---|---|"]
+    lines += [f"| {' | '.join(r)} |" for r in rows]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    if len(sys.argv) < 2:
+        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        return 2
+    runs = {}
+    for arg in sys.argv[1:]:
+        try:
+            runs[arg] = json.loads(Path(arg).read_text())
+        except (OSError, ValueError) as exc:
+            print(f"table: cannot read {arg}: {exc}", file=sys.stderr)
+            return 1
+    print(table(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
