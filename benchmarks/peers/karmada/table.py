@@ -33,9 +33,12 @@ def failovers(fails: list[dict], system: str, bound: float) -> str:
 
 
 def back(fails: list[dict], system: str) -> str:
-    mine = [t["after_recovery"] for t in fails if t["there"].get(system)]
-    if not mine:
+    trials = [t for t in fails if t["there"].get(system)]
+    if not trials:
         return "-"
+    if all(t["healed_seconds"].get(system) is None for t in trials):
+        return f"nothing had moved: its {len(trials)} copies there simply ran on"
+    mine = [t["after_recovery"] for t in trials if t["healed_seconds"].get(system) is not None]
     left = [b["left_at_first_contact"].get(system, 0) for b in mine]
     purged = [b["no_duplicates_after_seconds"].get(system) for b in mine]
     done = [p for p in purged if p is not None]
@@ -62,9 +65,18 @@ def cost(phase: dict, system: str) -> str:
 
 
 def table(runs: dict[str, dict[str, Any]]) -> str:
-    phases = {name: r["phases"][name] for r in runs.values() for name in r["phases"]}
     bound = next(iter(runs.values())).get("settings", {}).get("bound_s", 90)  # absent while running
-    t = {name: p["trials"] for name, p in phases.items()}
+    # A phase may come from two runs (the default run ends with the tuned k trial): pool trials.
+    t: dict[str, dict[str, list]] = {}
+    costs: list[tuple[str, dict]] = []
+    for r in runs.values():
+        for name, phase in r["phases"].items():
+            pooled = t.setdefault(name, {})
+            for trial, values in phase["trials"].items():
+                if isinstance(values, list) and trial in ("deploy", "fail", "blip", "k_apps"):
+                    pooled.setdefault(trial, []).extend(values)
+            if any(phase.get("trials", {}).get(x) for x in ("deploy", "fail", "k_apps")):
+                costs.append((name, phase))  # the phases whose cost the table quotes
     d, u = t.get("default", {}), t.get("tuned", {})
     both = [*d.get("fail", []), *u.get("fail", [])]
     k_d, k_u = d.get("k_apps") or [], u.get("k_apps") or []
@@ -101,9 +113,9 @@ def table(runs: dict[str, dict[str, Any]]) -> str:
         ),
         (
             "control plane over the run: CPU-seconds / peak RSS sum",
-            cost(phases.get("default", {}), "karmada"),
-            cost(phases.get("tuned", {}), "karmada"),
-            " ; ".join(f"{n}: {cost(p, 'qonnect')}" for n, p in phases.items()),
+            "; ".join(cost(p, "karmada") for n, p in costs if n == "default") or "-",
+            "; ".join(cost(p, "karmada") for n, p in costs if n == "tuned") or "-",
+            "; ".join(f"{n} run: {cost(p, 'qonnect')}" for n, p in costs),
         ),
     ]
     lines = ["| trial | Karmada default | Karmada tuned | qonnect.core |", "|---|---|---|---|"]
