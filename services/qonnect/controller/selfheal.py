@@ -47,6 +47,7 @@ INTERVAL = 5.0  # seconds between passes
 # a drift is acted on when a pass this much later sees it again unchanged (a deleted Deployment
 # is back after two passes: 5-10 s)
 CONFIRM_SECONDS = 3.0
+RETRY_SECONDS = 60.0  # an object the cluster refused (e.g. invalid there) is tried again after this
 MAX_RESTORES = 20  # objects re-applied per pass, over all clusters together
 
 WHY = {
@@ -137,6 +138,7 @@ class Healer:
         # re-applied without effect: not looked at again until it changes
         self.seen: dict[tuple[str, str], str] = {}
         self.restored_on: set[str] = set()  # clusters the last pass restored objects on
+        self.refused: dict[tuple[str, str], float] = {}  # (cluster, key) -> retry from (clock)
 
     def run(
         self,
@@ -199,6 +201,8 @@ class Healer:
 
         self.pending = {k: v for k, v in self.pending.items() if keep(k)}
         self.seen = {k: v for k, v in self.seen.items() if keep(k)}
+        now = self.clock()
+        self.refused = {k: v for k, v in self.refused.items() if v > now}
 
     def _application(self, app: str) -> Application | None:
         try:
@@ -253,7 +257,9 @@ class Healer:
         for item in deployer.drift(cluster):
             key, live = (cluster, item.key), fingerprint(item.live)
             state.observed.add(key)
-            if self.seen.get(key) == live or not self._confirmed(key, live, state.versions.get(app.name)):
+            if self.seen.get(key) == live or self.refused.get(key, 0.0) > self.clock():
+                continue
+            if not self._confirmed(key, live, state.versions.get(app.name)):
                 continue
             if not heal:
                 self.seen[key] = live
@@ -267,7 +273,14 @@ class Healer:
             except K8sError as exc:
                 if exc.status == 0:
                     raise
-                log.warning("self-heal: cannot restore %s on %s: %s", item.describe(), cluster, exc)
+                log.warning(
+                    "self-heal: cannot restore %s on %s: %s; tried again in %gs",
+                    item.describe(),
+                    cluster,
+                    exc,
+                    RETRY_SECONDS,
+                )
+                self.refused[key] = self.clock() + RETRY_SECONDS
                 continue
             if not outcome["changed"]:  # the server keeps it so (a value it normalises)
                 self.seen[key] = live

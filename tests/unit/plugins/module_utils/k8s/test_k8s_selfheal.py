@@ -8,6 +8,7 @@ import copy
 
 import pytest
 from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import application_deployer, target_of
 from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
 from qonnect.controller import selfheal
@@ -152,3 +153,25 @@ def test_a_removal_sweeping_before_it_clears_the_placement_is_not_drift(world):
     kb.put_placement("shop", {"desired": {}, "current": {}})
     assert healer.run(["c1", "c2"], set(), lambda step: None, TOKEN) == 0
     assert all(not c.objects for c in clusters.values())
+
+
+def test_an_object_the_cluster_refuses_is_tried_again_only_after_a_while(world):
+    clusters, kb, _deploy = world
+    now = [0.0]
+    healer = healer_for(kb, clock=lambda: now[0])
+    clusters["c1"].delete("apps/v1", "Deployment", "front-v1", "shop")
+    original = clusters["c1"].apply
+
+    def refuse(obj, dry_run=False):
+        if obj["kind"] == "Deployment":
+            raise K8sError("c1", "HTTP 422: Deployment.apps is invalid", 422)
+        return original(obj, dry_run)
+
+    clusters["c1"].apply = refuse
+    runs = [healer.run(["c1"], set(), lambda step: None, TOKEN) for _ in range(4)]
+    assert runs == [0, 1, 0, 0]  # seen, tried once, then left alone
+    now[0] += selfheal.RETRY_SECONDS + 1
+    clusters["c1"].apply = original
+    retry = [healer.run(["c1"], set(), lambda step: None, TOKEN) for _ in range(2)]
+    assert retry == [0, 1]  # confirmed anew, then restored
+    assert clusters["c1"].get("apps/v1", "Deployment", "front-v1", "shop") is not None
