@@ -229,7 +229,8 @@ def test_node_down_evicts_and_reschedules_then_node_up(fed, ns):
         ok = len(pods) == 3 and all(ready(p) and p.spec.node_name != victim for p in pods)
         return pods if ok else None
 
-    pods = wait_for(moved, timeout=90, what="3 Ready pods off the NotReady node")  # eviction under a busy CI host
+    # eviction takes longer on a busy CI host
+    pods = wait_for(moved, timeout=90, what="3 Ready pods off the NotReady node")
     assert {p.spec.node_name for p in pods} <= set(NODES[:2])
     evicted = core.list_namespaced_event(ns, field_selector="reason=TaintManagerEviction").items
     assert evicted and all(e.involved_object.kind == "Pod" for e in evicted)
