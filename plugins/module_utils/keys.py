@@ -21,6 +21,8 @@ FENCING_ANNOTATION = PREFIX + "fencing-token"
 OWNER_ANNOTATION = PREFIX + "owner"
 # on a Namespace qonnect created: the application it was created for (only it may delete it)
 NAMESPACE_CREATED_ANNOTATION = PREFIX + "namespace-created-for"
+# on an Application: "false" = the controller reports drift of its objects but restores nothing
+SELF_HEAL_LABEL = PREFIX + "self-heal"
 
 # on Node objects: where a node is and what it costs (read by the Resource Agent)
 TIER_LABEL = PREFIX + "tier"

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.booleans import parse_bool
+from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import contains
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Drift, fingerprint
@@ -35,14 +37,13 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
     target_of,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
-from ansible_collections.qonnect.core.plugins.module_utils.keys import PREFIX
+from ansible_collections.qonnect.core.plugins.module_utils.keys import SELF_HEAL_LABEL
 from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
 
 log = logging.getLogger(__name__)
 
 RESTORED = "controller.restored"  # an object put back (reason: missing, modified, re-pointed)
 DRIFTED = "controller.drifted"  # drift seen on an application that only reports it
-SELF_HEAL_LABEL = PREFIX + "self-heal"  # on the Application: "false" = report drift only
 INTERVAL = 5.0  # seconds between passes
 # a drift is acted on when a pass this much later sees it again unchanged (a deleted Deployment
 # is back after two passes: 5-10 s)
@@ -61,12 +62,17 @@ def settled(record: dict[str, Any]) -> dict[str, Any]:
     """The placement of a KB placement record when no deploy is under way, else {}: a deploy
     writes its intent (``desired``) before it touches a cluster and ``current`` after."""
     current, desired = record.get("current") or {}, record.get("desired")
-    return current if desired is None or desired == current else {}
+    if desired is not None and desired != current:
+        return {}  # a deploy or migration is writing a new placement
+    return current
 
 
 def self_heals(app: Application) -> bool:
     """False when the application asks to only report drift (label qonnect.io/self-heal)."""
-    return str(app.labels.get(SELF_HEAL_LABEL, "true")).strip().lower() not in ("false", "no", "off", "0")
+    try:
+        return parse_bool(app.labels.get(SELF_HEAL_LABEL, True), SELF_HEAL_LABEL)
+    except InputError:
+        return False  # a value nobody can read is not consent to rewrite objects: report only
 
 
 def differences(live: Any, desired: Any, path: str = "") -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from _controller_stack import Stack, wait_for
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
-from ansible_collections.qonnect.core.plugins.module_utils.keys import OWNER_ANNOTATION
+from ansible_collections.qonnect.core.plugins.module_utils.keys import OWNER_ANNOTATION, SELF_HEAL_LABEL
 from qonnect.controller import selfheal
 
 OPTIONS = ["--agent-interval", "1"]
@@ -75,7 +75,7 @@ def federation(root: Path, engine: str) -> Stack:
         stack.start_kb()
         stack.start_testbed(3, engine=engine)
         stack.start_agents(1.0)
-        for name, labels in (("heal", {}), ("watch", {selfheal.SELF_HEAL_LABEL: "false"})):
+        for name, labels in (("heal", {}), ("watch", {SELF_HEAL_LABEL: "false"})):
             path = root / f"{name}.yml"
             path.write_text(yaml.safe_dump(spec(name, labels)))
             stack.deploy(path)
