@@ -106,7 +106,7 @@ options:
         it, the K8S_AUTH options (O(k8s_kubeconfig) with a context named after the cluster, or
         O(k8s_host) with O(k8s_api_key), as AWX's Kubernetes credential injects them).
       - The nodes' C(qonnect.io/price-eur-h), C(qonnect.io/energy-kwh) and C(qonnect.io/bandwidth-gbps)
-        labels become the record's C(node_economics): the Knowledge Base takes a node's economics only
+        labels become the record's C(node_economics); the Knowledge Base takes a node's economics only
         from the registration, never from agent reports.
     type: bool
     default: false
