@@ -202,7 +202,9 @@ def nodes_json(nodes: list[NodeReport]) -> str:
     report may carry: the registration owns those (trust.py)."""
     return (
         "["
-        + ",".join(n.model_dump_json(exclude=ECONOMIC_FIELDS) for n in sorted(nodes, key=lambda n: n.name))
+        + ",".join(
+            n.model_dump_json(exclude=set(ECONOMIC_FIELDS)) for n in sorted(nodes, key=lambda n: n.name)
+        )
         + "]"
     )
 
