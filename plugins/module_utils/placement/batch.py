@@ -68,15 +68,14 @@ def place_many(
     inv = inventory if isinstance(inventory, Inventory) else Inventory.from_dict(inventory)
     fleet = Fleet(inv)
     base = fleet.free0.copy()
-    changed = False
     result = BatchResult()
     for item in items:
         app = item["app"]
         current = item["current"]
         if current is None:
             current = inv.placements.get(app.name) or {}
-        if changed:
-            fleet.set_capacity(base)
+        if not np.array_equal(fleet.free0, base):  # earlier plans took room, or an earlier
+            fleet.set_capacity(base)  # application was judged without its own replicas
         else:
             fleet.free = base.copy()
         try:
@@ -88,7 +87,6 @@ def place_many(
             continue
         result.plans[app.name] = plan
         base = _after(fleet, base, app, current, assignment)
-        changed = True
     return result
 
 

@@ -74,15 +74,17 @@ def dependency_order(app) -> list:
     return [by_name[n] for n in order]
 
 
-def release_current(fleet: Fleet, app, current: dict, free=None) -> None:
+def release_current(fleet: Fleet, app, current: dict, free=None) -> bool:
     """Give back the capacity the current replicas hold, so keeping them is not double-counted.
 
     The inventory's ``requested`` already includes running replicas. Entries that list
     ``nodes`` (one per replica, as plans do) release on those nodes; otherwise on the cluster's
     nodes in name order, round-robin. ``free`` is the array released into (the fleet's own
     capacity state by default; a batch passes the state it carries to the next application).
+    Returns whether any capacity was given back.
     """
     free = fleet.free if free is None else free
+    released = False
     by_name = {s.name: s for s in app.services}
     for svc_name, entries in sorted(current.items()):
         svc = by_name.get(svc_name)
@@ -100,6 +102,18 @@ def release_current(fleet: Fleet, app, current: dict, free=None) -> None:
             targets = named or [first + (i % count) for i in range(replicas)]
             for v in targets:
                 free[v] = np.minimum(free[v] + req, fleet.alloc[v])
+                released = True
+    return released
+
+
+def judge_without_own(fleet: Fleet, app, current: dict) -> None:
+    """Judge the fleet as if ``app`` did not run: its replicas' capacity is room for it, in the
+    capacity the plan consumes and in the static criteria (free capacity is the performance
+    criterion). Otherwise an application's own pods make its clusters look fuller than an
+    empty twin, every re-plan finds a "better" placement elsewhere, and it moves away from
+    itself - and back once the twin holds its pods (issue 22: never ping-pong)."""
+    if release_current(fleet, app, current):
+        fleet.set_capacity(fleet.free)
 
 
 def scorer_registry() -> dict:
@@ -157,7 +171,7 @@ def place_on(fleet: Fleet, app, scorer: str, exclude, current: dict, hysteresis,
     The one body of :func:`place` and of a batch (placement/batch.py), so both give the same
     plan for the same capacity state. Consumes ``fleet.free``; the caller resets it.
     """
-    release_current(fleet, app, current)
+    judge_without_own(fleet, app, current)
     problem = Problem(app, fleet, exclude, current, float(hysteresis), explain)
     assignment, explanation = _scorer(scorer)(problem)
     plan = Plan(
@@ -171,9 +185,11 @@ def place_on(fleet: Fleet, app, scorer: str, exclude, current: dict, hysteresis,
 
 
 def objective(app, inventory, plan) -> float:
-    """The default objective of any plan (a Plan or its dict) on this inventory."""
+    """The default objective of any plan (a Plan or its dict) on this inventory, judged as
+    :func:`place` judges its plans: without the application's own running replicas."""
     inv = inventory if isinstance(inventory, Inventory) else Inventory.from_dict(inventory)
     fleet = Fleet(inv)
+    judge_without_own(fleet, app, inv.placements.get(app.name) or {})
     services = plan.services if isinstance(plan, Plan) else plan["services"]
     return evaluate(fleet, app, plan_assignment(fleet, services))
 

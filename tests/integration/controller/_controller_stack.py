@@ -22,6 +22,7 @@ from typing import Any
 import support
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 from support import free_port, qonnect_cmd
+from support.federation import registration
 
 __all__ = ["BIN", "REPO", "Stack", "free_port", "qonnect_cmd", "wait_for"]
 
@@ -256,18 +257,10 @@ class Stack:
             env=self.env,
         )
         self.federation = yaml.safe_load((self.testbed_dir / "federation.yaml").read_text())
-        for c in self.federation["clusters"]:
+        for c in self.federation["clusters"]:  # with the nodes' economics, as an admin registers them
+            record = {k: v for k, v in registration(c).items() if k != "name"}
             self.admin.request(
-                "PUT",
-                f"/api/v1/clusters/{c['name']}",
-                {
-                    "tier": c["tier"],
-                    "location": c["location"],
-                    "server": c["server"],
-                    "kubeconfig": c["kubeconfig"],
-                    "context": c.get("context"),
-                    "labels": c.get("labels") or {},
-                },
+                "PUT", f"/api/v1/clusters/{c['name']}", record | {"labels": c.get("labels") or {}}
             )
         return self.federation
 
