@@ -23,8 +23,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
 
 from _controller_stack import REPO, Stack, wait_for
+from ansible_collections.qonnect.core.plugins.module_utils.keys import SELF_HEAL_LABEL
 from support import run_qonnect
-from support.federation import CLUSTER_FIELDS
+from support.federation import registration
 
 pytestmark = [pytest.mark.timeout(600)]
 APP = "bookinfo"
@@ -48,7 +49,7 @@ class KubeStack(Stack):
         for c in self.federation["clusters"]:
             deploy = self._least_privilege(c, "deploy")
             c["kubeconfig"] = str(self._least_privilege(c, "agent"))  # start_agents reads it
-            record = {k: c.get(k) for k in CLUSTER_FIELDS if k != "name"}
+            record = {k: v for k, v in registration(c).items() if k != "name"}  # economics too
             self.admin.request(
                 "PUT",
                 f"/api/v1/clusters/{c['name']}",
@@ -80,10 +81,13 @@ class KubeStack(Stack):
         return path
 
 
-def movable_bookinfo(directory: Path) -> Path:
-    """energy-first Bookinfo with absolute manifest paths and ratings free to change tier."""
+def movable_bookinfo(directory: Path, self_heal: bool = True) -> Path:
+    """energy-first Bookinfo with absolute manifest paths and ratings free to change tier;
+    ``self_heal=False`` labels it so the controller only reports out-of-band changes."""
     source = REPO / "examples" / "bookinfo" / "energy-first.yml"
     spec = yaml.safe_load(source.read_text())
+    if not self_heal:
+        spec["metadata"].setdefault("labels", {})[SELF_HEAL_LABEL] = "false"
     for service in spec["spec"]["services"]:
         for manifest in service["manifests"]:
             manifest["file"] = str(source.parent / manifest["file"])
@@ -139,7 +143,10 @@ def test_a_transient_pull_failure_moves_nothing_a_permanent_one_moves_once_after
     story.start_kb()
     story.start_testbed()
     story.start_agents(1.0)
-    placement = story.deploy(movable_bookinfo(tmp_path), timeout=400)
+    # The rollouts below are made with kubectl, out of band: self-heal would put the deployed
+    # image back (tests/integration/controller/test_restore_drift*.py); here they stand for a
+    # version that fails to pull, so the application only reports drift.
+    placement = story.deploy(movable_bookinfo(tmp_path, self_heal=False), timeout=400)
     wait_for(lambda: story.healthy_elsewhere(APP, set()), 120, 0.5, "bookinfo Healthy on the real clusters")
     target = placement["ratings"][0]["cluster"]
     story.start_replicas(3, ["--agent-interval", "1"])
