@@ -34,7 +34,6 @@ import random
 import socket
 import time
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +46,7 @@ from pysyncobj.transport import TCPTransport
 
 from qonnect.controller.statemachine import DecisionLog
 from qonnect.errors import UserError
+from qonnect.versions import require_tested
 
 log = logging.getLogger(__name__)
 
@@ -65,20 +65,7 @@ class RaftConfigError(UserError, ValueError):
 
 def check_pysyncobj_version(installed: str | None = None) -> None:
     """Refuse a pysyncobj outside the tested range: this module overrides its private methods."""
-    if installed is None:
-        try:
-            installed = version("pysyncobj")
-        except PackageNotFoundError:
-            raise RaftConfigError("the controller needs the Python package pysyncobj") from None
-    parts = tuple(int(p) for p in installed.split(".")[:3] if p.isdigit())
-    low, high = TESTED_PYSYNCOBJ
-    if not low <= parts < high:
-        raise RaftConfigError(
-            f"pysyncobj {installed} is installed, but the controller is tested only with "
-            f"pysyncobj >={'.'.join(map(str, low))},<{'.'.join(map(str, high))} (it relies on "
-            "pysyncobj internals); install that range: pip install "
-            f"'pysyncobj>={'.'.join(map(str, low))},<{'.'.join(map(str, high))}'"
-        )
+    require_tested("pysyncobj", TESTED_PYSYNCOBJ, RaftConfigError, "the controller", installed=installed)
 
 
 check_pysyncobj_version()

@@ -18,12 +18,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from qonnect.errors import UserError
+from qonnect.versions import require_tested
 
 log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 65_536
@@ -36,19 +36,7 @@ class UvicornVersionError(UserError, RuntimeError):
 
 def check_uvicorn_version(installed: str | None = None) -> None:
     """Refuse a uvicorn outside the tested range: this module overrides its internals."""
-    if installed is None:
-        try:
-            installed = version("uvicorn")
-        except PackageNotFoundError:
-            raise UvicornVersionError("the KB needs the Python package uvicorn") from None
-    parts = tuple(int(p) for p in installed.split(".")[:3] if p.isdigit())
-    low, high = TESTED_UVICORN
-    if not low <= parts < high:
-        wanted = f">={'.'.join(map(str, low))},<{'.'.join(map(str, high))}"
-        raise UvicornVersionError(
-            f"uvicorn {installed} is installed, but the KB is tested only with uvicorn {wanted} "
-            f"(it relies on uvicorn internals); install that range: pip install 'uvicorn[standard]{wanted}'"
-        )
+    require_tested("uvicorn", TESTED_UVICORN, UvicornVersionError, "the KB", "uvicorn[standard]", installed)
 
 
 check_uvicorn_version()
