@@ -13,7 +13,13 @@ workloads its agents report (not from the controller's own events). Reported per
   --max-attempts;
 - children_peak_rss_mib / children_cpu_seconds: everything the controller replicas started
   (sampled from /proc every 0.25 s; CPU of reaped children from the replicas' cutime/cstime),
-  and the replicas' own CPU.
+  and the replicas' own CPU;
+- bystanders_moved: of ``--bystanders`` applications placed on another cluster (healthy all
+  along), how many the KB shows placed elsewhere once the heal is over (should be 0);
+- after the failed cluster recovers (``--after-recovery`` seconds watched): failback_moves
+  (controller decisions in that window) and their peak per sliding minute, and orphans: the
+  Deployments qonnect applied (``qonnect.io/application`` label) that the recovered cluster
+  still runs for an application the KB no longer places there, read from the cluster's own API.
 
 Measure older code from a worktree (the benchmark runs whatever checkout it sits in):
 
@@ -41,7 +47,8 @@ sys.path.insert(0, str(ROOT / "services"))
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "controller"))  # the real-process harness
 sys.path.insert(0, str(ROOT / "tests"))  # its shared helpers (support)
 
-from _controller_stack import BIN, Stack, wait_for  # noqa: E402
+from _controller_stack import BIN, Stack, small_app, wait_for  # noqa: E402
+from ansible_collections.qonnect.core.plugins.module_utils.keys import APP_LABEL  # noqa: E402
 from failover import summary  # noqa: E402  (the same percentiles as the failover benchmark)
 from qonnect.controller import journal  # noqa: E402
 
@@ -64,26 +71,6 @@ PLAY = """
       loop: "{{ apps }}"
       loop_control: {label: "{{ item.metadata.name }}"}
 """
-
-
-def spec(name: str) -> dict[str, Any]:
-    """One service, one Deployment of one 10m-CPU container."""
-    container = {"name": "web", "image": "nginx", "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [container]}},
-        },
-    }
-    return {
-        "apiVersion": "qonnect.io/v1",
-        "kind": "Application",
-        "metadata": {"name": name},
-        "spec": {"services": [{"name": "web", "manifests": [deployment]}]},
-    }
 
 
 # -- /proc sampling ----------------------------------------------------------------------------
@@ -177,7 +164,7 @@ def deploy_all(stack: Stack, names: list[str], target: str, workdir: Path) -> No
     extra.write_text(
         json.dumps(
             {
-                "apps": [spec(n) for n in names],
+                "apps": [small_app(n) for n in names],
                 "target": target,
                 "kb_url": stack.kb_url,
                 "kb_token_file": str(stack.admin_token),
@@ -195,6 +182,37 @@ def deploy_all(stack: Stack, names: list[str], target: str, workdir: Path) -> No
     )
     if res.returncode != 0:
         raise SystemExit(f"deploying the applications failed:\n{res.stdout[-3000:]}\n{res.stderr[-2000:]}")
+
+
+def placed_on(stack: Stack, names: list[str]) -> dict[str, set[str]]:
+    """Application -> the clusters its KB placement names (current, else desired)."""
+    placements = {p["application"]: p for p in stack.admin.request("GET", "/api/v1/placements")["placements"]}
+    out: dict[str, set[str]] = {}
+    for name in names:
+        rec = placements.get(name) or {}
+        placement = rec.get("current") or rec.get("desired") or {}
+        out[name] = {t["cluster"] for targets in placement.values() for t in targets}
+    return out
+
+
+def orphans_on(stack: Stack, cluster: str, names: list[str]) -> list[str]:
+    """Deployments of ``names`` live on ``cluster`` (its own API) that the KB places elsewhere."""
+    from kubernetes import client, config
+
+    entry = next(c for c in stack.federation["clusters"] if c["name"] == cluster)
+    api = client.AppsV1Api(config.new_client_from_config(config_file=entry["kubeconfig"]))
+    placed = placed_on(stack, names)
+    live = api.list_deployment_for_all_namespaces(label_selector=APP_LABEL, _request_timeout=10).items
+    return sorted(
+        f"{d.metadata.namespace}/{d.metadata.name} ({d.metadata.labels[APP_LABEL]})"
+        for d in live
+        if d.metadata.labels[APP_LABEL] in placed and cluster not in placed[d.metadata.labels[APP_LABEL]]
+    )
+
+
+def peak_per_minute(times: list[float]) -> int:
+    ordered = sorted(times)
+    return max((sum(1 for u in ordered if t <= u < t + 60.0) for t in ordered), default=0)
 
 
 def healed_now(stack: Stack, names: set[str], failed: str) -> set[str]:
@@ -251,7 +269,14 @@ def controller_story(stack: Stack, after: int, failed_at: float) -> dict[str, An
     }
 
 
-def one_k(k: int, workdir: Path, options: list[str], timeout: float) -> dict[str, Any]:
+def one_k(
+    k: int,
+    workdir: Path,
+    options: list[str],
+    timeout: float,
+    bystanders: int = 3,
+    after_recovery: float = 90.0,
+) -> dict[str, Any]:
     stack = Stack(workdir)
     try:
         stack.start_kb()
@@ -262,6 +287,11 @@ def one_k(k: int, workdir: Path, options: list[str], timeout: float) -> dict[str
         t_dep = time.monotonic()
         deploy_all(stack, names, target, workdir)
         deploy_seconds = time.monotonic() - t_dep
+        calm = [f"calm{i:02d}" for i in range(bystanders)]
+        calm_home = stack.federation["clusters"][1]["name"]
+        if calm:
+            (workdir / "calm").mkdir(exist_ok=True)
+            deploy_all(stack, calm, calm_home, workdir / "calm")
         stack.start_replicas(3, options)
         stack.wait_leader(30)
         # let the new leader settle (heartbeat grace) and observe every application once
@@ -295,6 +325,8 @@ def one_k(k: int, workdir: Path, options: list[str], timeout: float) -> dict[str
         counts = log_counts(stack, offsets)
         term1 = max(terms(stack) or [term0])
         heal = list(healed.values())
+        moved = sorted(n for n, where in placed_on(stack, calm).items() if where != {calm_home})
+        back = recovery(stack, target, names, after_recovery)
         return {
             "k": k,
             "failed_cluster": target,
@@ -314,9 +346,33 @@ def one_k(k: int, workdir: Path, options: list[str], timeout: float) -> dict[str
             if heal and not pending and story["first_decision_seconds"] is not None
             else None,
             **resources,
+            "bystanders": len(calm),
+            "bystanders_moved": len(moved),
+            "bystanders_moved_names": moved,
+            **back,
         }
     finally:
         stack.close()
+
+
+def recovery(stack: Stack, cluster: str, names: list[str], watch: float) -> dict[str, Any]:
+    """Recover the failed cluster and watch the failback for ``watch`` seconds: the decisions
+    the controller takes, their peak per minute, and the orphans left on that cluster."""
+    if watch <= 0:
+        return {}
+    after = max([e["id"] for e in stack.admin.list_events(limit=1, after_id=None)] or [0])
+    stack.testbed("recover", cluster)
+    time.sleep(watch)
+    events = [e for e in stack.admin.list_events(limit=1000, after_id=after) if e.get("role") == "controller"]
+    decided = [e["ts"] for e in events if e["type"] == journal.DECISION]
+    left = orphans_on(stack, cluster, names)
+    return {
+        "after_recovery_seconds": watch,
+        "failback_moves": len(decided),
+        "failback_peak_per_minute": peak_per_minute(decided),
+        "orphans": len(left),
+        "orphan_names": left[:20],
+    }
 
 
 def main() -> int:
@@ -325,6 +381,10 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for a heal")
     parser.add_argument(
         "--controller-option", action="append", default=[], help="extra option for every replica"
+    )
+    parser.add_argument("--bystanders", type=int, default=3, help="healthy applications on another cluster")
+    parser.add_argument(
+        "--after-recovery", type=float, default=90.0, help="seconds to watch the failback (0: do not recover)"
     )
     parser.add_argument("--json", action="store_true", help="print JSON only")
     parser.add_argument("--out", help="also write the JSON here")
@@ -335,10 +395,14 @@ def main() -> int:
         if args.keep:
             workdir = Path(args.keep) / f"k{k}"
             workdir.mkdir(parents=True, exist_ok=False)
-            res = one_k(k, workdir, args.controller_option, args.timeout)
+            res = one_k(
+                k, workdir, args.controller_option, args.timeout, args.bystanders, args.after_recovery
+            )
         else:
             with tempfile.TemporaryDirectory(prefix=f"heal-k{k}-") as tmp:
-                res = one_k(k, Path(tmp), args.controller_option, args.timeout)
+                res = one_k(
+                    k, Path(tmp), args.controller_option, args.timeout, args.bystanders, args.after_recovery
+                )
         results.append(res)
         if not args.json:
             print(json.dumps(res), file=sys.stderr, flush=True)

@@ -24,7 +24,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBCl
 from support import free_port, qonnect_cmd
 from support.federation import registration
 
-__all__ = ["BIN", "REPO", "Stack", "free_port", "qonnect_cmd", "wait_for"]
+__all__ = ["BIN", "REPO", "Stack", "free_port", "qonnect_cmd", "small_app", "wait_for"]
 
 REPO = Path(__file__).resolve().parents[3]
 PY = sys.executable
@@ -34,6 +34,33 @@ BIN = Path(PY).parent
 def wait_for(predicate: Any, timeout: float, interval: float = 0.1, what: str = "condition") -> Any:
     """support.wait_for with this harness's positional order (timeout, interval, what)."""
     return support.wait_for(predicate, timeout, what, interval=interval)
+
+
+def small_app(name: str, revision: str = "1") -> dict[str, Any]:
+    """An Application of one service, one Deployment of one 10m-CPU container (``revision`` in
+    its environment: a new value is a new spec version), for tests and benchmarks that need
+    many applications on a small fleet."""
+    container = {
+        "name": "web",
+        "image": "nginx",
+        "env": [{"name": "REVISION", "value": revision}],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [container]}},
+        },
+    }
+    return {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": name},
+        "spec": {"services": [{"name": "web", "manifests": [deployment]}]},
+    }
 
 
 class Replica:

@@ -16,36 +16,12 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
-from _controller_stack import BIN, REPO, Stack, wait_for
+from _controller_stack import BIN, REPO, Stack, small_app, wait_for
 from qonnect.controller import journal
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 OPTIONS = ["--agent-interval", "1", "--max-concurrent-runs", "1", "--batch-size", "10"]
-
-
-def spec(name: str, env: str = "1") -> dict:
-    container = {
-        "name": "web",
-        "image": "nginx",
-        "env": [{"name": "REVISION", "value": env}],
-        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-    }
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [container]}},
-        },
-    }
-    return {
-        "apiVersion": "qonnect.io/v1",
-        "kind": "Application",
-        "metadata": {"name": name},
-        "spec": {"services": [{"name": "web", "manifests": [deployment]}]},
-    }
 
 
 def deploy(stack: Stack, body: dict, **extra: object) -> None:
@@ -94,12 +70,12 @@ def ours(stack: Stack, app: str) -> list[dict]:
 
 def test_a_version_the_deploy_applies_is_not_placed_again_by_the_controller(fleet: Stack):
     stack = fleet
-    deploy(stack, spec("shop", "1"))
+    deploy(stack, small_app("shop", "1"))
     stack.start_replicas(3, OPTIONS)
     try:
         leader = stack.wait_leader(30)
         wait_for(lambda: (leader.status() or {}).get("versions", {}).get("shop") == 1, 30, 0.2, "v1 observed")
-        deploy(stack, spec("shop", "2"))  # a new version, stored and applied by the playbook
+        deploy(stack, small_app("shop", "2"))  # a new version, stored and applied by the playbook
         wait_for(
             lambda: any((r.status() or {}).get("versions", {}).get("shop") == 2 for r in stack.replicas),
             30,
@@ -126,7 +102,7 @@ def test_a_fleet_heals_with_the_stored_policy_in_one_bounded_batched_run(fleet: 
     allowed = names[:2]
     excluded = sorted(set(names) - set(allowed))
     for app in apps:
-        deploy(stack, spec(app), scorer="optimal", exclude=excluded)
+        deploy(stack, small_app(app), scorer="optimal", exclude=excluded)
     target = next(iter(_placed(stack, apps[0])))
     on_target = [a for a in apps if _placed(stack, a) == {target}]
     assert on_target, {a: _placed(stack, a) for a in apps}

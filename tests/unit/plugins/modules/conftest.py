@@ -8,6 +8,7 @@ logic; tests/integration/ansible runs the same modules against the real KB.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
@@ -68,4 +69,32 @@ def memory_clusters(monkeypatch):
     # The deploy runner builds its Deployer through k8s/render.py (one renderer with the reconciler).
     monkeypatch.setattr(deploy, "Deployer", factory)
     monkeypatch.setattr(render, "Deployer", factory)
+    return clusters, log
+
+
+ROOT = Path(__file__).resolve().parents[4]
+ENERGY = str(ROOT / "examples" / "bookinfo" / "energy-first.yml")
+PAPER = json.loads((ROOT / "examples" / "inventories" / "paper.json").read_text())
+
+
+@pytest.fixture
+def federation(run_module, kb, memory_clusters):
+    """The paper's clusters registered in the KB and in memory, bookinfo (energy first)
+    stored: (cluster names, the in-memory clusters' write log)."""
+    clusters, log = memory_clusters
+    for name in clusters:
+        kb.clusters[name] = {
+            "name": name,
+            "tier": name.split("-")[0],
+            "kubeconfig": f"/k/{name}.yaml",
+            "labels": {},
+        }
+    kb.inventory_doc = {
+        "clusters": [c for c in PAPER["clusters"] if c["name"] in clusters],
+        "latency_ms": PAPER.get("latency_ms", {}),
+        "placements": {},
+    }
+    from ansible_collections.qonnect.core.plugins.modules import application
+
+    run_module(application, {"src": ENERGY})
     return clusters, log

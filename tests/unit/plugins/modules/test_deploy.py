@@ -5,31 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-from ansible_collections.qonnect.core.plugins.modules import application, deploy
+from ansible_collections.qonnect.core.plugins.modules import deploy
 
 ROOT = Path(__file__).resolve().parents[4]
 ENERGY = str(ROOT / "examples" / "bookinfo" / "energy-first.yml")
-PAPER = json.loads((ROOT / "examples" / "inventories" / "paper.json").read_text())
-
-
-@pytest.fixture
-def federation(run_module, kb, memory_clusters):
-    clusters, log = memory_clusters
-    for name in clusters:
-        kb.clusters[name] = {
-            "name": name,
-            "tier": name.split("-")[0],
-            "kubeconfig": f"/k/{name}.yaml",
-            "labels": {},
-        }
-    kb.inventory_doc = {
-        "clusters": [c for c in PAPER["clusters"] if c["name"] in clusters],
-        "latency_ms": PAPER.get("latency_ms", {}),
-        "placements": {},
-    }
-    run_module(application, {"src": ENERGY})
-    return clusters, log
 
 
 def ready_deployments(cluster):

@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import json
 import syslog
-from pathlib import Path
 
 import pytest
-from ansible_collections.qonnect.core.plugins.modules import application, deploy
+from ansible_collections.qonnect.core.plugins.modules import deploy
 
-ROOT = Path(__file__).resolve().parents[4]
-ENERGY = str(ROOT / "examples" / "bookinfo" / "energy-first.yml")
-PAPER = json.loads((ROOT / "examples" / "inventories" / "paper.json").read_text())
 TOKEN = "planted-kubeconfig-token-91c2"
 
 
@@ -32,25 +28,6 @@ def kubeconfig(cluster: str) -> dict:
 
 
 @pytest.fixture
-def federation(run_module, kb, memory_clusters):
-    clusters, _log = memory_clusters
-    for name in clusters:
-        kb.clusters[name] = {
-            "name": name,
-            "tier": name.split("-")[0],
-            "kubeconfig": f"/k/{name}.yaml",
-            "labels": {},
-        }
-    kb.inventory_doc = {
-        "clusters": [c for c in PAPER["clusters"] if c["name"] in clusters],
-        "latency_ms": PAPER.get("latency_ms", {}),
-        "placements": {},
-    }
-    run_module(application, {"src": ENERGY})
-    return clusters
-
-
-@pytest.fixture
 def syslogged(monkeypatch):
     """What the module hands to syslog (AnsibleModule logs its invocation there)."""
     lines: list[str] = []
@@ -60,14 +37,15 @@ def syslogged(monkeypatch):
 
 
 def test_kubeconfig_content_is_masked_and_clusters_stay_readable(run_module, federation, syslogged):
-    kubeconfigs = {name: kubeconfig(name) for name in federation}
+    clusters, _log = federation
+    kubeconfigs = {name: kubeconfig(name) for name in clusters}
     out = run_module(deploy, {"name": "bookinfo", "kubeconfigs": kubeconfigs, "kb_token": "qkb_unit_admin"})
     assert out["changed"] and not out.get("failed"), out
     shown = json.dumps(out)
     assert TOKEN not in shown and "qkb_unit_admin" not in shown
     assert out["plan"]["services"]["ratings"][0]["cluster"] == "edge-1"  # not VALUE_SPECIFIED_IN_NO_LOG...
     assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" not in json.dumps(out["plan"])
-    assert set(out["invocation"]["module_args"]["kubeconfigs"]) == set(federation)
+    assert set(out["invocation"]["module_args"]["kubeconfigs"]) == set(clusters)
     logged = "\n".join(syslogged)
     assert "Invoked with" in logged and "kubeconfigs=NOT_LOGGING_PARAMETER" in logged
     assert TOKEN not in logged and "qkb_unit_admin" not in logged
