@@ -364,12 +364,14 @@ def recovery(stack: Stack, cluster: str, names: list[str], watch: float) -> dict
     stack.testbed("recover", cluster)
     time.sleep(watch)
     events = [e for e in stack.admin.list_events(limit=1000, after_id=after) if e.get("role") == "controller"]
-    decided = [e["ts"] for e in events if e["type"] == journal.DECISION]
+    decisions = [e for e in events if e["type"] == journal.DECISION]
+    decided = [e["ts"] for e in decisions]
     left = orphans_on(stack, cluster, names)
     return {
         "after_recovery_seconds": watch,
         "failback_moves": len(decided),
         "failback_peak_per_minute": peak_per_minute(decided),
+        "failback_decisions": [f"{e.get('application')}: {e.get('reason')}" for e in decisions[:20]],
         "orphans": len(left),
         "orphan_names": left[:20],
     }

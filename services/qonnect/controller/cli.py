@@ -13,7 +13,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from qonnect.controller.detector import CLUSTER_GRACE, CLUSTER_GRACE_LABEL, PROGRESSING_BACKSTOP
+from qonnect.controller.detector import (
+    CLUSTER_GRACE,
+    CLUSTER_GRACE_LABEL,
+    MAX_VERSION_FAILURES,
+    PROGRESSING_BACKSTOP,
+)
 from qonnect.controller.timeouts import DEFAULT_WAIT_TIMEOUT, OWN_VARS, RUN_OVERHEAD, run_timeout_for
 from qonnect.errors import UserError
 
@@ -70,6 +75,13 @@ def add_parser(subparsers: Any) -> None:
         "(the leader probes the API itself meanwhile) before its applications move (default "
         f"%(default)gs: a 15 s API-server outage never migrates); a cluster's label "
         f"{CLUSTER_GRACE_LABEL} overrides it",
+    )
+    run.add_argument(
+        "--max-version-failures",
+        type=int,
+        default=MAX_VERSION_FAILURES,
+        help="a service of one spec version that failed on this many clusters is not moved again "
+        "(a controller.version.failing event names the clusters and the reason; default %(default)s)",
     )
     run.add_argument("--tick", type=float, default=1.0, help="seconds between detector runs")
     run.add_argument(
@@ -144,6 +156,12 @@ def add_parser(subparsers: Any) -> None:
 def _positive(value: float, flag: str) -> float:
     if not value > 0:
         raise UserError(f"{flag}: expected a number of seconds > 0, got {value:g}")
+    return value
+
+
+def _at_least_one(value: int, flag: str) -> int:
+    if value < 1:
+        raise UserError(f"{flag}: expected a count >= 1, got {value}")
     return value
 
 
@@ -230,6 +248,7 @@ def _run(args: argparse.Namespace) -> int:
         hysteresis=args.hysteresis,
         node_grace=max(timeout, 10.0),
         cluster_grace=_non_negative(args.cluster_grace, "--cluster-grace"),
+        max_version_failures=_at_least_one(args.max_version_failures, "--max-version-failures"),
     )
     cfg = Config(
         self_addr=args.self_addr,

@@ -50,6 +50,8 @@ PROGRESSING_BACKSTOP = 900.0
 # The controller's default cluster grace (``--cluster-grace``): longer than a 15 s API-server
 # outage plus an agent interval and a probe's cache, so such a blip never migrates anything.
 CLUSTER_GRACE = 20.0
+# a service of one spec version that failed on this many clusters stops moving (issue 22.4)
+MAX_VERSION_FAILURES = 2
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Settings:
     retry_cooldown: float = 30.0
     hysteresis: float = 0.1
     cluster_grace: float = 0.0  # seconds a cluster stays suspect before it is down (CLI: CLUSTER_GRACE)
+    max_version_failures: int = MAX_VERSION_FAILURES
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,9 @@ class Memory:
     degraded_since: dict[str, float] = field(default_factory=dict)  # some node not Ready since
     noticed: dict[str, str] = field(default_factory=dict)  # cluster -> the notice kind announced
     notices: list[Notice] = field(default_factory=list)  # for the loop to post (and clear)
+    failing_reported: set[tuple[str, int | None, str | None]] = field(
+        default_factory=set
+    )  # app, version, service
 
 
 @dataclass(frozen=True)
@@ -416,34 +422,50 @@ def _first_trigger(
         if w.get("application") != app or w.get("cluster") not in services.get(w.get("service", ""), ()):
             continue
         cluster, service = w["cluster"], w.get("service")
-        if w.get("status") == "Failed":
-            return Trigger(
-                app,
-                "workload-failed",
-                f"service {service} Failed on {cluster}: {w.get('reason') or 'no reason given'}",
-                tuple(sorted({cluster} | set(suspects) | unstable)),
-                service,
-                version,
-                float(w.get("since") or now),
-                (cluster,),
-            )
         since = memory.progressing_since.get((cluster, app, service or ""))
-        if (
+        if w.get("status") == "Failed":
+            kind, why = "workload-failed", f"Failed on {cluster}: {w.get('reason') or 'no reason given'}"
+            began = float(w.get("since") or now)
+        elif (
             w.get("status") == "Progressing"
             and since is not None
             and now - since > settings.progressing_timeout
         ):
+            kind = "workload-stuck"
+            why = f"Progressing on {cluster} for {now - since:.0f}s > {settings.progressing_timeout:g}s"
+            began = since
+        else:
+            continue
+        # the clusters this version of the service already failed on, by the replicated log: a
+        # move never goes back to one, and a version failing on enough of them stops moving
+        tried = failed_on(log, app, version, service) | {cluster}
+        if len(tried) >= settings.max_version_failures:
             return Trigger(
                 app,
-                "workload-stuck",
-                f"service {service} Progressing on {cluster} for "
-                f"{now - since:.0f}s > {settings.progressing_timeout:g}s",
-                tuple(sorted({cluster} | set(suspects) | unstable)),
+                VERSION_FAILING,
+                f"version {version} of {app}: service {service} {why}; it already failed on "
+                f"{', '.join(sorted(tried - {cluster})) or 'no other cluster'} - {len(tried)} clusters "
+                f"(at most {settings.max_version_failures}): the version fails, not the clusters; not "
+                "moving it again (deploy a version that works, or roll back to the last one that did)",
+                (),
                 service,
                 version,
-                since,
-                (cluster,),
+                began,
+                tuple(sorted(tried)),
             )
+        return Trigger(
+            app,
+            kind,
+            f"service {service} {why}"
+            + (
+                f" (it already failed on {', '.join(sorted(tried - {cluster}))})" if tried - {cluster} else ""
+            ),
+            tuple(sorted(tried | set(suspects) | unstable)),
+            service,
+            version,
+            began,
+            tuple(sorted(tried)),
+        )
     known = log.versions.get(app)
     if version is not None and known is not None and version != known:
         return Trigger(
@@ -456,6 +478,24 @@ def _first_trigger(
             now,
         )
     return None
+
+
+VERSION_FAILING = "version-failing"  # a trigger the leader reports and does not act on
+FAILURE_KINDS = ("workload-failed", "workload-stuck")
+
+
+def failed_on(log: DecisionLog, app: str, version: int | None, service: str | None) -> set[str]:
+    """Clusters on which this spec version of the service failed, by the decisions the log
+    keeps (each pins the cluster it moved the service away from)."""
+    return {
+        c
+        for d in log.decisions.values()
+        if d["app"] == app
+        and d.get("spec_version") == version
+        and d.get("service") == service
+        and d.get("kind") in FAILURE_KINDS
+        for c in d.get("pinned") or ()
+    }
 
 
 def recently_recovered(

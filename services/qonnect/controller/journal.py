@@ -30,6 +30,7 @@ DEFERRED = "controller.decision.deferred"  # no attempt now: e.g. no eligible cl
 RECONCILED = "controller.cluster.reconciled"  # a recovered cluster was cleaned of what the KB does not place
 CLUSTER_EVENT = "controller.cluster."  # + a detector Notice kind: what the leader saw, no move made
 RECOVERED = CLUSTER_EVENT + "cluster-recovered"  # seen down or suspect, then back: when (durable memory)
+VERSION_FAILING = "controller.version.failing"  # a version failed on enough clusters: not moved again
 DONE = (SUCCEEDED, GAVE_UP, SUPERSEDED)  # a decision with one of these events has ended
 
 
@@ -175,6 +176,21 @@ def post_notice(kb: Any, notice: Notice, fence: dict[str, int] | None) -> dict[s
         "message": notice.text[:8000],
         "cluster": notice.cluster,
         "ts": notice.ts,
+    }
+    if fence:
+        event["fencing"] = {"term": int(fence["term"]), "seq": int(fence["seq"])}
+    return kb.post_event(event)
+
+
+def post_version_failing(kb: Any, trigger: Any, fence: dict[str, int] | None) -> dict[str, Any]:
+    """Say that a spec version fails wherever it went and is no longer moved (the clusters it
+    failed on and the last reason are in the message), under the leader's fence."""
+    event: dict[str, Any] = {
+        "type": VERSION_FAILING,
+        "reason": "version-failing",
+        "message": trigger.reason[:8000],
+        "application": trigger.app,
+        "ts": trigger.failed_at,
     }
     if fence:
         event["fencing"] = {"term": int(fence["term"]), "seq": int(fence["seq"])}

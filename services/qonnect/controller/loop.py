@@ -39,6 +39,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAUL
 from qonnect.controller import journal, proctree
 from qonnect.controller.confirm import Confirmer
 from qonnect.controller.detector import (
+    VERSION_FAILING,
     Memory,
     Replanner,
     Settings,
@@ -334,6 +335,8 @@ class Controller:
         machine = self.node.machine
         triggers, observe = detect(snapshot, machine, self.memory, self.cfg.settings, self.replan)
         self._post_notices()
+        self._report_failing([t for t in triggers if t.kind == VERSION_FAILING])
+        triggers = [t for t in triggers if t.kind != VERSION_FAILING]
         triggers, observe = self._pace(triggers, observe, snapshot.now)
         for app, version in observe:
             self._propose({"op": "observe", "app": app, "version": version})
@@ -361,6 +364,20 @@ class Controller:
                 journal.post_notice(self.kb, notice, self.lead_token)
             except KBError as exc:
                 log.info("cannot record %s of %s: %s", notice.kind, notice.cluster, exc)
+
+    def _report_failing(self, triggers: list[Trigger]) -> None:
+        """A version that failed on enough clusters is reported once (per leader), never moved."""
+        for trigger in triggers:
+            key = (trigger.app, trigger.spec_version, trigger.service)
+            if key in self.memory.failing_reported:
+                continue
+            log.warning("not moving %s: %s", trigger.app, trigger.reason)
+            try:
+                journal.post_version_failing(self.kb, trigger, self.lead_token)
+            except KBError as exc:
+                log.info("cannot record the failing version of %s: %s", trigger.app, exc)
+                continue
+            self.memory.failing_reported.add(key)
 
     def _pace(
         self, triggers: list[Trigger], observe: list[tuple[str, int | None]], now: float

@@ -36,20 +36,22 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.1, what: str = 
     return support.wait_for(predicate, timeout, what, interval=interval)
 
 
-def small_app(name: str, revision: str = "1") -> dict[str, Any]:
+def small_app(
+    name: str, revision: str = "1", image: str = "nginx", annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     """An Application of one service, one Deployment of one 10m-CPU container (``revision`` in
     its environment: a new value is a new spec version), for tests and benchmarks that need
     many applications on a small fleet."""
     container = {
         "name": "web",
-        "image": "nginx",
+        "image": image,
         "env": [{"name": "REVISION", "value": revision}],
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
     }
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "web"},
+        "metadata": {"name": "web", **({"annotations": annotations} if annotations else {})},
         "spec": {
             "selector": {"matchLabels": {"app": "web"}},
             "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [container]}},
