@@ -21,7 +21,7 @@ from typing import Any
 
 from qonnect.agent.buffer import Outbox
 from qonnect.agent.collector import MAX_TEXT, CollectError, ForbiddenError
-from qonnect.agent.latency import Prober
+from qonnect.agent.latency import Prober, Smoothed
 from qonnect.agent.sequence import Resync, Sequence
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ class Agent:
             source_address=source_address,
             ca_paths=ca_paths,
         )
+        self.smoothed = Smoothed()
         self.stop_event = stop_event or threading.Event()
         self._kb_down: str | None = None
         self._cluster_down: str | None = None
@@ -86,7 +87,7 @@ class Agent:
             if self._cluster_down != error:
                 log.warning("cluster %s: API unreachable: %s", self.cluster, error)
             self._cluster_down = error
-        latencies = self.prober.measure()
+        latencies = self.smoothed.add(self.prober.measure())
         return {
             "seq": self.sequence.next(),
             "ts": round(time.time(), 6),

@@ -94,3 +94,23 @@ def test_peers_are_parsed_and_bad_entries_named():
         parse_peers("a=ftp://x")
     with pytest.raises(ValueError, match="given twice"):
         parse_peers("a=http://x,a=http://y")
+
+
+def test_one_slow_probe_does_not_move_the_reported_latency_a_sustained_change_does():
+    """Issue 22.6: one probe per tick read 7-50 ms on a 4 ms link under load."""
+    from qonnect.agent.latency import Smoothed
+
+    smooth = Smoothed(5)
+    reported = [smooth.add({"edge-2": ms})["edge-2"] for ms in (4.0, 4.2, 50.0, 3.9, 4.1)]
+    assert max(reported) < 10.0, reported  # a spike never reaches a 10 ms bound
+    reported = [smooth.add({"edge-2": ms})["edge-2"] for ms in (20.0, 21.0, 20.5)]
+    assert reported[-1] >= 20.0, reported  # three of five probes slower: reported slower
+
+
+def test_a_target_that_stops_answering_is_left_out_and_starts_afresh():
+    from qonnect.agent.latency import Smoothed
+
+    smooth = Smoothed(3)
+    smooth.add({"kb": 1.0, "edge-2": 4.0})
+    assert smooth.add({"kb": 1.0}) == {"kb": 1.0}  # edge-2 unreachable: not reported
+    assert smooth.add({"kb": 1.0, "edge-2": 9.0}) == {"kb": 1.0, "edge-2": 9.0}  # no stale 4 ms
