@@ -14,8 +14,9 @@ workloads its agents report (not from the controller's own events). Reported per
 - children_peak_rss_mib / children_cpu_seconds: everything the controller replicas started
   (sampled from /proc every 0.25 s; CPU of reaped children from the replicas' cutime/cstime),
   and the replicas' own CPU;
-- bystanders_moved: of ``--bystanders`` applications placed on another cluster (healthy all
-  along), how many the KB shows placed elsewhere once the heal is over (should be 0);
+- bystanders_moved: of ``--bystanders`` applications placed off the failing cluster (healthy
+  all along), how many the controller decided to move or the KB shows elsewhere, during the heal
+  and the failback (should be 0);
 - after the failed cluster recovers (``--after-recovery`` seconds watched): failback_moves
   (controller decisions in that window) and their peak per sliding minute, and orphans: the
   Deployments qonnect applied (``qonnect.io/application`` label) that the recovered cluster
@@ -66,7 +67,8 @@ PLAY = """
     - name: Deploy every application onto one cluster
       qonnect.core.deploy:
         spec: "{{ item }}"
-        plan: {services: {web: [{cluster: "{{ target }}", replicas: 1}]}}
+        plan: "{{ omit if bystander else {'services': {'web': [{'cluster': target, 'replicas': 1}]}} }}"
+        exclude: "{{ [target] if bystander else omit }}"
         wait_timeout: 60
       loop: "{{ apps }}"
       loop_control: {label: "{{ item.metadata.name }}"}
@@ -157,7 +159,10 @@ class Sampler(threading.Thread):
 # -- one k ---------------------------------------------------------------------------------------
 
 
-def deploy_all(stack: Stack, names: list[str], target: str, workdir: Path) -> None:
+def deploy_all(stack: Stack, names: list[str], target: str, workdir: Path, bystander: bool = False) -> None:
+    """The applications placed on ``target`` by a plan; bystanders placed by the engine anywhere
+    but ``target`` (their stored exclusion also keeps QoS-drift moves off them: any decision
+    about one is a move of a healthy workload the failure caused)."""
     play = workdir / "deploy-all.yml"
     play.write_text(PLAY)
     extra = workdir / "apps.json"
@@ -166,6 +171,7 @@ def deploy_all(stack: Stack, names: list[str], target: str, workdir: Path) -> No
             {
                 "apps": [small_app(n) for n in names],
                 "target": target,
+                "bystander": bystander,
                 "kb_url": stack.kb_url,
                 "kb_token_file": str(stack.admin_token),
             }
@@ -288,10 +294,10 @@ def one_k(
         deploy_all(stack, names, target, workdir)
         deploy_seconds = time.monotonic() - t_dep
         calm = [f"calm{i:02d}" for i in range(bystanders)]
-        calm_home = stack.federation["clusters"][1]["name"]
         if calm:
             (workdir / "calm").mkdir(exist_ok=True)
-            deploy_all(stack, calm, calm_home, workdir / "calm")
+            deploy_all(stack, calm, target, workdir / "calm", bystander=True)
+        calm_home = placed_on(stack, calm)
         stack.start_replicas(3, options)
         stack.wait_leader(30)
         # let the new leader settle (heartbeat grace) and observe every application once
@@ -325,8 +331,15 @@ def one_k(
         counts = log_counts(stack, offsets)
         term1 = max(terms(stack) or [term0])
         heal = list(healed.values())
-        moved = sorted(n for n, where in placed_on(stack, calm).items() if where != {calm_home})
         back = recovery(stack, target, names, after_recovery)
+        touched = {  # every controller decision about a bystander, heal and failback
+            e["application"]
+            for e in stack.admin.list_events(limit=1000, after_id=after)
+            if e.get("role") == "controller"
+            and e["type"] == journal.DECISION
+            and e.get("application") in calm
+        }
+        moved = sorted(touched | {n for n, where in placed_on(stack, calm).items() if where != calm_home[n]})
         return {
             "k": k,
             "failed_cluster": target,
