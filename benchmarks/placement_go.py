@@ -38,38 +38,38 @@ QOS = {"energy": 0.6, "pricing": 0.3, "performance": 0.3}
 HARNESS = """package main
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
-	"strconv"
-	"time"
+    "encoding/json"
+    "fmt"
+    "os"
+    "strconv"
+    "time"
 
-	"bordabench/borda"
-	"bordabench/domain"
+    "bordabench/borda"
+    "bordabench/domain"
 )
 
 type input struct {
-	QoS   domain.QoS     `json:"qos"`
-	Nodes []*domain.Node `json:"nodes"`
+    QoS   domain.QoS     `json:"qos"`
+    Nodes []*domain.Node `json:"nodes"`
 }
 
 func main() {
-	raw, _ := os.ReadFile(os.Args[1])
-	runs, _ := strconv.Atoi(os.Args[2])
-	times := make([]float64, 0, runs)
-	var cluster string
-	for r := 0; r < runs; r++ {
-		t0 := time.Now()
-		var in input
-		if err := json.Unmarshal(raw, &in); err != nil {
-			panic(err)
-		}
-		s := borda.Borda{}
-		cluster, _ = s.ScoreAndFilterNodes(in.Nodes, in.QoS)
-		times = append(times, float64(time.Since(t0).Nanoseconds())/1e6)
-	}
-	out, _ := json.Marshal(map[string]any{"cluster": cluster, "ms": times})
-	fmt.Println(string(out))
+    raw, _ := os.ReadFile(os.Args[1])
+    runs, _ := strconv.Atoi(os.Args[2])
+    times := make([]float64, 0, runs)
+    var cluster string
+    for r := 0; r < runs; r++ {
+        t0 := time.Now()
+        var in input
+        if err := json.Unmarshal(raw, &in); err != nil {
+            panic(err)
+        }
+        s := borda.Borda{}
+        cluster, _ = s.ScoreAndFilterNodes(in.Nodes, in.QoS)
+        times = append(times, float64(time.Since(t0).Nanoseconds())/1e6)
+    }
+    out, _ := json.Marshal(map[string]any{"cluster": cluster, "ms": times})
+    fmt.Println(string(out))
 }
 """
 
@@ -169,7 +169,7 @@ def borda_row(bins: tuple[Path, Path], tmp: Path, clusters: int, per: int, go_ru
     per_app: list[float] = []
     go_per_round = max(1, go_runs // py_runs)
     cluster = ""
-    for _ in range(py_runs):
+    for _round in range(py_runs):
         out = subprocess.run(
             [str(harness_bin), str(nodes_file), str(go_per_round)], capture_output=True, text=True, check=True
         )
@@ -211,7 +211,7 @@ def batch_rows(clusters: int, per: int, apps: int, runs: int):
     requests = [one_service(f"app-{i}", tiers[i % 4], 1 + i % 3) for i in range(apps)]
     for scorer in sorted(SCORERS):
         seconds, result = [], None
-        for _ in range(runs):
+        for _run in range(runs):
             start = time.perf_counter()
             result = place_many(requests, inventory, scorer=scorer)  # from the dict: parse included
             seconds.append(time.perf_counter() - start)

@@ -151,7 +151,7 @@ def _plain(value: Any, default: float = 0) -> float | None:
 
 
 def _clean_resources(value: Any) -> dict | None:
-    if type(value) is not dict:
+    if not isinstance(value, dict):
         return None
     out = {r: _plain(value.get(r)) for r in RESOURCES}
     return None if None in out.values() else out
@@ -161,16 +161,21 @@ def _clean_node(raw: Any) -> Node | None:
     """The node a well-formed report describes, in one pass (10,000 nodes at 1000 clusters),
     or None when any field needs :meth:`_Reader.node`'s checks (which then name the bad path).
     Gives the very Node the checked path would: same defaults, same values."""
-    if type(raw) is not dict:
+    if not isinstance(raw, dict):
         return None
     get = raw.get
     name, ready, schedulable = get("name"), get("ready", True), get("schedulable", True)
     pressure, labels, taints = get("pressure"), get("labels"), get("taints")
-    if type(name) is not str or not name or type(ready) is not bool or type(schedulable) is not bool:
+    if (
+        not isinstance(name, str)
+        or not name
+        or not isinstance(ready, bool)
+        or not isinstance(schedulable, bool)
+    ):
         return None
-    if taints or (pressure is not None and type(pressure) is not dict):
+    if taints or (pressure is not None and not isinstance(pressure, dict)):
         return None
-    if labels is not None and type(labels) is not dict:
+    if labels is not None and not isinstance(labels, dict):
         return None
     allocatable, requested = _clean_resources(get("allocatable")), _clean_resources(get("requested"))
     bandwidth, energy, price = (_plain(get(k)) for k in ("bandwidth_gbps", "energy_kwh", "price_eur_h"))
@@ -267,7 +272,7 @@ class _Reader:
         return tuple(out)
 
     def resources(self, value: Any, path: str) -> dict:
-        if type(value) is dict:  # fast path: every resource a plain number >= 0
+        if isinstance(value, dict):  # fast path: every resource a plain number >= 0
             fast: dict[str, Any] = {r: value.get(r) for r in RESOURCES}
             if set(map(type, fast.values())) <= _PLAIN_NUMBERS and min(fast.values()) >= 0:
                 return fast

@@ -711,8 +711,10 @@ class Controller:
             return
         term = self.node.term()
 
+        def still() -> bool:
+            return self._still_leader(term)
+
         def work() -> None:
-            still = lambda: self._still_leader(term)  # noqa: E731
             if len(started) == 1:
                 decision, attempt, token = started[0]
                 outcomes = {decision["id"]: self.executor.run(decision, attempt, token, still)}

@@ -98,13 +98,13 @@ def test_check_mode_shows_the_diff_and_writes_nothing(kb):
     assert recap(kb.playbook(clusters[:2])[0])["changed"] == 1
     before = kb.names("diff-")
     clusters[0]["labels"] = {"zone": "moved"}
-    result, _ = kb.playbook(clusters, "--check", "--diff")
+    result, _kb_log = kb.playbook(clusters, "--check", "--diff")
     assert recap(result)["changed"] == 1 and recap(result)["failed"] == 0, result.stdout[-3000:]
     assert kb.names("diff-") == before  # nothing written
     out = result.stdout
     assert '"moved"' in out and "diff-0002" in out and "diff-0003" in out
     assert "diff-0001" not in out  # unchanged clusters are not in the diff
-    result, _ = kb.playbook(clusters)
+    result, _kb_log = kb.playbook(clusters)
     assert recap(result)["changed"] == 1
     after = kb.names("diff-")
     assert len(after) == 4 and after["diff-0000"]["labels"] == {"zone": "moved"}
@@ -115,7 +115,7 @@ def test_every_failing_cluster_is_named_at_once_and_nothing_is_written(kb):
     clusters = declared("bad-", 5)
     for i in (1, 3):
         del clusters[i]["tier"]
-    result, _ = kb.playbook(clusters)
+    result, _kb_log = kb.playbook(clusters)
     assert recap(result)["failed"] == 1
     msg = result.stdout
     assert "2 of 5 cluster(s) failed (nothing was written)" in msg, msg[-3000:]
@@ -127,6 +127,6 @@ def test_every_failing_cluster_is_named_at_once_and_nothing_is_written(kb):
 def test_removing_many_clusters_in_one_run(kb):
     clusters = declared("gone-", 3)
     assert recap(kb.playbook(clusters)[0])["changed"] == 1
-    result, _ = kb.playbook([dict(c, state="absent") for c in clusters[:2]])
+    result, _kb_log = kb.playbook([dict(c, state="absent") for c in clusters[:2]])
     assert recap(result)["changed"] == 1
     assert list(kb.names("gone-")) == ["gone-0002"]

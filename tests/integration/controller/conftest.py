@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _controller_stack import Stack
+from _controller_stack import REPO, Stack
 
 
 @pytest.fixture()
@@ -43,3 +43,17 @@ def raft3(kb_stack: Stack) -> Iterator[Stack]:
         yield kb_stack
     finally:
         kb_stack.stop_replicas()
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A module's federation: KB, 6 testbed clusters with agents, bookinfo deployed."""
+    stack = Stack(tmp_path_factory.mktemp("federation"))
+    try:
+        stack.start_kb()
+        stack.start_testbed(6)
+        stack.start_agents(1.0)
+        stack.deploy(REPO / "examples" / "bookinfo" / "energy-first.yml")
+        yield stack
+    finally:
+        stack.close()

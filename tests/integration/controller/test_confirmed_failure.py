@@ -17,7 +17,6 @@ from collections.abc import Iterator
 import pytest
 from _controller_stack import Stack, wait_for
 from qonnect.controller import journal
-from test_controller_failover import fed  # noqa: F401 - the same federation (6 clusters, bookinfo)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -26,7 +25,7 @@ OPTIONS = ["--agent-interval", "1"]  # heartbeat timeout 3 s; --cluster-grace: i
 
 
 @pytest.fixture()
-def group(fed: Stack) -> Iterator[Stack]:  # noqa: F811 - the imported fixture
+def group(fed: Stack) -> Iterator[Stack]:
     """One controller replica, leader; afterwards every agent as it was and every cluster healthy."""
     try:
         fed.start_replicas(1, OPTIONS)
@@ -138,7 +137,7 @@ def test_refused_agent_credentials_keep_capacity_and_move_nothing(group: Stack):
     assert hosting(stack) == target
 
 
-def test_a_stalled_host_sees_no_cluster_down(fed: Stack):  # noqa: F811 - the imported fixture
+def test_a_stalled_host_sees_no_cluster_down(fed: Stack):
     """Item 7: the controller and every agent frozen for 10 s (a starved host), the controller
     resumed 2 s before the agents. Even without a cluster grace, the stale heartbeats it reads
     first are no failure: it measured its own lag and waits for agents to be heard again."""

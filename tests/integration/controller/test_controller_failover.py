@@ -23,19 +23,6 @@ APP = "bookinfo"
 OPTIONS = ["--agent-interval", "1"]
 
 
-@pytest.fixture(scope="module")
-def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(tmp_path_factory.mktemp("federation"))
-    try:
-        stack.start_kb()
-        stack.start_testbed(6)
-        stack.start_agents(1.0)
-        stack.deploy(REPO / "examples" / "bookinfo" / "energy-first.yml")
-        yield stack
-    finally:
-        stack.close()
-
-
 @pytest.fixture()
 def group(fed: Stack) -> Iterator[Stack]:
     """Cleans up after a test's controller group and puts failed clusters back."""

@@ -131,7 +131,7 @@ def settle(c: Controller, runner: Runner, runs: int) -> None:
 
 
 def finish_all(c: Controller, runner: Runner, n: int) -> None:
-    for _ in range(n):
+    for _run in range(n):
         runner.release.release()
     deadline = time.monotonic() + 5
     while runner.live and time.monotonic() < deadline:

@@ -73,14 +73,17 @@ def test_drift_moves_wait_for_the_stabilisation_window_then_go_at_a_bounded_rate
 ):
     pacer = Pacer(max_drift_per_minute=2)
     wave = [drift(f"app{i}") for i in range(6)]
-    none = lambda app: []  # noqa: E731
+
+    def none(app: str) -> list:
+        return []
+
     recovered = {"cloud-1": 1000.0}
-    keep, _ = pacer.pace(wave, [], 1010.0, none, recovered, stable_seconds=30)
+    keep, _observe = pacer.pace(wave, [], 1010.0, none, recovered, stable_seconds=30)
     assert keep == []  # cloud-1 came back 10 s ago: nothing moves yet
     with caplog.at_level(logging.WARNING, logger="qonnect.controller"):
         admitted: dict[str, int] = {}
         for now in range(1031, 1031 + 300):  # one tick a second for five minutes
-            keep, _ = pacer.pace(
+            keep, _observe = pacer.pace(
                 [t for t in wave if t.app not in admitted], [], float(now), none, recovered, 30
             )
             admitted.update({t.app: now for t in keep})
@@ -107,7 +110,7 @@ def test_no_drift_move_against_the_applications_stored_policy():
     pacer = Pacer(max_drift_per_minute=10)
     for policy in ({"scorer": "optimal", "exclude": []}, {"scorer": "weighted", "exclude": ["fog-2"]}):
         trail = [{**intent.event("app0", "applied", policy, 1), "id": 1, "ts": 1.0, "role": "admin"}]
-        keep, _ = pacer.pace([drift("app0")], [], 1000.0, lambda app, t=trail: t)
+        keep, _observe = pacer.pace([drift("app0")], [], 1000.0, lambda app, t=trail: t)
         assert keep == [] and "no QoS-drift move" in pacer.waiting()["app0"]
     trail = [
         {
@@ -117,5 +120,5 @@ def test_no_drift_move_against_the_applications_stored_policy():
             "role": "admin",
         }
     ]
-    keep, _ = pacer.pace([drift("app0")], [], 1000.0, lambda app: trail)
+    keep, _observe = pacer.pace([drift("app0")], [], 1000.0, lambda app: trail)
     assert keep == [drift("app0")]

@@ -89,7 +89,7 @@ def test_a_pass_restores_at_most_its_limit(world):
     clusters["c1"].delete("apps/v1", "Deployment", "front-v1", "shop")
     clusters["c2"].delete("apps/v1", "Deployment", "back-v1", "shop")
     healer = healer_for(kb, limit=1)
-    passes = [healer.run(["c1", "c2"], set(), lambda step: None, TOKEN) for _ in range(4)]
+    passes = [healer.run(["c1", "c2"], set(), lambda step: None, TOKEN) for _pass in range(4)]
     assert passes == [0, 1, 1, 0]  # seen, then one a pass (the rest waits), then nothing left
 
 
@@ -168,10 +168,10 @@ def test_an_object_the_cluster_refuses_is_tried_again_only_after_a_while(world):
         return original(obj, dry_run)
 
     clusters["c1"].apply = refuse
-    runs = [healer.run(["c1"], set(), lambda step: None, TOKEN) for _ in range(4)]
+    runs = [healer.run(["c1"], set(), lambda step: None, TOKEN) for _run in range(4)]
     assert runs == [0, 1, 0, 0]  # seen, tried once, then left alone
     now[0] += selfheal.RETRY_SECONDS + 1
     clusters["c1"].apply = original
-    retry = [healer.run(["c1"], set(), lambda step: None, TOKEN) for _ in range(2)]
+    retry = [healer.run(["c1"], set(), lambda step: None, TOKEN) for _run in range(2)]
     assert retry == [0, 1]  # confirmed anew, then restored
     assert clusters["c1"].get("apps/v1", "Deployment", "front-v1", "shop") is not None
