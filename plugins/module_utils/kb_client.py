@@ -253,6 +253,15 @@ class KBClient:
     def application_versions(self, name: str) -> list[dict[str, Any]]:
         return self.request("GET", f"{API}/applications/{_quote(name)}/versions")["versions"]
 
+    def roll_back(
+        self, name: str, failing: int, restores: int, reason: str, fencing: dict[str, int] | None = None
+    ) -> dict[str, Any]:
+        """Store version ``restores``'s spec again as the newest, while ``failing`` is current."""
+        body: dict[str, Any] = {"failing": failing, "restores": restores, "reason": reason}
+        if fencing is not None:
+            body["fencing"] = {"term": int(fencing["term"]), "seq": int(fencing["seq"])}
+        return self.request("POST", f"{API}/applications/{_quote(name)}/rollback", body)
+
     # -- placements ------------------------------------------------------------------------
     def get_placement(self, app: str) -> dict[str, Any]:
         return self.request("GET", f"{API}/placements/{_quote(app)}")

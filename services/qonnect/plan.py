@@ -142,6 +142,13 @@ def render(plan: dict) -> str:
             f"{e['cluster']} x{e['replicas']} ({', '.join(sorted(set(e['nodes'])))})" for e in entries
         )
         lines.append(f"  {svc:<{width}}  -> {where}")
+    for svc, rows in plan.get("bounds", {}).items():
+        for r in rows:
+            held = f", held to {r['limit']:g} ms where it runs now" if r["limit"] > r["bound"] else ""
+            lines.append(
+                f"  {svc:<{width}}     {r['cluster']} is {r['ms']:g} ms from {r['from']}: "
+                f"{r['ms'] / r['bound']:.0%} of maxLatency {r['bound']:g} ms{held}"
+            )
     for svc, rows in plan.get("explanation", {}).items():
         chosen = {e["cluster"] for e in plan["services"].get(svc, [])}
         names = [c for c in (*CRITERIA, "pricing", "capacity") if any(c in r["criteria"] for r in rows)]

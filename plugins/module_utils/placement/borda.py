@@ -90,7 +90,7 @@ def assign(problem) -> tuple[dict, dict]:
     placed: dict[str, list[int]] = {}
     explanation: dict[str, list[dict]] = {}
     for svc in problem.order:
-        ctx = ServiceContext(fleet, svc, problem.exclude)
+        ctx = ServiceContext(fleet, svc, problem.exclude, problem.current_clusters(svc.name))
         ok, culprit, reasons = run_filters(ctx, CONSTRAINT_FILTERS, problem.explain)
         if culprit:
             raise PlacementError(svc.name, culprit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 
 from ansible_collections.qonnect.core.plugins.module_utils.placement.criteria import evaluate
+from ansible_collections.qonnect.core.plugins.module_utils.placement.filters import LATENCY_HOLD
 from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet import (
     Fleet,
     np,
@@ -174,14 +175,43 @@ def place_on(fleet: Fleet, app, scorer: str, exclude, current: dict, hysteresis,
     judge_without_own(fleet, app, current)
     problem = Problem(app, fleet, exclude, current, float(hysteresis), explain)
     assignment, explanation = _scorer(scorer)(problem)
+    plan_services = {s.name: entries_from_assignment(fleet, assignment[s.name]) for s in app.services}
     plan = Plan(
         application=app.name,
         scorer=scorer,
         objective=evaluate(fleet, app, assignment),
-        services={s.name: entries_from_assignment(fleet, assignment[s.name]) for s in app.services},
+        services=plan_services,
         explanation={s.name: explanation[s.name] for s in app.services} if explain else {},
+        bounds=latency_bounds(problem, plan_services) if explain else {},
     )
     return plan, assignment
+
+
+def latency_bounds(problem: Problem, services: dict) -> dict:
+    """How close each chosen cluster is to each maxLatency bound of its service (the measured
+    latency, the bound, and the bound it is held to where the service already ran)."""
+    out: dict[str, list[dict]] = {}
+    for svc in problem.app.services:
+        if not svc.max_latency:
+            continue
+        held = problem.current_clusters(svc.name)
+        rows = []
+        for entry in services.get(svc.name, []):
+            c = problem.fleet.cluster_names.index(entry["cluster"])
+            for m in svc.max_latency:
+                ms = float(problem.fleet.latency_from(m["from"])[c])
+                limit = m["ms"] * (1.0 + LATENCY_HOLD) if held[c] else float(m["ms"])
+                rows.append(
+                    {
+                        "cluster": entry["cluster"],
+                        "from": m["from"],
+                        "ms": ms,
+                        "bound": m["ms"],
+                        "limit": limit,
+                    }
+                )
+        out[svc.name] = rows
+    return out
 
 
 def objective(app, inventory, plan) -> float:

@@ -23,13 +23,22 @@ except ImportError:  # pragma: no cover - exercised only without jmespath
     jmespath = None  # type: ignore[assignment]  # optional dependency
 
 
-class ServiceContext:
-    """What the filters need to judge one service against the current capacity state."""
+# A cluster a service runs on keeps meeting its maxLatency bound up to this much above it: a
+# measured latency (already the median of the agent's last probes) must exceed the bound by
+# more than the band before the placement loses it, so a bound near the measured value does
+# not flap (issue 22.6). New clusters must meet the bound itself.
+LATENCY_HOLD = 0.25
 
-    def __init__(self, fleet, service, exclude: frozenset):
+
+class ServiceContext:
+    """What the filters need to judge one service against the current capacity state
+    (``current``: mask of the clusters the service runs on now, for the latency hold)."""
+
+    def __init__(self, fleet, service, exclude: frozenset, current=None):
         self.fleet = fleet
         self.service = service
         self.exclude = exclude
+        self.current = current
         self.req = request_vector(service)
         self._fits: np.ndarray | None = None
         self._ok: np.ndarray | None = None
@@ -210,20 +219,29 @@ class MaxLatency(Filter):
     def constraint(self, ctx):
         return "maxLatency " + ", ".join(f"{m['ms']:g} ms from {m['from']}" for m in ctx.service.max_latency)
 
+    @staticmethod
+    def bounds(ctx, ms: float):
+        """The bound per cluster: ``ms``, and ``ms`` plus the hold where the service runs now."""
+        if ctx.current is None or not ctx.current.any():
+            return np.full(ctx.fleet.num_clusters, float(ms))
+        return np.where(ctx.current, ms * (1.0 + LATENCY_HOLD), float(ms))
+
     def mask(self, ctx):
         ok = np.ones(ctx.fleet.num_clusters, dtype=bool)
         for m in ctx.service.max_latency:
             lat = ctx.fleet.latency_from(m["from"])
-            ok &= ~np.isnan(lat) & (np.nan_to_num(lat, nan=np.inf) <= m["ms"])
+            ok &= ~np.isnan(lat) & (np.nan_to_num(lat, nan=np.inf) <= self.bounds(ctx, m["ms"]))
         return ok
 
     def reason(self, ctx, c):
         for m in ctx.service.max_latency:
             lat = ctx.fleet.latency_from(m["from"])[c]
+            bound = self.bounds(ctx, m["ms"])[c]
             if np.isnan(lat):
                 return f"no latency measured from {m['from']}"
-            if lat > m["ms"]:
-                return f"latency from {m['from']} is {lat:g} ms > {m['ms']:g} ms"
+            if lat > bound:
+                held = f" (+{LATENCY_HOLD:.0%} where it runs now)" if bound > m["ms"] else ""
+                return f"latency from {m['from']} is {lat:g} ms > {m['ms']:g} ms{held}"
         return ""
 
 

@@ -161,7 +161,7 @@ def assign(problem, time_limit: float | None = None) -> tuple[dict, dict]:  # no
     )
     info: dict[str, dict] = {}
     for svc in problem.order:
-        ctx = ServiceContext(fleet, svc, problem.exclude)
+        ctx = ServiceContext(fleet, svc, problem.exclude, problem.current_clusters(svc.name))
         ok, culprit, reasons = run_filters(ctx, CONSTRAINT_FILTERS, problem.explain)
         cand = np.nonzero(ctx.fits() & ok[fleet.node_cluster])[0]
         if culprit or not len(cand):

@@ -14,9 +14,12 @@ class Plan:
     objective: float
     services: dict
     explanation: dict = field(default_factory=dict)
+    # {service: [{cluster, from, ms, bound, limit}]}: how close each chosen cluster is to each
+    # maxLatency bound (with the explanation only); ``limit`` is the bound the cluster is held to
+    bounds: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "application": self.application,
             "scorer": self.scorer,
             "objective": round(self.objective, 6),
@@ -25,6 +28,9 @@ class Plan:
             },
             "explanation": self.explanation,
         }
+        if self.bounds:
+            out["bounds"] = self.bounds
+        return out
 
     def clusters(self, service: str) -> list[str]:
         return [e["cluster"] for e in self.services.get(service, [])]

@@ -31,7 +31,7 @@ def assign(problem) -> tuple[dict, dict]:
     placed: dict[str, list[int]] = {}
     explanation: dict[str, list[dict]] = {}
     for svc in problem.order:
-        ctx = ServiceContext(fleet, svc, problem.exclude)
+        ctx = ServiceContext(fleet, svc, problem.exclude, problem.current_clusters(svc.name))
         ok, culprit, reasons = run_filters(ctx, ALL_FILTERS, problem.explain)
         if culprit:
             raise PlacementError(svc.name, culprit)
@@ -65,7 +65,7 @@ def _refine(problem, weights, placed, explanation) -> None:
     for svc in problem.order:
         if svc.name not in callers and not svc.depends_on:
             continue
-        ctx = ServiceContext(fleet, svc, problem.exclude)
+        ctx = ServiceContext(fleet, svc, problem.exclude, problem.current_clusters(svc.name))
         old = placed[svc.name]
         for v in old:
             fleet.free[v] += ctx.req

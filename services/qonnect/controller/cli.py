@@ -83,6 +83,14 @@ def add_parser(subparsers: Any) -> None:
         help="a service of one spec version that failed on this many clusters is not moved again "
         "(a controller.version.failing event names the clusters and the reason; default %(default)s)",
     )
+    run.add_argument(
+        "--no-rollback",
+        dest="rollback",
+        action="store_false",
+        help="only report a version that failed on --max-version-failures clusters; by default the "
+        "leader also stores the last version that did not fail again as the newest one and places "
+        "it (one automatic rollback per failing deploy; a controller.version.rolled-back event)",
+    )
     run.add_argument("--tick", type=float, default=1.0, help="seconds between detector runs")
     run.add_argument(
         "--progressing-timeout",
@@ -263,6 +271,7 @@ def _run(args: argparse.Namespace) -> int:
         http_port=int(http_port),
         tick=_positive(args.tick, "--tick"),
         max_attempts=args.max_attempts,
+        rollback=args.rollback,
         **pacing,
         wait_timeout=wait_timeout,
         run_timeout=run_timeout_for(wait_timeout),

@@ -126,6 +126,7 @@ class Memory:
     failing_reported: set[tuple[str, int | None, str | None]] = field(
         default_factory=set
     )  # app, version, service
+    rollback_tried: set[tuple[str, int | None]] = field(default_factory=set)  # app, failing version
 
 
 @dataclass(frozen=True)
@@ -418,6 +419,19 @@ def _first_trigger(
             min(no_node[c] for c in on_no_node),
             tuple(on_no_node),
         )
+    # a new version not yet placed goes first: the workloads that run now are the old version's,
+    # their failures are no evidence against it (a rollback's version replaces a failing one)
+    known = log.versions.get(app)
+    if version is not None and known is not None and version != known:
+        return Trigger(
+            app,
+            "spec-changed",
+            f"application spec changed: version {known} -> {version}",
+            tuple(sorted(suspects)),
+            None,
+            version,
+            now,
+        )
     for w in sorted(snapshot.workloads, key=lambda w: (w.get("service", ""), w.get("cluster", ""))):
         if w.get("application") != app or w.get("cluster") not in services.get(w.get("service", ""), ()):
             continue
@@ -465,17 +479,6 @@ def _first_trigger(
             version,
             began,
             tuple(sorted(tried)),
-        )
-    known = log.versions.get(app)
-    if version is not None and known is not None and version != known:
-        return Trigger(
-            app,
-            "spec-changed",
-            f"application spec changed: version {known} -> {version}",
-            tuple(sorted(suspects)),
-            None,
-            version,
-            now,
         )
     return None
 

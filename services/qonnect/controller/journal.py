@@ -31,6 +31,7 @@ RECONCILED = "controller.cluster.reconciled"  # a recovered cluster was cleaned 
 CLUSTER_EVENT = "controller.cluster."  # + a detector Notice kind: what the leader saw, no move made
 RECOVERED = CLUSTER_EVENT + "cluster-recovered"  # seen down or suspect, then back: when (durable memory)
 VERSION_FAILING = "controller.version.failing"  # a version failed on enough clusters: not moved again
+ROLLED_BACK = "controller.version.rolled-back"  # ... and an older version's spec stored again as the newest
 DONE = (SUCCEEDED, GAVE_UP, SUPERSEDED)  # a decision with one of these events has ended
 
 
@@ -191,6 +192,26 @@ def post_version_failing(kb: Any, trigger: Any, fence: dict[str, int] | None) ->
         "message": trigger.reason[:8000],
         "application": trigger.app,
         "ts": trigger.failed_at,
+    }
+    if fence:
+        event["fencing"] = {"term": int(fence["term"]), "seq": int(fence["seq"])}
+    return kb.post_event(event)
+
+
+def post_rolled_back(
+    kb: Any, trigger: Any, restored: int, stored: int, fence: dict[str, int] | None
+) -> dict[str, Any]:
+    """Say that a failing version was rolled back: which version's spec is stored again, as
+    which new version, and why (the failing event's text: clusters and reasons)."""
+    event: dict[str, Any] = {
+        "type": ROLLED_BACK,
+        "reason": "version-rollback",
+        "message": (
+            f"rolled {trigger.app} back from version {trigger.spec_version} to version {restored}'s spec, "
+            f"stored as version {stored}: {trigger.reason}"
+        )[:8000],
+        "application": trigger.app,
+        "ref": {"failing": trigger.spec_version, "restores": restored, "version": stored},
     }
     if fence:
         event["fencing"] = {"term": int(fence["term"]), "seq": int(fence["seq"])}

@@ -36,7 +36,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBEr
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER
 
-from qonnect.controller import journal, proctree
+from qonnect.controller import journal, proctree, rollback
 from qonnect.controller.confirm import Confirmer
 from qonnect.controller.detector import (
     VERSION_FAILING,
@@ -96,6 +96,7 @@ class Config:
     batch_size: int = 10  # applications one run migrates (one playbook start heals many)
     max_drift_moves_per_minute: float = 2.0  # QoS-drift moves admitted per minute (calm failback)
     intent_ttl: float = DEFAULT_WAIT_TIMEOUT + RUN_OVERHEAD  # a deploy's 'applying' intent holds this long
+    rollback: bool = True  # a version failing on max_version_failures clusters rolls back
 
 
 def migration_vars(cfg: Config) -> dict[str, Any]:
@@ -366,7 +367,8 @@ class Controller:
                 log.info("cannot record %s of %s: %s", notice.kind, notice.cluster, exc)
 
     def _report_failing(self, triggers: list[Trigger]) -> None:
-        """A version that failed on enough clusters is reported once (per leader), never moved."""
+        """A version that failed on enough clusters is reported once (per leader), never moved,
+        and rolled back to the last version that did not fail (unless --no-rollback)."""
         for trigger in triggers:
             key = (trigger.app, trigger.spec_version, trigger.service)
             if key in self.memory.failing_reported:
@@ -378,6 +380,38 @@ class Controller:
                 log.info("cannot record the failing version of %s: %s", trigger.app, exc)
                 continue
             self.memory.failing_reported.add(key)
+            if self.cfg.rollback and (trigger.app, trigger.spec_version) not in self.memory.rollback_tried:
+                self.memory.rollback_tried.add((trigger.app, trigger.spec_version))
+                self._roll_back(trigger)
+
+    def _roll_back(self, trigger: Trigger) -> None:
+        """Store the last version that did not fail again as the newest one (fenced); the next
+        ticks place it as a new version. Tried once per failing version and leader."""
+        try:
+            target, why = rollback.restore_target(
+                self.kb.application_versions(trigger.app), trigger.spec_version
+            )
+            if target is None:
+                log.warning("not rolling %s back: %s", trigger.app, why)
+                return
+            stored = self.kb.roll_back(
+                trigger.app, int(trigger.spec_version or 0), target, trigger.reason[:8000], self.lead_token
+            )
+        except KBError as exc:
+            log.warning("cannot roll %s back from version %s: %s", trigger.app, trigger.spec_version, exc)
+            return
+        log.warning(
+            "rolled %s back: version %s fails; version %s's spec stored as version %s (%s)",
+            trigger.app,
+            trigger.spec_version,
+            target,
+            stored["version"],
+            why,
+        )
+        try:
+            journal.post_rolled_back(self.kb, trigger, target, int(stored["version"]), self.lead_token)
+        except KBError as exc:
+            log.info("cannot record the rollback of %s: %s", trigger.app, exc)
 
     def _pace(
         self, triggers: list[Trigger], observe: list[tuple[str, int | None]], now: float

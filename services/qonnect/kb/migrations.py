@@ -182,6 +182,12 @@ MIGRATIONS: list[tuple[int, str, list[str | tuple[str, str]]]] = [
             "ALTER TABLE clusters ADD COLUMN capacity_baseline TEXT",
         ],
     ),
+    (
+        7,
+        "a version stored by a rollback names the failing version it replaced and the one it restores",
+        # JSON {"failing": v, "restores": k, "by": role, "reason": text}; NULL for a user's version
+        ["ALTER TABLE application_versions ADD COLUMN rollback TEXT"],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

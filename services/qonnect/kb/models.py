@@ -334,6 +334,9 @@ class VersionOut(Out):
     created: float
     spec: dict[str, Any]
     application: dict[str, Any]
+    rollback: dict[str, Any] | None = Field(
+        None, description="set on a version a rollback stored: failing, restores, by, reason"
+    )
 
 
 class VersionList(Out):
@@ -372,6 +375,25 @@ class PlacementIn(Strict):
     desired: Placement | None = None
     current: Placement | None = None
     fencing: Fencing | None = Field(None, description="required for controller tokens")
+
+
+class RollbackIn(Strict):
+    """A rollback of a failing version: the spec of an older version stored again as the newest."""
+
+    failing: Annotated[int, Field(strict=True, ge=1, le=MAX_INT)] = Field(
+        description="the version that fails; refused with 409 unless it is still the current one"
+    )
+    restores: Annotated[int, Field(strict=True, ge=1, le=MAX_INT)] = Field(
+        description="the older version whose spec is stored again"
+    )
+    reason: Annotated[str, Text(8000, 1)] = Field(description="why: the clusters and the pods' reasons")
+    fencing: Fencing | None = Field(None, description="required for controller tokens")
+
+
+class RollbackOut(Out):
+    version: int = Field(description="the version the rollback stored")
+    changed: bool
+    rollback: dict[str, Any]
 
 
 class PlacementOut(Out):

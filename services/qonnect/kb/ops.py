@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from qonnect.kb.models import EventIn, PlacementIn
+from qonnect.kb.models import EventIn, PlacementIn, RollbackIn
 from qonnect.kb.storage import Conn
 
 
@@ -110,9 +110,15 @@ def delete_cluster(conn: Conn, name: str) -> None:
 
 # -- applications -------------------------------------------------------------------------
 def put_application(
-    conn: Conn, name: str, spec: dict[str, Any], normalized: dict[str, Any], now: float
+    conn: Conn,
+    name: str,
+    spec: dict[str, Any],
+    normalized: dict[str, Any],
+    now: float,
+    rollback: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Store a new version unless the normalised spec equals the current one."""
+    """Store a new version unless the normalised spec equals the current one (``rollback``:
+    what a rollback records on the version it stores)."""
     normalized_text = dumps(normalized)
     digest = _digest(normalized_text)
     conn.lock("application", name)
@@ -121,9 +127,9 @@ def put_application(
         return {"version": row[0], "changed": False}
     version = 1 if row is None else row[0] + 1
     conn.execute(
-        "INSERT INTO application_versions (name, version, spec, normalized, digest, created)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (name, version, dumps(spec), normalized_text, digest, now),
+        "INSERT INTO application_versions (name, version, spec, normalized, digest, created, rollback)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (name, version, dumps(spec), normalized_text, digest, now, dumps(rollback) if rollback else None),
     )
     if row is None:
         conn.execute(
@@ -136,6 +142,36 @@ def put_application(
             (version, digest, now, name),
         )
     return {"version": version, "changed": True}
+
+
+def roll_back_application(conn: Conn, name: str, body: RollbackIn, by: str, now: float) -> dict[str, Any]:
+    """Store version ``restores``'s spec again as the newest version, if ``failing`` is still
+    the current one (409 otherwise: a newer deploy wins, and a second rollback of the same
+    failure changes nothing). Only a version a user stored can be restored, never a new spec;
+    a controller's rollback is fenced like its placements."""
+    failing, restores = body.failing, body.restores
+    conn.lock("application", name)  # then the fence, in put_placement's order
+    if body.fencing is not None:
+        check_fence(conn, body.fencing.term, body.fencing.seq, "rollback")
+    row = conn.one("SELECT version FROM applications WHERE name = ?", (name,))
+    if row is None:
+        raise not_found("application", name)
+    if row[0] != failing:
+        raise HTTPException(
+            409,
+            f"failing: {name} is at version {row[0]}, not {failing}; nothing rolled back (a newer "
+            "version was stored, or this failure was already rolled back)",
+        )
+    if restores >= failing:
+        raise HTTPException(422, f"restores: version {restores} is not older than the failing {failing}")
+    old = conn.one(
+        "SELECT spec, normalized FROM application_versions WHERE name = ? AND version = ?", (name, restores)
+    )
+    if old is None:
+        raise not_found("version", f"{name}@{restores}")
+    record = {"failing": failing, "restores": restores, "by": by, "reason": body.reason}
+    result = put_application(conn, name, json.loads(old[0]), json.loads(old[1]), now, record)
+    return {**result, "rollback": record}
 
 
 def _digest(text: str) -> str:

@@ -237,7 +237,7 @@ def get_application(conn: Conn, name: str, version: int | None = None) -> dict:
 
 
 def list_versions(conn: Conn, name: str, version: int | None = None) -> list[dict]:
-    sql = "SELECT version, created, spec, normalized FROM application_versions WHERE name = ?"
+    sql = "SELECT version, created, spec, normalized, rollback FROM application_versions WHERE name = ?"
     args: list[Any] = [name]
     if version is not None:
         sql += " AND version = ?"
@@ -248,9 +248,11 @@ def list_versions(conn: Conn, name: str, version: int | None = None) -> list[dic
     if not rows:
         raise not_found("version", f"{name}@{version}")
     out = []
-    for v, c, s, n in rows:
+    for v, c, s, n, rb in rows:
         try:
             record = {"version": v, "created": c, "spec": json.loads(s), "application": json.loads(n)}
+            if rb:
+                record["rollback"] = json.loads(rb)
         except (ValueError, RecursionError) as exc:
             raise _poisoned(name, type(exc).__name__) from None
         why = _unservable(name, v, record)

@@ -152,10 +152,11 @@ def test_a_fleet_heals_with_the_stored_policy_in_one_bounded_batched_run(fleet: 
         stack.stop_replicas()
 
 
-def test_a_version_that_fails_everywhere_moves_once_then_is_reported_not_moved(fleet: Stack):
+def test_a_version_that_fails_everywhere_moves_once_then_rolls_back(fleet: Stack):
     """Issue 22.4: a crash-looping version was moved 4 times in 3.6 minutes, each decision
     excluding only the cluster it had just failed on. With the default bound (2 clusters) it
-    moves at most once, then one controller.version.failing event says why it stays."""
+    moves at most once, then one controller.version.failing event says why it stays, and the
+    leader rolls back: version 1's spec is stored again as version 3 and runs Healthy."""
     stack = fleet
     deploy(stack, small_app("crashy", "1"))
     stack.start_replicas(1, ["--agent-interval", "1"])
@@ -185,5 +186,19 @@ def test_a_version_that_fails_everywhere_moves_once_then_is_reported_not_moved(f
         first_failed = [e for e in moves if e["reason"] in ("workload-failed", "workload-stuck")]
         if first_failed:  # the one move avoided the cluster the version failed on
             assert first_failed[0]["ref"]["exclude"], first_failed[0]
+        rolled = [e for e in ours(stack, "crashy") if e["type"] == journal.ROLLED_BACK]
+        assert len(rolled) == 1 and rolled[0]["ref"] == {"failing": 2, "restores": 1, "version": 3}, rolled
+        assert "version 2 of crashy" in rolled[0]["message"]  # the clusters and the pods' reasons
+        versions = stack.admin.application_versions("crashy")
+        assert [v["version"] for v in versions] == [1, 2, 3]
+        assert versions[2]["spec"] == versions[0]["spec"] and versions[2]["rollback"]["failing"] == 2
+        wait_for(
+            lambda: (leader.status() or {}).get("versions", {}).get("crashy") == 3, 120, 0.5, "v3 placed"
+        )
+        wait_for(lambda: stack.healthy_elsewhere("crashy", set()), 120, 1.0, "version 3 Healthy")
+        time.sleep(10)  # and it stays: Healthy, no second rollback, no more failure moves
+        assert stack.healthy_elsewhere("crashy", set()), stack.admin.list_workloads(application="crashy")
+        assert len([e for e in ours(stack, "crashy") if e["type"] == journal.ROLLED_BACK]) == 1
+        assert [v["version"] for v in stack.admin.application_versions("crashy")] == [1, 2, 3]
     finally:
         stack.stop_replicas()

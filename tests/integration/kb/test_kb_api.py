@@ -425,3 +425,48 @@ def test_the_client_reports_an_unreachable_kb_without_leaking_the_token():
         client.list_clusters()
     assert err.value.status == 0
     assert "secret-value" not in str(err.value) and "secret-value" not in repr(client)
+
+
+def test_a_failing_version_rolls_back_to_a_stored_one_only(live_kb, fresh):
+    """Issue 22.4: the controller restores the spec of an older version as the newest one, fenced,
+    only while the failing version is current, and only a version a user stored."""
+    name = fresh("roll")
+    admin, ctl = live_kb.admin, live_kb.client("controller")
+    admin.put_application(name, spec(name, image="nginx:1"))
+    admin.put_application(name, spec(name, image="crash:2"))
+    term = int(ctl.get_fence()["term"]) + 1  # placement tests above use their own low terms
+    fence = ctl.raise_fence({"term": term, "seq": 0})
+    token = {"term": fence["term"], "seq": fence["seq"]}
+    for who, fencing, status in (
+        (live_kb.client("reader"), token, 403),
+        (live_kb.client("agent", "edge-1"), token, 403),
+        (ctl, None, 403),  # a controller must send its fencing token
+        (ctl, {"term": term - 1, "seq": 5}, 409),  # a deposed leader's token
+    ):
+        with pytest.raises(KBError) as err:
+            who.roll_back(name, 2, 1, "crash-looping on edge-1, edge-2", fencing)
+        assert err.value.status == status, err.value.message
+    for failing, restores, status in ((1, 1, 409), (2, 2, 422), (2, 3, 422), (2, 0, 422)):
+        with pytest.raises(KBError) as err:
+            ctl.roll_back(name, failing, restores, "why", token)
+        assert err.value.status == status, err.value.message
+    assert admin.get_application(name)["version"] == 2  # nothing changed so far
+    done = ctl.roll_back(name, 2, 1, "crash-looping on edge-1, edge-2", token)
+    assert (done["version"], done["changed"]) == (3, True)
+    assert done["rollback"] == {
+        "failing": 2,
+        "restores": 1,
+        "by": "controller",
+        "reason": "crash-looping on edge-1, edge-2",
+    }
+    versions = admin.application_versions(name)
+    assert [v["version"] for v in versions] == [1, 2, 3]
+    assert versions[2]["spec"] == versions[0]["spec"] == spec(name, image="nginx:1")
+    assert versions[2]["rollback"]["failing"] == 2 and versions[0]["rollback"] is None
+    assert admin.get_application(name)["version"] == 3
+    with pytest.raises(KBError) as err:  # the same rollback again (a new leader): changes nothing
+        ctl.roll_back(name, 2, 1, "again", token)
+    assert err.value.status == 409 and "version 3, not 2" in err.value.message
+    with pytest.raises(KBError) as err:
+        ctl.roll_back(fresh("ghost"), 2, 1, "why", token)
+    assert err.value.status == 404

@@ -71,3 +71,29 @@ def test_inventory_and_placement_errors(tmp_path, capsys):
     )
     assert main(["plan", "--spec", SPEC, "--kb", "http://127.0.0.1:9"]) == 2
     assert "--kb needs --token-file" in capsys.readouterr().err
+
+
+def test_the_plan_says_how_close_each_latency_bound_is(tmp_path, capsys):
+    """Issue 22.6: a bound near the measured latency is visible before the deploy."""
+    spec = {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": "near"},
+        "spec": {
+            "services": [
+                {
+                    "name": "web",
+                    "tier": "fog",
+                    "constraints": {"maxLatency": {"from": "edge-3", "ms": 8}},
+                    "manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}],
+                }
+            ]
+        },
+    }
+    path = tmp_path / "near.json"
+    path.write_text(json.dumps(spec))
+    assert main(["plan", "--spec", str(path), "--inventory", INV]) == 0
+    assert "web     fog-3 is 7 ms from edge-3: 88% of maxLatency 8 ms" in capsys.readouterr().out
+    assert main(["plan", "--spec", str(path), "--inventory", INV, "--json"]) == 0
+    bounds = json.loads(capsys.readouterr().out)["bounds"]
+    assert bounds == {"web": [{"cluster": "fog-3", "from": "edge-3", "ms": 7.0, "bound": 8, "limit": 8.0}]}

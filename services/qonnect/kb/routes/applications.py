@@ -18,6 +18,8 @@ from qonnect.kb.models import (
     PlacementIn,
     PlacementList,
     PlacementOut,
+    RollbackIn,
+    RollbackOut,
     VersionList,
     VersionOut,
 )
@@ -95,6 +97,20 @@ def list_versions(name: Name, who: Who, kb: KB) -> dict:
 def get_version(name: Name, version: Version, who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
         return queries.list_versions(conn, name, version)[0]
+
+
+@router.post("/applications/{name}/rollback", response_model=RollbackOut, responses=errors(404, 409))
+async def roll_back(name: Name, body: RollbackIn, who: Who, kb: KB) -> dict:
+    """Store an older version's spec again as the newest version, while ``failing`` is still the
+    current one: what the controller does when a version fails on several clusters. It can only
+    restore a version a user stored (controllers must send their fencing token)."""
+    require(who, "admin", "controller", action="roll back applications")
+    if body.fencing is None and who.role != "admin":
+        raise HTTPException(403, "fencing: is required for controller tokens ({term, seq})")
+    return await kb.writer.submit(
+        lambda conn: ops.roll_back_application(conn, name, body, who.role, time.time()),
+        lock=("application", name),
+    )
 
 
 @router.get("/placements", response_model=PlacementList, responses=errors(), tags=["placements"])

@@ -311,3 +311,26 @@ def test_bad_inventory_and_bad_arguments():
     # unknown clusters and malformed entries in the current placement are ignored
     odd = {"s": [{"cluster": "gone-1", "replicas": 1}, "cloud-1"], "t": "x"}
     assert place(app([{"name": "s", "tier": "fog"}]), PAPER, current=odd).clusters("s") == ["fog-1"]
+
+
+def test_a_cluster_the_service_runs_on_keeps_a_latency_bound_within_the_hold():
+    """Issue 22.6: with maxLatency near the measured latency, a plan and a deploy 30 s later
+    disagreed. A new placement needs the bound itself; where the service runs now, it holds up
+    to LATENCY_HOLD above it (fog-2 at 9.5 ms for a bound of 8 ms), and beyond that it is lost."""
+    bounded = app([{"name": "s", "tier": "fog", "constraints": {"maxLatency": {"from": "edge-3", "ms": 8}}}])
+
+    def eligible(current: dict | None) -> dict[str, str]:
+        rows = place(bounded, PAPER, current=current, explain=True).to_dict()["explanation"]["s"]
+        return {
+            r["cluster"]: "" if r["eligible"] else r["reason"] for r in rows if r["cluster"].startswith("fog")
+        }
+
+    fresh = eligible({})
+    assert fresh["fog-3"] == "" and "9.5 ms > 8 ms" in fresh["fog-2"] and "10.5 ms > 8 ms" in fresh["fog-1"]
+    held = eligible({"s": [{"cluster": "fog-2", "replicas": 1}]})
+    assert held["fog-2"] == "" and held["fog-3"] == ""  # 9.5 <= 8 * 1.25
+    assert "10.5 ms > 8 ms" in held["fog-1"]  # not where it runs: the bound itself
+    plan = place(bounded, PAPER, current={"s": [{"cluster": "fog-2", "replicas": 1}]})
+    assert plan.clusters("s")  # feasible either way
+    lost = eligible({"s": [{"cluster": "fog-1", "replicas": 1}]})
+    assert "10.5 ms > 8 ms (+25% where it runs now)" in lost["fog-1"]  # 10.5 > 10: beyond the hold
