@@ -16,7 +16,8 @@ python3 "$here/scan_tarball.py" "$tarball"
 # out) is not (galaxy.yml build_ignore).
 listing=$(tar -tzf "$tarball")
 for want in MANIFEST.json FILES.json README.md CHANGELOG.rst COPYING meta/runtime.yml \
-  plugins/modules/deploy.py plugins/inventory/kb.py plugins/module_utils/kb_client.py plugins/doc_fragments/kb.py \
+  plugins/modules/deploy.py plugins/inventory/kb.py plugins/filter/pip_requirement.py \
+  plugins/module_utils/kb_client.py plugins/doc_fragments/kb.py \
   roles/controller/tasks/main.yml roles/knowledge_base/tasks/main.yml roles/resource_agent/tasks/main.yml \
   roles/qonnect_package/tasks/main.yml roles/supervised_service/tasks/main.yml \
   playbooks/site.yml playbooks/migrate.yml docs/architecture.md docs/awx/ examples/bookinfo/ \
@@ -51,6 +52,13 @@ for f in "$installed"/plugins/inventory/*.py; do
   name=$(basename "$f" .py)
   out=$(ansible-doc -t inventory "qonnect.core.$name")
   grep -q "qonnect.core.$name" <<<"$out" || { echo "ansible-doc did not render inventory qonnect.core.$name" >&2; exit 1; }
+  count=$((count + 1))
+done
+for f in "$installed"/plugins/filter/*.py; do
+  [ -e "$f" ] || continue
+  name=$(basename "$f" .py)
+  out=$(ansible-doc -t filter "qonnect.core.$name")
+  grep -q "qonnect.core.$name" <<<"$out" || { echo "ansible-doc did not render filter qonnect.core.$name" >&2; exit 1; }
   count=$((count + 1))
 done
 [ -f "$installed/services/pyproject.toml" ] || { echo "tarball lacks services/ (roles install it)" >&2; exit 1; }

@@ -15,11 +15,12 @@ import json
 import sys
 from typing import Any
 
+# The collection's module_utils by their collection name, imported normally as the services do
+# (the qonnect wheel carries the collection; docs/architecture.md, "One home for the Python core").
+from ansible_collections.qonnect.core.plugins.module_utils import keys
+
 from qonnect_testbed import fleet as profiles
 from qonnect_testbed.fleet import ClusterSpec, Fleet, NodeSpec, ProfileError
-
-# Imported after fleet, which puts the qonnect.core collection on sys.path.
-from ansible_collections.qonnect.core.plugins.module_utils import keys  # isort: skip
 
 # What an idle cluster's system pods (kube-proxy, CoreDNS) request on each node.
 SYSTEM_REQUESTS = {"cpu": 0.25, "memory": 256 * 2**20, "ephemeral_storage": 0}
