@@ -32,7 +32,10 @@ Fault trials (issue 11), counted from the KB's and the clusters' own records:
 - confirm-before-acting trials (issue 22), each reporting its migrations (want 0): the API
   server of ratings' cluster down 15 s (its listener closed, the pods keep running), that
   cluster's agent SIGKILLed for 45 s, and its agent restarted with credentials the cluster
-  refuses (the testbed's restricted token: 403) for 45 s;
+  refuses (the testbed's restricted token: 403) for 45 s; ratings' Deployment deleted on its
+  cluster (restored_seconds, want <= 30, and 0 migrations); and a second application whose new
+  version crash-loops everywhere (moves_of_failing_version, want < --max-version-failures, then
+  one rollback to the version before it and that version Healthy again);
 - heal_breakdown: where the time to heal goes, per failover trial, from the KB's event times:
   failure -> decision, decision -> first playbook start, leader kill -> takeover start, last start
   -> success, success -> every service Healthy in the KB.
@@ -51,6 +54,7 @@ commit latency does not depend on the engine and is measured with the emulator o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -61,16 +65,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "services"))
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "controller"))  # the real-process harness
 sys.path.insert(0, str(ROOT / "tests"))  # its shared helpers (support)
 
 from _controller_netns import isolated_group  # noqa: E402
-from _controller_stack import Stack, free_port, wait_for  # noqa: E402
+from _controller_stack import Stack, free_port, small_app, wait_for  # noqa: E402
 from _fencing_audit import FenceWatch, TermHistory, stale_stamps, stamped_objects  # noqa: E402
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client  # noqa: E402
+from ansible_collections.qonnect.core.plugins.module_utils.keys import GRACE_ANNOTATION  # noqa: E402
 from qonnect.agent.cli import DEFAULT_INTERVAL  # noqa: E402
 from qonnect.controller import journal  # noqa: E402
+from qonnect.controller.detector import FAILURE_KINDS  # noqa: E402
 from test_confirmed_failure import kill_agent, restart_agent  # noqa: E402
 
 APP = "bookinfo"
@@ -604,11 +613,91 @@ def agent_403_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     }
 
 
+def workload_deleted_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
+    """ratings' Deployment deleted on its live cluster as ``kubectl delete`` does: the leader's
+    self-heal applies it again (seconds until a new one exists and it is Healthy); nothing moves."""
+    faults.wait_stable()
+    target, after = ratings_cluster(stack), last_id(stack)
+    record = next(c for c in stack.federation["clusters"] if c["name"] == target)
+    client = get_client(target, record["kubeconfig"], record.get("context"))
+    uid = client.get("apps/v1", "Deployment", "ratings-v1", APP)["metadata"]["uid"]
+    client.delete("apps/v1", "Deployment", "ratings-v1", APP)
+    deleted = time.monotonic()
+
+    def recreated() -> bool:
+        live = client.get("apps/v1", "Deployment", "ratings-v1", APP)
+        return bool(live and live["metadata"]["uid"] != uid)
+
+    restored = healthy = None
+    with contextlib.suppress(TimeoutError, AssertionError):
+        wait_for(recreated, 120, 0.2, "ratings-v1 to be applied again")
+        restored = time.monotonic() - deleted
+        wait_for(lambda: stack.healthy_elsewhere(APP, set()), 120, 0.5, "bookinfo Healthy")
+        healthy = time.monotonic() - deleted
+    return {
+        "fault": "ratings-v1 Deployment deleted on its cluster",
+        "restored_seconds": None if restored is None else round(restored, 1),
+        "healthy_seconds": None if healthy is None else round(healthy, 1),
+        **migrations_since(stack, after),
+        "placement_kept": ratings_cluster(stack) == target,
+        **count_trial(stack, after),
+    }
+
+
+def crash_version_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
+    """A second application's new version crash-loops wherever it goes: it moves at most
+    ``--max-version-failures`` - 1 times, is reported once, and is rolled back to the version
+    before it, which runs Healthy again."""
+    faults.wait_stable()
+    after = last_id(stack)
+    deploy_file(stack, small_app("crashy", "1"))
+    stored = time.monotonic()
+    deploy_file(
+        stack, small_app("crashy", "2", image="qonnect.test/crash/nginx", annotations={GRACE_ANNOTATION: "5"})
+    )
+    rolled_after = healthy_after = None
+
+    def rolled() -> list[dict[str, Any]]:
+        return [e for e in stack.events("crashy") if e["id"] > after and e["type"] == journal.ROLLED_BACK]
+
+    with contextlib.suppress(TimeoutError, AssertionError):
+        wait_for(rolled, 300, 1.0, "the rollback")
+        rolled_after = time.monotonic() - stored
+        wait_for(
+            lambda: stack.healthy_elsewhere("crashy", set()), 180, 1.0, "the rolled-back version Healthy"
+        )
+        healthy_after = time.monotonic() - stored
+    decisions = [e for e in stack.events("crashy") if e["id"] > after and journal.trusted(e)]
+    moves = [e for e in decisions if e["type"] == journal.DECISION and e["reason"] in FAILURE_KINDS]
+    versions = stack.admin.application_versions("crashy")
+    stack.admin.delete_application("crashy")  # the remove playbook's job; the KB record is enough here
+    return {
+        "fault": "a new version crash-loops everywhere (qonnect.test/crash/nginx)",
+        "moves_of_failing_version": len(moves),
+        "failing_reported": sum(e["type"] == journal.VERSION_FAILING for e in decisions),
+        "rolled_back": len(rolled()),
+        "rolled_back_to": [v.get("rollback") for v in versions if v.get("rollback")],
+        "rollback_seconds": None if rolled_after is None else round(rolled_after, 1),
+        "healthy_again_seconds": None if healthy_after is None else round(healthy_after, 1),
+    }
+
+
+def deploy_file(stack: Stack, body: dict[str, Any]) -> None:
+    """The user's deploy playbook for one inline spec (its result does not matter here: the
+    crashing version's rollout may or may not look done)."""
+    path = stack.root / f"{body['metadata']['name']}-{time.monotonic_ns()}.yml"
+    path.write_text(yaml.safe_dump(body))
+    with contextlib.suppress(AssertionError, RuntimeError, subprocess.SubprocessError):
+        stack.deploy(path, timeout=240)
+
+
 def confirm_trials(stack: Stack, faults: Faults) -> list[dict[str, Any]]:
     return [
         api_outage_trial(stack, faults),
         agent_killed_trial(stack, faults),
         agent_403_trial(stack, faults),
+        workload_deleted_trial(stack, faults),
+        crash_version_trial(stack, faults),
     ]
 
 
@@ -661,7 +750,7 @@ def run_confirm(workdir: Path, engine: str = "emulator") -> dict[str, Any]:
         "engine": engine,
         "confirm_trials": trials,
         "migrations": sum(t.get("migrations", 0) for t in trials),
-        "targets": {"migrations": 0},
+        "targets": {"migrations": 0, "restored_seconds_max": 30, "moves_of_failing_version_max": 1},
         "settings": {"agent_interval_s": DEFAULT_INTERVAL, "cluster_grace_s": "the controller's default"},
     }
 

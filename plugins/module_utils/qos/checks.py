@@ -118,11 +118,13 @@ class SpecChecker:
             return 0.0
         return float(value)
 
-    def grace(self, value: Any, path: str) -> float | None:
+    def grace(self, value: Any, path: str, zero: bool = False) -> float | None:
+        """Seconds in (0, a week], or [0, a week] when ``zero`` is allowed; None when absent."""
         if value is None:
             return None
-        if not finite(value) or not 0 < value <= MAX_GRACE_SECONDS:
-            self.err(path, f"{value!r} is not a number of seconds in (0, {MAX_GRACE_SECONDS}]")
+        low = "[" if zero else "("
+        if not finite(value) or value < 0 or (value == 0 and not zero) or value > MAX_GRACE_SECONDS:
+            self.err(path, f"{value!r} is not a number of seconds in {low}0, {MAX_GRACE_SECONDS}]")
             return None
         return float(value)
 

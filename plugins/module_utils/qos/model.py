@@ -99,6 +99,11 @@ class Application:
     # spec.failureGraceSeconds: how long a workload may stay not ready before it counts as
     # Failed and moves (None: the Deployment's progressDeadlineSeconds, 600 s by default)
     failure_grace_seconds: float | None = None
+    # spec.clusterGraceSeconds: how long a cluster running the application may be down (its API
+    # unreachable, confirmed by the controller's probe) before the application moves off it;
+    # None: the cluster's own grace (its qonnect.io/cluster-grace-seconds label, or the
+    # controller's --cluster-grace). Karmada's clusterTolerations, per application.
+    cluster_grace_seconds: float | None = None
     adopt: bool = False  # spec.adopt: every service takes over foreign objects in its way
 
     def adopted(self) -> bool | set[str]:
@@ -126,6 +131,11 @@ class Application:
                 if self.failure_grace_seconds is not None
                 else {}
             ),
+            **(
+                {"cluster_grace_seconds": self.cluster_grace_seconds}
+                if self.cluster_grace_seconds is not None
+                else {}
+            ),
             **({"adopt": True} if self.adopt else {}),
         }
 
@@ -139,5 +149,6 @@ class Application:
             objective={k: float(data.get("objective", {}).get(k, 0.0)) for k in CRITERIA},
             services=[Service.from_dict(s) for s in data["services"]],
             failure_grace_seconds=data.get("failure_grace_seconds"),
+            cluster_grace_seconds=data.get("cluster_grace_seconds"),
             adopt=bool(data.get("adopt", False)),
         )

@@ -39,9 +39,12 @@ class NativeReader(ManifestReader):
             self.err("kind", f"{data.get('kind')!r} is not {KIND}")
         name, namespace, labels = self.metadata(data, ("name", "namespace", "labels"))[:3]
         spec = self.mapping(
-            data.get("spec"), "spec", ("objective", "services", "failureGraceSeconds", "adopt")
+            data.get("spec"),
+            "spec",
+            ("objective", "services", "failureGraceSeconds", "clusterGraceSeconds", "adopt"),
         )
         grace = self.grace(spec.get("failureGraceSeconds"), "spec.failureGraceSeconds")
+        cluster_grace = self.grace(spec.get("clusterGraceSeconds"), "spec.clusterGraceSeconds", zero=True)
         adopt = self.flag(spec.get("adopt"), "spec.adopt")
         obj = self.mapping(spec.get("objective"), "spec.objective", CRITERIA)
         objective = {k: self.weight(obj.get(k), f"spec.objective.{k}") for k in CRITERIA}
@@ -59,7 +62,14 @@ class NativeReader(ManifestReader):
         for i, svc in enumerate(services):
             self.check_namespaces(svc.manifests, namespace, f"spec.services[{i}].manifests")
         return self.finish(
-            name, namespace, labels, objective, services, failure_grace_seconds=grace, adopt=adopt
+            name,
+            namespace,
+            labels,
+            objective,
+            services,
+            failure_grace_seconds=grace,
+            cluster_grace_seconds=cluster_grace,
+            adopt=adopt,
         )
 
     def flag(self, value: Any, path: str) -> bool:

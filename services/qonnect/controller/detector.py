@@ -203,12 +203,40 @@ def cluster_grace(cluster: Mapping[str, Any], settings: Settings) -> float:
     return value if math.isfinite(value) and value >= 0 else settings.cluster_grace
 
 
+def app_grace(record: Mapping[str, Any] | None) -> float | None:
+    """The application's own cluster grace (spec.clusterGraceSeconds), or None."""
+    value = ((record or {}).get("application") or {}).get("cluster_grace_seconds")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value) if value >= 0 else None
+
+
+def shortest_graces(placements: Mapping[str, Any], apps: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """cluster -> the shortest spec.clusterGraceSeconds of the applications placed on it: the
+    soonest a cluster can be down for one of them (the others still wait their own grace)."""
+    out: dict[str, float] = {}
+    for name, record in apps.items():
+        grace = app_grace(record)
+        if grace is None:
+            continue
+        for clusters in placed_clusters(placements.get(name) or {}).values():
+            for cluster in clusters:
+                out[cluster] = min(out.get(cluster, grace), grace)
+    return out
+
+
 def confirmed_down(
-    snapshot: Snapshot, memory: Memory, settings: Settings, suspects: dict[str, tuple[str, float]]
+    snapshot: Snapshot,
+    memory: Memory,
+    settings: Settings,
+    suspects: dict[str, tuple[str, float]],
+    shortest: Mapping[str, float] | None = None,
 ) -> dict[str, tuple[str, float]]:
     """The suspects that are down on independent evidence: the leader's own probe fails too
-    (or there is no prober), for at least the cluster's grace. Advances ``suspect_since`` and
-    queues agent-down notices (a silent agent on a cluster whose API answers the leader)."""
+    (or there is no prober), for at least the cluster's grace (or the shortest grace of an
+    application on it, ``shortest``: each application then waits its own, see
+    :func:`down_for`). Advances ``suspect_since`` and queues agent-down notices (a silent agent
+    on a cluster whose API answers the leader)."""
     now = snapshot.now
     clusters = {c["name"]: c for c in snapshot.inventory.get("clusters", [])}
     down: dict[str, tuple[str, float]] = {}
@@ -230,7 +258,7 @@ def confirmed_down(
                 ),
             )
             continue
-        grace = cluster_grace(clusters.get(name, {}), settings)
+        grace = min(cluster_grace(clusters.get(name, {}), settings), (shortest or {}).get(name, math.inf))
         if name not in memory.suspect_since:
             memory.suspect_since[name] = now
             if grace and memory.noticed.get(name) != "agent-down":  # one episode, one story
@@ -328,10 +356,10 @@ def detect(
     """
     suspects = down_clusters(snapshot, settings)
     update_memory(memory, snapshot, suspects)
-    down = confirmed_down(snapshot, memory, settings, suspects)
     now = snapshot.now
     placements: dict[str, Any] = snapshot.inventory.get("placements") or {}
     apps = {a["name"]: a for a in snapshot.applications if isinstance(a, dict) and a.get("name")}
+    down = confirmed_down(snapshot, memory, settings, suspects, shortest_graces(placements, apps))
     triggers: list[Trigger] = []
     observe: list[tuple[str, int | None]] = []
     no_node = {
@@ -352,7 +380,15 @@ def detect(
         if not services:
             continue  # never deployed: deploying is the user's job, not the controller's
         trigger = _first_trigger(
-            app, services, snapshot, memory, settings, (down, suspects), no_node, version, log
+            app,
+            services,
+            snapshot,
+            memory,
+            settings,
+            (down_for(down, app_grace(record), snapshot, memory, settings), suspects),
+            no_node,
+            version,
+            log,
         )
         if trigger is None and app not in log.versions and version is not None:
             observe.append((app, version))
@@ -367,6 +403,24 @@ def detect(
         if trigger is not None and not _cooling_down(trigger, log, now, settings):
             triggers.append(trigger)
     return triggers, observe
+
+
+def down_for(
+    down: dict[str, tuple[str, float]],
+    grace: float | None,
+    snapshot: Snapshot,
+    memory: Memory,
+    settings: Settings,
+) -> dict[str, tuple[str, float]]:
+    """The down clusters one application moves off: those suspect for at least its own grace
+    (spec.clusterGraceSeconds), else for the cluster's grace."""
+    clusters = {c["name"]: c for c in snapshot.inventory.get("clusters", [])}
+    out = {}
+    for name, (why, began) in down.items():
+        wait = grace if grace is not None else cluster_grace(clusters.get(name, {}), settings)
+        if snapshot.now - memory.suspect_since.get(name, snapshot.now) >= wait:
+            out[name] = (why if grace is None else f"{why}; the application's grace {grace:g}s", began)
+    return out
 
 
 def _version(record: dict[str, Any] | None) -> int | None:

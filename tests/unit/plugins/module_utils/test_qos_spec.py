@@ -349,6 +349,24 @@ def test_given_mappings_are_bounded_too():
     assert errs[0].startswith("spec.services[0].constraints.filter") and "deeper than the limit" in errs[0]
 
 
+def test_cluster_grace_is_validated_with_its_path_and_kept():
+    data = spec()
+    for good in (0, 45, 604800):
+        data["spec"]["clusterGraceSeconds"] = good
+        app = load_application(data)
+        assert app.cluster_grace_seconds == float(good)
+        assert type(app).from_dict(app.to_dict()).cluster_grace_seconds == float(good)
+    assert "cluster_grace_seconds" not in load_application(spec()).to_dict()  # unchanged when unset
+    for bad in (-1, "soon", True, float("nan"), float("inf"), 10**9):
+        data["spec"]["clusterGraceSeconds"] = bad
+        assert [e for e in errors_of(data) if e.startswith("spec.clusterGraceSeconds:")], bad
+    data["spec"]["clusterGraceSeconds"] = 30
+    jsonschema.validate(data, SCHEMA)
+    data["spec"]["clusterGraceSeconds"] = -1
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, SCHEMA)
+
+
 def test_failure_grace_is_validated_with_its_path_and_kept():
     data = spec()
     data["spec"]["failureGraceSeconds"] = 900

@@ -106,6 +106,38 @@ def test_a_cluster_label_overrides_the_grace():
     assert detect(snap([bad, cluster("edge-2")], 1005.0, {"edge-1": DOWN}), log, memory, S)[0] == []
 
 
+def test_an_applications_own_grace_overrides_the_clusters_both_ways():
+    """spec.clusterGraceSeconds (Karmada's clusterTolerations, per application): on one down
+    cluster, "patient" (60 s) stays past the cluster grace, "eager" (5 s) moves before it, and
+    "plain" (no grace of its own) moves at the cluster grace."""
+    placements = {app: {"web": on("edge-1")} for app in ("patient", "eager", "plain")}
+    graces = {"patient": 60.0, "eager": 5.0}
+    apps = [
+        {
+            "name": a,
+            "version": 1,
+            "application": {"cluster_grace_seconds": graces[a]} if a in graces else {},
+        }
+        for a in placements
+    ]
+    log, memory = DecisionLog(), Memory()
+    for app in placements:
+        log.apply({"op": "observe", "app": app, "version": 1, "term": 1, "node": "n"})
+    moved: dict[str, float] = {}
+    for t in range(0, 70):
+        s = Snapshot(
+            {"clusters": [unreachable(), cluster("edge-2")], "placements": placements},
+            [],
+            apps,
+            1000.0 + t,
+            probes={"edge-1": DOWN},
+        )
+        for trigger in detect(s, log, memory, S)[0]:
+            assert trigger.kind == "cluster-down" and trigger.exclude == ("edge-1",)
+            moved.setdefault(trigger.app, t)
+    assert moved == {"eager": 5, "plain": int(CLUSTER_GRACE), "patient": 60}, moved
+
+
 def test_a_probe_that_has_not_answered_yet_keeps_the_cluster_suspect():
     log, memory = known(), Memory()
     for t in range(0, 60, 5):
