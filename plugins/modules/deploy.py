@@ -215,7 +215,8 @@ diff:
   description:
     - "With C(--diff), one entry per changed object, headed C(<cluster>: <Kind namespace/name>) in
       C(before_header) and C(after_header); a created object is shown as the server would create it
-      (server-side dry run), a deleted one with an empty C(after)."
+      (server-side dry run), a deleted one with an empty C(after); the headers of an object taken over
+      with C(adopt) end in C((adopt: taken over from its current owner))."
   returned: when diff mode is on
   type: list
   elements: dict

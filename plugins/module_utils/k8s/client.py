@@ -143,6 +143,20 @@ class ClusterClient:
             self._resources[key] = found
         return found
 
+    def namespaced_kinds(self) -> list[tuple[str, str]]:
+        """Every namespaced kind the cluster serves that can be listed, in its preferred version
+        (through discovery): removal looks at all of them before it deletes a namespace."""
+        found = self._call(self._dyn().resources.search)  # every resource (lists included)
+        kinds = {
+            (res.group_version, res.kind)
+            for res in found
+            if getattr(res, "preferred", False)
+            and getattr(res, "namespaced", False)
+            and "list" in (getattr(res, "verbs", None) or [])
+            and "/" not in (getattr(res, "name", "") or "")  # not a subresource
+        }
+        return sorted(kinds)
+
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:
         """The object, or None when it (or its kind) does not exist."""
         try:

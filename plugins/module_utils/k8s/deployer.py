@@ -59,6 +59,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.ownership import 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.prune import (
     DEFAULT_PRUNE_KINDS,
     delete_namespace,
+    deleted_uids,
     prune,
     sweep,
 )
@@ -172,6 +173,11 @@ class _ClusterWork:
     rolled_back: list[dict] = field(default_factory=list)
     foreign: list[dict] = field(default_factory=list)  # live objects in the way, not ours
     adopted: set[str] = field(default_factory=set)  # keys of foreign objects taken over
+
+
+def _namespaced(obj: dict) -> bool:
+    """Prepared objects carry the application's namespace unless their kind is cluster-scoped."""
+    return bool((obj.get("metadata") or {}).get("namespace"))
 
 
 def _deferred(desired: dict, live: dict | None) -> bool:
@@ -380,25 +386,47 @@ class Deployer:
     def _snapshot(self, work: _ClusterWork) -> None:
         """Every live object with a desired object's identity, whoever owns it (so check mode
         shows the real ``before`` and nothing foreign is overwritten), plus this application's
-        own objects of the prunable kinds; foreign ones in the way go to ``work.foreign``."""
+        own objects of the prunable kinds; foreign ones in the way go to ``work.foreign``.
+
+        Cluster-scoped objects are looked up whether or not the namespace exists yet: a first
+        deploy must not take over a team's ClusterRole either."""
         target = self.targets[work.result.cluster]
         work.client = self.client_factory(target)
         work.live, work.foreign = {}, []
         work.namespace_live = usable_namespace(work.client, self.namespace, self.wait_timeout)
+        for obj in self._cluster_scoped(work):
+            self._note(work, obj, wanted=True)
         if work.namespace_live is None:
             return
         wanted = {object_key(o) for o in work.desired}
-        kinds = {(o["apiVersion"], o["kind"]) for o in work.desired if o["kind"] != "Namespace"}
+        kinds = {(o["apiVersion"], o["kind"]) for o in work.desired if _namespaced(o)}
         kinds.update(DEFAULT_PRUNE_KINDS)
         for api_version, kind in sorted(kinds):
             for obj in work.client.list(api_version, kind, self.namespace):
-                key = object_key(obj)
-                if owned_by(obj, self.application, self.identity):
-                    work.live[key] = obj
-                elif key in wanted:
-                    work.live[key] = obj
-                    if not is_system(obj):
-                        work.foreign.append(obj)
+                self._note(work, obj, object_key(obj) in wanted)
+
+    def _cluster_scoped(self, work: _ClusterWork) -> list[dict]:
+        """The live objects with the identity of a desired cluster-scoped object (not the
+        Namespace, judged on its own: a shared one is left as it is)."""
+        found = []
+        for obj in work.desired:
+            if obj["kind"] == "Namespace" or _namespaced(obj):
+                continue
+            live = work.client.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+            if live is not None:
+                found.append(live)
+        return found
+
+    def _note(self, work: _ClusterWork, obj: dict, wanted: bool) -> None:
+        """Record one live object: ours, or in the way of a desired one (foreign unless it is
+        Kubernetes' own)."""
+        key = object_key(obj)
+        if owned_by(obj, self.application, self.identity):
+            work.live[key] = obj
+        elif wanted:
+            work.live[key] = obj
+            if not is_system(obj):
+                work.foreign.append(obj)
 
     def _claim(self, work: _ClusterWork) -> None:
         """Find what is in the way on this cluster; adopted objects are taken over by _make."""
@@ -476,13 +504,20 @@ class Deployer:
         keep = {object_key(o) for o in work.desired}
         kinds = sorted({(o["apiVersion"], o["kind"]) for o in work.desired if o["kind"] != "Namespace"})
         kinds = list(DEFAULT_PRUNE_KINDS) + [k for k in kinds if k not in DEFAULT_PRUNE_KINDS]
-        for outcome in prune(
+        pruned = prune(
             work.client, self.namespace, self.application, keep, kinds, self.check_mode, self.identity
-        ):
+        )
+        for outcome in pruned:
             work.result.record(outcome)
         if not work.result.in_plan:
             for outcome in delete_namespace(
-                work.client, self.namespace, self.application, self.check_mode, self.identity, kinds
+                work.client,
+                self.namespace,
+                self.application,
+                self.check_mode,
+                self.identity,
+                kinds,
+                deleted_uids(pruned),
             ):
                 work.result.record(outcome)
 
@@ -618,7 +653,7 @@ class Deployer:
             outcomes = []
             try:
                 client = work.client or self.client_factory(self.targets[work.result.cluster])
-                outcomes = sweep(client, self.application, self.kinds(), False)
+                outcomes = sweep(client, self.application, self.kinds(), False, self.identity)
             except K8sError as exc:
                 work.result.error = f"{work.result.error}; roll-back failed: {exc.message}"
             work.rolled_back = outcomes
@@ -642,8 +677,9 @@ class Deployer:
         return list(DEFAULT_PRUNE_KINDS) + [k for k in own if k not in DEFAULT_PRUNE_KINDS]
 
     def remove(self) -> dict:
-        """Delete everything labelled with the application on every given cluster (a sweep by
-        the qonnect.io/application label in all namespaces, then its namespaces)."""
+        """Delete everything this application identity owns on every given cluster (a sweep by
+        the qonnect.io/application label in all namespaces, keeping only what carries exactly
+        this ``<namespace>/<app>``, then its namespace when nothing foreign is left there)."""
         self._step("remove")
         self.old_clusters = sorted(set(self.plan_clusters) | set(self.old_clusters))
         self.plan_clusters = []
@@ -653,7 +689,7 @@ class Deployer:
 
         def clear(work: _ClusterWork) -> None:
             work.client = self.client_factory(self.targets[work.result.cluster])
-            for outcome in sweep(work.client, self.application, self.kinds(), self.check_mode):
+            for outcome in sweep(work.client, self.application, self.kinds(), self.check_mode, self.identity):
                 work.result.record(outcome)
 
         self._each(self.old_clusters, clear)
@@ -705,8 +741,11 @@ def object_header(cluster: str, key: str) -> str:
 
 
 def object_diff(cluster: str, outcome: dict) -> dict:
-    """One Ansible diff entry per changed object (Ansible shows a list of them one by one)."""
+    """One Ansible diff entry per changed object (Ansible shows a list of them one by one); a
+    foreign object taken over says so in its header, so ``--diff`` shows every adoption."""
     header = object_header(cluster, outcome["key"])
+    if outcome.get("action") == "adopt":
+        header += " (adopt: taken over from its current owner)"
     return {
         "before_header": header,
         "after_header": header,

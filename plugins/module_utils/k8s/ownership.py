@@ -2,13 +2,14 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Who owns an object on a cluster: qonnect never adopts, overwrites or deletes what it does not own.
 
-An object belongs to an application when it carries the managed labels of that application
-(``app.kubernetes.io/managed-by=qonnect``, ``qonnect.io/application=<app>``) and, when present,
-the owner annotation ``qonnect.io/owner`` names the same identity (``<namespace>/<app>``: an
-application name is unique in the Knowledge Base, and the namespace tells two federations'
-same-named applications apart). Anything else with the same kind/namespace/name is *foreign*:
-a deploy refuses it before any write (``adopt: true`` takes it over explicitly), and removal,
-prune and sweep leave it alone.
+An object belongs to an application identity (``<namespace>/<app>``: an application name is
+unique in the Knowledge Base, and the namespace tells two federations' same-named applications
+apart) when it carries the managed labels of that application
+(``app.kubernetes.io/managed-by=qonnect``, ``qonnect.io/application=<app>``), lives in that
+namespace (when namespaced) and its owner annotation ``qonnect.io/owner`` is that identity
+(see ``owned_by`` for objects written before the annotation existed). Anything else with the
+same kind/namespace/name is *foreign*: a deploy refuses it before any write (``adopt: true``
+takes it over explicitly), and removal, prune and sweep leave it alone.
 """
 
 from __future__ import annotations
@@ -33,23 +34,56 @@ def _meta(obj: dict | None) -> dict:
     return (obj or {}).get("metadata") or {}
 
 
-def owned_by(obj: dict | None, application: str, identity: str | None = None) -> bool:
-    """True when the live object belongs to the application: its labels, and the recorded
-    identity when there is one (``identity`` None: the application in any namespace)."""
+def identity_namespace(identity: str) -> str:
+    """The namespace part of an owner identity ``<namespace>/<app>``."""
+    return identity.partition("/")[0]
+
+
+def _home(obj: dict | None) -> str | None:
+    """The namespace an object lives in (a Namespace: itself; cluster-scoped: None)."""
+    meta = _meta(obj)
+    if (obj or {}).get("kind") == "Namespace":
+        return meta.get("name")
+    return meta.get("namespace") or None
+
+
+def owned_by(obj: dict | None, application: str, identity: str) -> bool:
+    """True when the live object belongs to exactly this application identity.
+
+    The labels must name the application, a namespaced object must live in the identity's
+    namespace, and the owner annotation must be ``identity``. An object written before owner
+    annotations existed has only the labels: a namespaced one counts (its namespace and labels
+    are the identity); an unannotated cluster-scoped one does not, since an application of that
+    name in any namespace may have written it.
+    """
     meta = _meta(obj)
     labels = meta.get("labels") or {}
     if labels.get(MANAGED_BY) != "qonnect" or labels.get(APP_LABEL) != application:
         return False
+    home = _home(obj)
+    if home is not None and home != identity_namespace(identity):
+        return False  # the application's objects all live in its own namespace
     recorded = (meta.get("annotations") or {}).get(OWNER_ANNOTATION)
-    if recorded is None:  # applied before owner annotations existed: the labels say it all
-        return True
-    if identity is None:  # a sweep in every namespace: any namespace, this application
-        return recorded.rpartition("/")[2] == application
-    return recorded == identity
+    if recorded is not None:
+        return recorded == identity
+    return home is not None
+
+
+_SA_TOKEN = "kubernetes.io/service-account-token"
+_SA_NAME = "kubernetes.io/service-account.name"
 
 
 def is_system(obj: dict) -> bool:
-    return (obj.get("kind"), _meta(obj).get("name")) in SYSTEM_OBJECTS
+    """Kubernetes' own objects of every namespace (its default account and that account's
+    token Secret on older clusters, the root CA ConfigMap): never foreign, never ours."""
+    if (obj.get("kind"), _meta(obj).get("name")) in SYSTEM_OBJECTS:
+        return True
+    annotations = _meta(obj).get("annotations") or {}
+    return (
+        obj.get("kind") == "Secret"
+        and obj.get("type") == _SA_TOKEN
+        and annotations.get(_SA_NAME) == "default"
+    )
 
 
 def current_owner(obj: dict) -> str:
@@ -65,12 +99,12 @@ def current_owner(obj: dict) -> str:
     return "not managed by qonnect"
 
 
-def namespace_created_for(namespace: dict | None, application: str) -> bool:
-    """True when qonnect created this namespace for this application (so removal may delete it)."""
+def namespace_created_for(namespace: dict | None, application: str, identity: str) -> bool:
+    """True when qonnect created this namespace for exactly this application identity (so
+    removal may delete it): its labels, owner annotation and name agree with ``identity``."""
     meta = _meta(namespace)
-    labels = meta.get("labels") or {}
     created = (meta.get("annotations") or {}).get(NAMESPACE_CREATED_ANNOTATION)
-    if labels.get(MANAGED_BY) != "qonnect" or labels.get(APP_LABEL) != application:
+    if not owned_by(namespace, application, identity):
         return False
     return created is None or created == application
 

@@ -23,6 +23,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos.limits import (
     MAX_OBJECT_DATA_BYTES,
     MAX_OBJECTS_PER_SERVICE,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.qos.model import Application, Service
 from ansible_collections.qonnect.core.plugins.module_utils.qos.resources import (
     POD_TEMPLATE_KINDS,
     finite_quantity,
@@ -49,9 +50,19 @@ def kubectl_path() -> str | None:
     return beside if os.access(beside, os.X_OK) else None
 
 
+# Top-level keys that make a mapping an (inline) manifest, even an incomplete one.
+MANIFEST_KEYS = ("apiVersion", "kind", "metadata")
+
+
 def is_reference(entry: Any) -> bool:
     """A {file: ...} or {kustomize: ...} entry (not an inline manifest)."""
     return isinstance(entry, dict) and "apiVersion" not in entry and any(k in entry for k in SOURCE_KEYS)
+
+
+def is_unknown_entry(entry: Any) -> bool:
+    """A mapping that is neither a manifest nor a reference ({fiel: x}, {helm: x}, {select: ...}):
+    reported by its keys, not as a manifest lacking apiVersion."""
+    return isinstance(entry, dict) and not is_reference(entry) and not any(k in entry for k in MANIFEST_KEYS)
 
 
 class ManifestReader(SpecChecker):
@@ -61,6 +72,7 @@ class ManifestReader(SpecChecker):
         super().__init__()
         self.base_dir = base_dir  # manifest files are relative to the spec's folder
         self.bytes_read = 0
+        self.namespaces_checked: set[str] = set()  # paths check_namespaces saw (each once)
 
     def read_manifest_file(self, rel: Any, path: str) -> list[dict]:
         if not isinstance(rel, str) or not rel:
@@ -247,6 +259,21 @@ class ManifestReader(SpecChecker):
             docs = self.render_kustomize(entry["kustomize"], f"{path}.kustomize")
         return self.pick(docs, entry.get("select"), entry.get("selector"), path)
 
+    def unknown_entry(self, entry: dict, path: str) -> None:
+        """Name every key of an entry that is neither a manifest nor a file/kustomize reference."""
+        if not entry:
+            self.err(path, "an empty mapping is neither a manifest nor a {file: PATH} entry")
+            return
+        picks = [k for k in PICK_KEYS if k in entry]
+        for key in sorted((k for k in entry if k not in PICK_KEYS), key=str):
+            self.err(
+                f"{path}.{key}",
+                "unknown field; a manifest entry is an inline manifest (apiVersion, kind, metadata) "
+                "or one of file or kustomize, with select or selector",
+            )
+        if picks:
+            self.err(path, f"{' and '.join(picks)} needs file or kustomize beside it")
+
     def pick(self, docs: list[dict], select: Any, selector: Any, path: str) -> list[dict]:
         """The documents matching any {kind, name} of ``select`` and ``selector``'s labels."""
         wanted: list[tuple[Any, Any]] = []
@@ -283,9 +310,25 @@ class ManifestReader(SpecChecker):
             self.err(path, "selects none of the documents")
         return out
 
+    def finish(
+        self, name: str, namespace: str, labels: dict, objective: dict, services: list, **extra: Any
+    ) -> Application:
+        """The application, after the namespace check of every service's manifests: done here,
+        where every format ends, so no format can skip it (docs/qos-spec.md)."""
+        for i, svc in enumerate(services):
+            path = self.manifests_path(i, svc)
+            if path not in self.namespaces_checked:
+                self.check_namespaces(svc.manifests, namespace, path)
+        return super().finish(name, namespace, labels, objective, services, **extra)
+
+    def manifests_path(self, index: int, service: Service) -> str:
+        """Where the spec gives a service's manifests, for error paths (native format)."""
+        return f"spec.services[{index}].manifests"
+
     def check_namespaces(self, manifests: list[dict], namespace: str, path: str) -> None:
         """A Namespace manifest must be the application's namespace, and a manifest's own
         metadata.namespace the application's: never silently rewritten (docs/qos-spec.md)."""
+        self.namespaces_checked.add(path)
         for doc in manifests:
             meta = doc.get("metadata") or {}
             name, kind = meta.get("name"), doc.get("kind")
@@ -313,6 +356,8 @@ class ManifestReader(SpecChecker):
             p = f"{path}[{i}]"
             if is_reference(entry):
                 out.extend(self.reference(entry, p))
+            elif is_unknown_entry(entry):
+                self.unknown_entry(entry, p)
             else:
                 out.extend(self.expand_list(entry, p))
             if len(out) > MAX_OBJECTS_PER_SERVICE:

@@ -37,6 +37,14 @@ def substitute(value: Any, replacements: dict[str, str]) -> Any:
 class QonnectReader(ManifestReader):
     """Reads a QONNECT Application, collecting every error with its path."""
 
+    def __init__(self, base_dir: str):
+        super().__init__(base_dir)
+        self.paths: dict[str, str] = {}  # service -> where its bundle is given (error paths)
+
+    def manifests_path(self, index: int, service: Service) -> str:
+        """A tier bundle's path in the spec (or ``bundles.<key>`` beside it)."""
+        return self.paths.get(service.name, service.name)
+
     def read(self, data: dict, bundles: dict[str, str]) -> Application:
         """QONNECT's format: one service per tier bundle, each placed on one cluster of it.
 
@@ -80,6 +88,7 @@ class QonnectReader(ManifestReader):
                 continue
             else:
                 manifests = self.bundle(raw, path)
+            self.paths[f"{tier}-svc"] = f"bundles.{key}" if key in bundles else path
             services.append(
                 Service(name=f"{tier}-svc", tier=tier, manifests=manifests, requests=sum_requests(manifests))
             )

@@ -178,3 +178,46 @@ def test_release_example_agrees_with_the_json_schema():
     data["spec"]["services"][0]["manifests"][0]["selct"] = []
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, schema)
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        ({"fiel": "all.yaml"}, ["fiel"]),
+        ({"helm": "chart"}, ["helm"]),
+        ({"fiel": "all.yaml", "select": [{"kind": "Service", "name": "a"}]}, ["fiel"]),
+    ],
+)
+def test_an_entry_neither_manifest_nor_reference_names_its_keys(tmp_path, entry, named):
+    found = errors(spec(service("a", entry)), tmp_path)
+    for key in named:
+        assert any(e.startswith(f"spec.services[0].manifests[0].{key}: unknown field") for e in found), found
+    assert not any("apiVersion" in e and "is required" in e for e in found), found
+    if "select" in entry:
+        assert "spec.services[0].manifests[0]: select needs file or kustomize beside it" in found
+
+
+def qonnect_spec(bundle):
+    return {
+        "apiVersion": "swarmchestrate.tu-berlin.de/v1",
+        "kind": "Application",
+        "metadata": {"name": "shop", "qos": {"pricing": 1}},
+        "spec": {"edge_svc": bundle},
+    }
+
+
+def test_qonnect_bundles_refuse_a_foreign_namespace_too(tmp_path):
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "other"}}
+    found = errors(qonnect_spec([cm]), tmp_path)
+    assert any(
+        e.startswith("spec.edge_svc[ConfigMap c].metadata.namespace: 'other' differs") for e in found
+    ), found
+    (tmp_path / "edge.yaml").write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: elsewhere}\n")
+    data = qonnect_spec("edge.yaml")
+    del data["spec"]
+    with pytest.raises(QosSpecError) as caught:
+        load_application(data, base_dir=str(tmp_path), bundles={"edge_svc": "edge.yaml"})
+    assert any(e.startswith("bundles.edge_svc[Namespace elsewhere]:") for e in caught.value.errors)
+    same = {**cm, "metadata": {"name": "c", "namespace": "shop"}}
+    app = load_application(qonnect_spec([same]), base_dir=str(tmp_path))
+    assert [m["metadata"]["name"] for m in app.services[0].manifests] == ["c"]

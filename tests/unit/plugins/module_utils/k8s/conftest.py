@@ -87,7 +87,8 @@ class MemoryCluster:
         ns = meta["name"] if obj["kind"] == "Namespace" else meta.get("namespace")
         if ns in self._terminating:
             raise K8sError(self.name, f"HTTP 403: namespace {ns} is being terminated", 403)
-        if obj["kind"] != "Namespace" and self.get("v1", "Namespace", meta["namespace"]) is None:
+        in_namespace = obj["kind"] != "Namespace" and meta.get("namespace")  # else cluster-scoped
+        if in_namespace and self.get("v1", "Namespace", meta["namespace"]) is None:
             raise K8sError(self.name, f'HTTP 404: namespaces "{meta["namespace"]}" not found', 404)
         key = self._key(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
         old = self.objects.get(key)

@@ -110,7 +110,7 @@ def test_kubectl_object_refused_then_adopted_with_adopt(fleet):
 
     check = deployer(clusters, PLAN_A, check_mode=True, adopt=True).run()
     assert not check["failed"]
-    adopted = [d for d in check["diff"] if d["before_header"] == "c1: Deployment shop/front-v1"]
+    adopted = [d for d in check["diff"] if d["before_header"].startswith("c1: Deployment shop/front-v1 ")]
     assert adopted and adopted[0]["before"]["metadata"]["name"] == "front-v1"  # the real before
     assert {"key": "apps/v1/Deployment/shop/front-v1", "action": "adopt"} in check["clusters"]["c1"][
         "objects"
