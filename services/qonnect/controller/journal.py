@@ -211,7 +211,6 @@ def post_rolled_back(
             f"stored as version {stored}: {trigger.reason}"
         )[:8000],
         "application": trigger.app,
-        "ref": {"failing": trigger.spec_version, "restores": restored, "version": stored},
     }
     if fence:
         event["fencing"] = {"term": int(fence["term"]), "seq": int(fence["seq"])}
