@@ -134,13 +134,32 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _registered_nodes(record: dict) -> dict[str, dict]:
+    """The nodes the admin's registration names, each with its economics (the cluster's
+    default where a node leaves one out): one the agent stops reporting still counts."""
+    per_node = record.get("node_economics") or {}
+    default = record.get("economics") or {}
+    if not isinstance(per_node, dict) or not isinstance(default, dict):
+        return {}
+    keys = ("price_eur_h", "energy_kwh", "bandwidth_gbps")
+    return {
+        name: {k: own.get(k) if own.get(k) is not None else default.get(k) for k in keys}
+        for name, own in per_node.items()
+        if isinstance(own, dict)
+    }
+
+
 def cluster_vars(
     cluster: dict, record: dict, applications: list[str], interpreter: str | None = None
 ) -> dict[str, Any]:
     """Host variables of one cluster from its inventory entry and its cluster record."""
     nodes = cluster.get("nodes") or []
     usable = [n for n in nodes if n.get("ready") and n.get("schedulable", True)]
-    prices = [n["price_eur_h"] for n in nodes if n.get("price_eur_h") is not None]
+    # economics from the registration's nodes when it names them (an agent chooses which nodes
+    # it reports: dropping an expensive one or inventing a cheap one must not make it "cheap")
+    reported = {n.get("name") for n in nodes}
+    priced = nodes + [n for name, n in _registered_nodes(record).items() if name not in reported]
+    prices = [n["price_eur_h"] for n in priced if n.get("price_eur_h") is not None]
     return {
         "ansible_connection": "local",
         "ansible_python_interpreter": interpreter or sys.executable,
@@ -154,9 +173,9 @@ def cluster_vars(
         "free": free_capacity(cluster),
         "nodes": [n.get("name") for n in nodes],
         "ready_nodes": len(usable),
-        "energy_kwh": _mean([n["energy_kwh"] for n in nodes if n.get("energy_kwh") is not None]),
+        "energy_kwh": _mean([n["energy_kwh"] for n in priced if n.get("energy_kwh") is not None]),
         "price_eur_h": sum(prices) if prices else None,
-        "bandwidth_gbps": _mean([n["bandwidth_gbps"] for n in nodes if n.get("bandwidth_gbps") is not None]),
+        "bandwidth_gbps": _mean([n["bandwidth_gbps"] for n in priced if n.get("bandwidth_gbps") is not None]),
         "healthy": bool(cluster.get("healthy")),
         "heartbeat_age": cluster.get("heartbeat_age"),
         "applications": applications,

@@ -117,16 +117,29 @@ def _nodes_by_cluster(conn: Conn, now: float, cluster: str | None = None) -> dic
     for name, data, received, economics, node_economics in conn.all(sql, args):
         default = json.loads(economics) if economics else {}
         per_node = json.loads(node_economics) if node_economics else {}
+        unlisted = _unlisted_node_economics(per_node)
         nodes = out[name] = json.loads(data)
         for node in nodes:
             own = per_node.get(node["name"]) or {}
             for key in ECONOMICS:  # never a reported value (rows stored before migration 6 hold some)
-                value = own[key] if own.get(key) is not None else default.get(key)
+                value = own[key] if own.get(key) is not None else default.get(key, unlisted.get(key))
                 if value is None:
                     node.pop(key, None)
                 else:
                     node[key] = value
             node["heartbeat_age"] = age(now, received)
+    return out
+
+
+def _unlisted_node_economics(per_node: dict[str, Any]) -> dict[str, float]:
+    """Economics of a reported node the registration does not name, when the cluster has no
+    default: its least favourable registered node's (highest price and energy, lowest
+    bandwidth), so a node an agent invents never attracts work by being cheap or green."""
+    out: dict[str, float] = {}
+    for key, worst in (("price_eur_h", max), ("energy_kwh", max), ("bandwidth_gbps", min)):
+        values = [e[key] for e in per_node.values() if isinstance(e, dict) and e.get(key) is not None]
+        if values:
+            out[key] = worst(values)
     return out
 
 

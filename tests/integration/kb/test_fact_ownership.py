@@ -78,6 +78,24 @@ def test_an_unregistered_price_is_unknown_not_the_reported_one(live_kb, fresh):
     assert all(n1.get(key) is None for key in FORGED)
 
 
+def test_an_invented_or_dropped_node_never_makes_a_cluster_cheaper(live_kb, fresh):
+    """An agent chooses which nodes it reports: a node the registration does not name gets its
+    least favourable registered node's economics (no default registered), and the Ansible
+    inventory's price counts a registered node the agent stopped reporting."""
+    name = fresh("edge")
+    n1 = {"price_eur_h": 3.0, "energy_kwh": 0.01, "bandwidth_gbps": 2.0}
+    n2 = {"price_eur_h": 5.0, "energy_kwh": 0.02, "bandwidth_gbps": 1.0}
+    live_kb.admin.register_cluster({"name": name, "tier": "edge", "node_economics": {"n1": n1, "n2": n2}})
+    stolen = live_kb.client("agent", name)
+    assert report(stolen, name, [node("n1"), node("fake-9", **FORGED)])["applied"]  # n2 dropped
+    inventory = live_kb.admin.inventory()
+    nodes = {n["name"]: n for n in _cluster(inventory, name)["nodes"]}
+    assert {k: nodes["fake-9"][k] for k in n2} == n2  # the dearest, hungriest, slowest registered
+    hostvars = cluster_vars(_cluster(inventory, name), live_kb.admin.get_cluster(name), [])
+    assert hostvars["price_eur_h"] == 3.0 + 5.0 + 5.0  # n1, fake-9 as the worst, and n2 still
+    assert hostvars["energy_kwh"] == pytest.approx((0.01 + 0.02 + 0.02) / 3)
+
+
 def test_forged_capacity_is_refused_until_an_admin_re_registers(live_kb, fresh):
     name = fresh("edge")
     live_kb.admin.register_cluster({"name": name, "tier": "edge"})
