@@ -45,6 +45,7 @@ def kubernetes() -> dict[str, Any]:
             from kubernetes.client.rest import ApiException
             from kubernetes.dynamic import DynamicClient
             from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+            from kubernetes.dynamic.resource import ResourceList
         except ImportError as exc:
             raise K8sError(
                 "-", f"the 'kubernetes' Python package is required (pip install kubernetes): {exc}"
@@ -55,6 +56,7 @@ def kubernetes() -> dict[str, Any]:
             DynamicClient=DynamicClient,
             DynamicApiError=DynamicApiError,
             ResourceNotFoundError=ResourceNotFoundError,
+            ResourceList=ResourceList,
         )
     return _KUBERNETES
 
@@ -150,7 +152,8 @@ class ClusterClient:
         kinds = {
             (res.group_version, res.kind)
             for res in found
-            if getattr(res, "preferred", False)
+            if not isinstance(res, kubernetes()["ResourceList"])  # the <Kind>List of a kind
+            and getattr(res, "preferred", False)
             and getattr(res, "namespaced", False)
             and "list" in (getattr(res, "verbs", None) or [])
             and "/" not in (getattr(res, "name", "") or "")  # not a subresource

@@ -156,9 +156,15 @@ def namespace_content(client: Any, namespace: str, required: list[Kind]) -> list
             if (api_version, kind) in required:
                 out.append(_unlistable(api_version, kind, namespace, exc))
             continue
-        # a cluster-scoped kind lists cluster-wide: only what lives in the namespace counts
-        out.extend(o for o in listed if (o.get("metadata") or {}).get("namespace") == namespace)
+        out.extend(o for o in listed if _lives_in(o, namespace, kind))
     return out
+
+
+def _lives_in(obj: dict, namespace: str, kind: str) -> bool:
+    """An object of that kind in the namespace: a cluster-scoped kind lists cluster-wide, and a
+    generated kind may come through another resource (a server's ``EventList``)."""
+    in_namespace = (obj.get("metadata") or {}).get("namespace") == namespace
+    return in_namespace and obj.get("kind", kind) == kind and kind not in GENERATED_KINDS
 
 
 def _dependent(obj: dict, uids: set[str]) -> bool:

@@ -217,3 +217,19 @@ def test_kubectl_deployment_refused_then_adopted(federation, k8s, tmp_path):
         if cluster != host:
             assert "qonnect.io/application" not in deployments(k8s, cluster, "team")["web"]["labels"]
         kubectl(federation, cluster, "delete", "namespace", "team", "--wait=false")
+
+
+def test_removal_keeps_a_namespace_holding_a_bare_pod(federation, k8s, tmp_path):
+    spec = write_spec(
+        tmp_path, "pod-keep", "pod-keep", [{"name": "web", "tier": "fog", "manifests": web("web")}]
+    )
+    assert recap(deploy(federation, spec))["failed"] == 0
+    host = placed(federation, "pod-keep")["web"][0]
+    assert wait_ready(k8s, host, "pod-keep", ["web"])["web"]["ready"] >= 1
+    kubectl(federation, host, "-n", "pod-keep", "run", "debug", "--image=busybox", "--restart=Never")
+
+    remove(federation, "pod-keep")
+    assert not deployments(k8s, host, "pod-keep")  # the application's own objects went
+    assert k8s(host)[0].read_namespaced_pod("debug", "pod-keep").metadata.name == "debug"
+    assert namespace_live(k8s, host, "pod-keep")  # the team's bare Pod keeps the namespace
+    kubectl(federation, host, "delete", "namespace", "pod-keep", "--wait=false")

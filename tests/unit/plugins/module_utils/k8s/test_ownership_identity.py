@@ -289,3 +289,37 @@ def test_the_documented_deploy_role_may_list_every_kind_removal_looks_at():
     for api_version, kind in (*SWEEP_KINDS, *FOREIGN_KINDS):
         group = api_version.rpartition("/")[0]
         assert (group, plural.get(kind, kind.lower() + "s")) in listable, kind
+
+
+def test_served_kinds_are_the_listable_namespaced_resources_not_their_lists():
+    import threading
+    from types import SimpleNamespace
+
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import ClusterClient
+    from kubernetes.dynamic.resource import Resource, ResourceList
+
+    def res(kind, namespaced=True, verbs=("get", "list"), name=None, preferred=True, api_version="v1"):
+        plural = name or kind.lower() + "s"
+        return Resource(
+            prefix="api",
+            api_version=api_version,
+            kind=kind,
+            namespaced=namespaced,
+            verbs=list(verbs),
+            name=plural,
+            preferred=preferred,
+        )
+
+    found = [
+        res("Pod"),
+        res("Event"),
+        ResourceList(None, api_version="v1", base_kind="Event"),
+        res("Node", namespaced=False),
+        res("Binding", verbs=("create",)),
+        res("Pod", name="pods/log"),
+        res("Widget", api_version="v1beta1", preferred=False),
+    ]
+    client = object.__new__(ClusterClient)
+    client.name, client._lock = "c1", threading.Lock()
+    client._dynamic = SimpleNamespace(resources=SimpleNamespace(search=lambda: found))
+    assert client.namespaced_kinds() == [("v1", "Event"), ("v1", "Pod")]
