@@ -139,6 +139,9 @@ class Snapshot:
     now: float
     heard_for: float | None = None  # seconds the controller has read the KB without a gap (None: unknown)
     probes: Mapping[str, ApiProbe] | None = None  # the leader's own probes (None: no prober, evidence as is)
+    # clusters whose reported capacity jumped and the leader's own read has not confirmed it
+    # (controller/capacity.py): no move goes there until it does; cluster -> why
+    unconfirmed: Mapping[str, str] | None = None
 
 
 # replan(app_record, inventory, current_placement, exclude, hysteresis) -> (new placement, why)
@@ -356,6 +359,7 @@ def detect(
     """
     suspects = down_clusters(snapshot, settings)
     update_memory(memory, snapshot, suspects)
+    capacity_notices(snapshot, memory)
     now = snapshot.now
     placements: dict[str, Any] = snapshot.inventory.get("placements") or {}
     apps = {a["name"]: a for a in snapshot.applications if isinstance(a, dict) and a.get("name")}
@@ -445,7 +449,7 @@ def _first_trigger(
     now = snapshot.now
     down, suspects = judged
     on_down = sorted({c for cs in services.values() for c in cs if c in down})
-    unstable = recently_recovered(services, memory, settings, now)
+    unstable = recently_recovered(services, memory, settings, now) | unconfirmed_targets(snapshot, services)
     if on_down:
         why = "; ".join(f"cluster {c} down: {down[c][0]}" for c in on_down)
         hit = sorted(s for s, cs in services.items() if cs & set(on_down))
@@ -555,6 +559,31 @@ def failed_on(log: DecisionLog, app: str, version: int | None, service: str | No
     }
 
 
+def unconfirmed_targets(snapshot: Snapshot, services: dict[str, set[str]]) -> set[str]:
+    """Clusters whose capacity claim the leader has not confirmed and that run none of the
+    app's services: no move goes there (what already runs there stays)."""
+    hosting = {c for cs in services.values() for c in cs}
+    return {c for c in (snapshot.unconfirmed or {}) if c not in hosting}
+
+
+def capacity_notices(snapshot: Snapshot, memory: Memory) -> None:
+    """One notice per cluster whose capacity claim is not confirmed (per episode)."""
+    unconfirmed = snapshot.unconfirmed or {}
+    for name, why in sorted(unconfirmed.items()):
+        _notice(
+            memory,
+            Notice(
+                "capacity-unconfirmed",
+                name,
+                f"cluster {name} {why}: no move goes there until its API confirms it",
+                snapshot.now,
+            ),
+        )
+    for name, kind in list(memory.noticed.items()):
+        if kind == "capacity-unconfirmed" and name not in unconfirmed:
+            memory.noticed.pop(name)  # confirmed (or gone): the next claim is announced again
+
+
 def recently_recovered(
     services: dict[str, set[str]], memory: Memory, settings: Settings, now: float
 ) -> set[str]:
@@ -578,7 +607,10 @@ def exclusions_now(
     placement = (snapshot.inventory.get("placements") or {}).get(app) or {}
     services = placed_clusters(placement)
     on_down = {c for cs in services.values() for c in cs if c in down}
-    return set(down) | set(pinned), recently_recovered(services, memory, settings, snapshot.now), on_down
+    unstable = recently_recovered(services, memory, settings, snapshot.now) | unconfirmed_targets(
+        snapshot, services
+    )
+    return set(down) | set(pinned), unstable, on_down
 
 
 def _may_drift(app: str, log: DecisionLog, now: float, settings: Settings) -> bool:
@@ -622,6 +654,7 @@ def _drift(
             if (
                 now - memory.healthy_since.get(c["name"], now) < settings.stable_seconds
                 or credentials_broken(c)
+                or c["name"] in (snapshot.unconfirmed or {})
             )
             and not any(c["name"] in cs for cs in services.values())
         )

@@ -37,6 +37,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER
 
 from qonnect.controller import journal, proctree, rollback
+from qonnect.controller.capacity import CapacityWatch
 from qonnect.controller.confirm import Confirmer
 from qonnect.controller.detector import (
     VERSION_FAILING,
@@ -144,6 +145,7 @@ class Controller:
         self.metrics = Metrics()
         self.memory = Memory()
         self.confirmer = Confirmer(self.kb.list_clusters)  # the leader's own probes of suspects
+        self.capacity = CapacityWatch(self.kb.list_clusters)  # ... and of capacity claims
         self.last_tick: float | None = None  # monotonic start of the previous tick (loop lag)
         # a tick this much later than planned: the host (or we) stalled, agents were not heard
         self.stall_limit = max(2.0 * cfg.tick, cfg.settings.heartbeat_timeout / 2)
@@ -236,7 +238,12 @@ class Controller:
         self._stalled(time.monotonic() - read_at, "reading the KB took")
         heard_for = time.monotonic() - (self.kb_ok_since or time.monotonic())
         suspects = down_clusters(snapshot, self.cfg.settings)
-        snapshot = dataclasses.replace(snapshot, heard_for=heard_for, probes=self.confirmer.probes(suspects))
+        snapshot = dataclasses.replace(
+            snapshot,
+            heard_for=heard_for,
+            probes=self.confirmer.probes(suspects),
+            unconfirmed=self.capacity.unconfirmed(snapshot.inventory.get("clusters", [])),
+        )
         self.apps = {a["name"] for a in snapshot.applications}
         if heard_for < self.cfg.settings.heartbeat_timeout:
             self.why = (
