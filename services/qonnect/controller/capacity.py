@@ -108,9 +108,7 @@ class CapacityWatch:
                 self.baseline[name] = (cpu, nodes)  # first sight: the state the leader found
                 continue
             if cpu <= base[0] * JUMP + 1e-9 and nodes <= base[1]:
-                if cpu < base[0]:
-                    self.baseline[name] = (cpu, base[1] | nodes)  # shrinking needs no look
-                continue
+                continue  # within what was confirmed (a drained node coming back needs no look)
             why = self._judge(name, cpu, nodes, base, now)
             if why is None:
                 log.warning(
