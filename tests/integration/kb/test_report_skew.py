@@ -164,3 +164,61 @@ def _json(body: dict) -> bytes:
     import json
 
     return json.dumps(body, allow_nan=True).encode()
+
+
+AGENT_TOKENS: dict[str, str] = {}  # KB url -> the fuzzed cluster's agent token (one per backend)
+EDGE = st.sampled_from([-1.0, 0.0, 1.0, 59.0, 61.0, 3600.0])  # seconds from now: around the skew
+
+
+@settings(
+    max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+)
+@given(
+    ahead=EDGE,
+    memory=NUMBERS,
+    storage=NUMBERS,
+    requested=NUMBERS,
+    energy=NUMBERS,
+    bandwidth=NUMBERS,
+    ms=NUMBERS,
+    cpu=st.one_of(NUMBERS, st.sampled_from([16.0, 64.0, 65.0, 1000.0])),
+)
+def test_fuzz_every_number_of_an_agents_report(
+    live_kb, ahead, memory, storage, requested, energy, bandwidth, ms, cpu
+):
+    """The attacker's view: an agent token, every numeric field of a node and a latency, ts just
+    inside and just past the skew. A 200 or a 422 naming the field; what is stored stays within
+    the bounds (capacity at most the registered 64 CPU, finite and >= 0; no reported economics)."""
+    name = "fuzz-agent"
+    try:
+        live_kb.admin.register_cluster({"name": name, "tier": "edge", "capacity": {"cpu": 64}})
+    except KBError as exc:
+        assert exc.status == 409
+    token = AGENT_TOKENS.get(live_kb.url) or AGENT_TOKENS.setdefault(
+        live_kb.url, live_kb.token("agent", name)
+    )
+    now = time.time()
+    node = {
+        "name": "n1",
+        "ready": True,
+        "allocatable": {"cpu": cpu, "memory": memory, "ephemeral_storage": storage},
+        "requested": {"cpu": requested, "memory": requested},
+        "energy_kwh": energy,
+        "bandwidth_gbps": bandwidth,
+        "price_eur_h": 0.0001,
+    }
+    body = {"seq": _clock_us(), "ts": now + ahead, "nodes": [node], "latencies": {"kb": ms}}
+    status, answer = raw(live_kb, "POST", f"/api/v1/clusters/{name}/reports", _json(body), token)
+    assert status in (200, 422), (status, answer)
+    if status == 422:
+        assert answer["detail"].startswith(("seq", "ts", "nodes", "latencies")), answer
+    if ahead > trust.SKEW_SECONDS:
+        assert status == 422, answer  # ts, unless another field was refused first
+    for stored in live_kb.admin.request("GET", f"/api/v1/clusters/{name}/nodes")["nodes"]:
+        for key in ("price_eur_h", "energy_kwh", "bandwidth_gbps"):
+            assert stored.get(key) is None, (key, stored)  # never the report's (none is registered)
+        for resource, value in stored["allocatable"].items():
+            assert isinstance(value, (int, float)) and math.isfinite(value) and value >= 0, (resource, value)
+        assert stored["allocatable"]["cpu"] <= 64
+    for latency in (live_kb.admin.latency().get(name) or {}).values():
+        assert math.isfinite(latency) and latency >= 0
