@@ -420,9 +420,15 @@ class DecisionRef(Strict):
     exclude: Annotated[list[Annotated[str, Text(253, 1)]], Field(max_length=1000)] = []
 
 
+# an event type is a dotted word (no spaces, no look-alike characters): what reads as
+# "controller.decision" to a person is compared as such (issue 25: " controller.x" was accepted)
+EVENT_TYPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
+
+
 class EventIn(Strict):
-    type: Annotated[str, Text(64, 1)] = Field(
-        description="e.g. deploy, failure, migration; controller.* only from controller tokens"
+    type: Annotated[str, Text(64, 1), Field(pattern=EVENT_TYPE_PATTERN)] = Field(
+        description="a dotted word, e.g. deploy, failure, migration; controller.* (in any case) "
+        "only from controller tokens"
     )
     reason: Annotated[str, Text(256)] = ""
     message: Annotated[str, Text(8192)] = ""

@@ -108,8 +108,49 @@ def test_event_types_by_role_case_insensitively_and_event_ts_bounded(live_kb, fr
             agent.request("POST", "/api/v1/events", {"type": kind, "fencing": {"term": 9, "seq": 9}})
         assert err.value.status == 403 and err.value.message.startswith("type:"), kind
     _refused(lambda: agent.request("POST", "/api/v1/events", {"type": "failure", "ts": 1e12}), "ts")
+    # look-alikes of a controller type are no event type at all: a dotted word only
+    for kind in (
+        " controller.decision",
+        "controller.decision ",
+        "contro\u013aler.decision",
+        "controller decision",
+    ):
+        _refused(lambda k=kind: agent.request("POST", "/api/v1/events", {"type": k}), "type")
     ok = agent.request("POST", "/api/v1/events", {"type": "failure", "ts": time.time() - 5})
     assert ok["cluster"] == name and ok["role"] == "agent"
+
+
+def test_an_agent_token_writes_nothing_but_its_own_clusters_observations(live_kb, fresh):
+    """The threat model's edge-intruder row, route by route: 403 for placements, the fence,
+    applications (and their rollback), tokens, other clusters and cluster registrations."""
+    name, other = fresh("edge"), fresh("edge")
+    app = fresh("app")
+    for cluster in (name, other):
+        live_kb.admin.register_cluster({"name": cluster, "tier": "edge"})
+    from test_kb_api import spec
+
+    live_kb.admin.put_application(app, spec(app))
+    stolen = live_kb.client("agent", name)
+    fence = {"term": 2**40, "seq": 0}
+    writes = {
+        "placement": lambda: stolen.put_placement(app, {"current": {}}, fence),
+        "fence": lambda: stolen.raise_fence(fence),
+        "application": lambda: stolen.put_application(app, spec(app, energy=0.5)),
+        "delete application": lambda: stolen.delete_application(app),
+        "rollback": lambda: stolen.roll_back(app, 1, 1, "x", fence),
+        "token": lambda: stolen.request("POST", "/api/v1/tokens", {"role": "admin"}),
+        "other cluster's report": lambda: stolen.report(other, {"seq": _clock_us(), "ts": time.time()}),
+        "own registration": lambda: stolen.update_cluster(name, {"labels": {"cheap": "true"}}),
+        "register a cluster": lambda: stolen.register_cluster({"name": fresh("edge"), "tier": "edge"}),
+        "delete own cluster": lambda: stolen.delete_cluster(name),
+    }
+    for what, write in writes.items():
+        with pytest.raises(KBError) as err:
+            write()
+        assert err.value.status == 403, (what, err.value.status, err.value.message)
+    assert live_kb.admin.get_application(app)["version"] == 1
+    assert live_kb.admin.get_fence()["term"] < 2**40
+    assert stolen.report(name, {"seq": _clock_us(), "ts": time.time()})["applied"] is True  # its own: yes
 
 
 def test_the_schema_needs_a_token(live_kb):
