@@ -230,17 +230,24 @@ def test_failed_first_deploy_is_rolled_back_then_removal_is_idempotent(tmp_path,
     nothing_left(dyn, "orphan")
     kb = federation.kb()
     assert (kb.get_placement("orphan").get("desired") or {}) == {}
-    # an object left behind by an interrupted run, on a cluster no placement names
+    # an object left behind by an interrupted run, on a cluster no placement names, in the
+    # application's namespace (removal sweeps only what <namespace>/<app> owns)
+    namespaces = dyn("edge-3").resources.get(api_version="v1", kind="Namespace")
+    if not any(n.metadata.name == "orphan" for n in dyn("edge-3").get(namespaces).items):
+        dyn("edge-3").create(
+            namespaces, body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "orphan"}}
+        )
     core = dyn("edge-3").resources.get(api_version="v1", kind="ConfigMap")
     dyn("edge-3").create(
         core,
-        namespace="default",
+        namespace="orphan",
         body={
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
                 "name": "left-behind",
                 "labels": {"app.kubernetes.io/managed-by": "qonnect", "qonnect.io/application": "orphan"},
+                "annotations": {"qonnect.io/owner": "orphan/orphan"},
             },
         },
     )
