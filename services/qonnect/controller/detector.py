@@ -418,7 +418,9 @@ def down_for(
 ) -> dict[str, tuple[str, float]]:
     """The down clusters one application moves off: those suspect for at least its own grace
     (spec.clusterGraceSeconds), else for the cluster's grace."""
-    clusters = {c["name"]: c for c in snapshot.inventory.get("clusters", [])}
+    if not down:
+        return {}  # the common tick: nothing to filter (this runs once per application)
+    clusters = {c["name"]: c for c in snapshot.inventory.get("clusters", []) if c["name"] in down}
     out = {}
     for name, (why, began) in down.items():
         wait = grace if grace is not None else cluster_grace(clusters.get(name, {}), settings)
