@@ -11,8 +11,11 @@ import json
 import os
 import ssl
 import tempfile
+import threading
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ from typing import Any
 import yaml
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass
@@ -146,13 +150,115 @@ def peak_rss(pid: int) -> int:
     return 0
 
 
-def cost(pids: dict[str, int], since: dict[str, float] | None = None) -> dict[str, Any]:
-    """CPU-seconds (since an earlier reading) and summed peak RSS of a set of processes."""
-    now = {name: cpu_seconds(pid) for name, pid in pids.items()}
+def cost(pids: dict[str, int], since: dict[str, tuple[int, float]] | None = None) -> dict[str, Any]:
+    """CPU-seconds (since an earlier reading) and summed peak RSS of a set of processes.
+
+    The baseline is per pid, not per name: a process restarted since ``since`` (a new pid under
+    the same name, as the tuned phase's karmada-controller-manager and -scheduler) counts from
+    0, its own whole life; the old process's CPU between the reading and its exit is lost (it
+    is listed in ``gone``). Peak RSS is each listed process's own VmHWM (its peak since it
+    started, not since ``since``), summed over processes: not a simultaneous peak, and without
+    children (a controller replica's playbook runs, whose CPU is counted once reaped).
+    """
+    now = {name: (pid, cpu_seconds(pid)) for name, pid in pids.items()}
     base = since or {}
+    per: dict[str, float] = {}
+    restarted = []
+    for name, (pid, cpu) in now.items():
+        old_pid, old_cpu = base.get(name, (pid, 0.0))
+        if old_pid != pid:
+            restarted.append(name)
+            old_cpu = 0.0
+        per[name] = cpu - old_cpu
     return {
-        "cpu_seconds": round(sum(now[n] - base.get(n, 0.0) for n in now), 1),
+        "cpu_seconds": round(sum(per.values()), 1),
         "peak_rss_mib_sum": round(sum(peak_rss(p) for p in pids.values()) / 2**20, 1),
-        "per_process_cpu_seconds": {n: round(now[n] - base.get(n, 0.0), 1) for n in now},
+        "per_process_cpu_seconds": {n: round(v, 1) for n, v in per.items()},
+        "per_process_peak_rss_mib": {n: round(peak_rss(p) / 2**20, 1) for n, p in pids.items()},
+        "restarted": restarted,  # counted from 0: started (again) after the baseline
+        "gone": sorted(set(base) - set(now)),  # exited since the baseline: their CPU after it is lost
         "_reading": now,
     }
+
+
+def rss(pid: int) -> int:
+    """The process's resident set now, bytes (0 if it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def parents() -> dict[int, int]:
+    """pid -> parent pid of every live process."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                out[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+class RssSampler(threading.Thread):
+    """Samples, every ``interval`` s, each system's resident memory at that moment: its listed
+    processes plus all their descendants (a controller replica's playbook runs and its proctree
+    watchdog), and keeps the largest sum per system since the last ``reset``.
+
+    A simultaneous peak, unlike cost()'s sum of per-process peaks, and the only figure that
+    includes children; a child living less than ``interval`` may be missed.
+    """
+
+    def __init__(self, systems: dict[str, Callable[[], dict[str, int]]], interval: float = 1.0) -> None:
+        super().__init__(daemon=True, name="rss-sampler")
+        self.systems, self.interval = systems, interval
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.peaks: dict[str, dict[str, float]] = {}
+        self.samples = 0
+
+    def reset(self) -> None:
+        with self.lock:
+            self.peaks, self.samples = {}, 0
+
+    def read(self) -> dict[str, Any]:
+        with self.lock:
+            return {"samples": self.samples, "interval_s": self.interval, **self.peaks}
+
+    def sample(self) -> None:
+        tree: dict[int, list[int]] = {}
+        for pid, ppid in parents().items():
+            tree.setdefault(ppid, []).append(pid)
+        for system, pids_of in self.systems.items():
+            try:
+                roots = set(pids_of().values())
+            except Exception:  # a list changing under us: the next sample
+                continue
+            children, stack = set(), list(roots)
+            while stack:
+                for child in tree.get(stack.pop(), []):
+                    if child not in children and child not in roots:
+                        children.add(child)
+                        stack.append(child)
+            own = sum(rss(p) for p in roots) / 2**20
+            kids = sum(rss(p) for p in children) / 2**20
+            with self.lock:
+                peak = self.peaks.setdefault(
+                    system, {"peak_total_mib": 0.0, "peak_children_mib": 0.0, "max_children": 0}
+                )
+                peak["peak_total_mib"] = round(max(peak["peak_total_mib"], own + kids), 1)
+                peak["peak_children_mib"] = round(max(peak["peak_children_mib"], kids), 1)
+                peak["max_children"] = max(peak["max_children"], len(children))
+        with self.lock:
+            self.samples += 1
+
+    def run(self) -> None:
+        while not self.done.wait(self.interval):
+            try:
+                self.sample()
+            except Exception:  # sampling must never end the benchmark
+                time.sleep(self.interval)
+
+    def stop(self) -> None:
+        self.done.set()

@@ -16,11 +16,12 @@ Deployment Ready (the two systems one after the other, the order alternating per
 (2) the API server of each member running either system's ratings is SIGKILLed -> every
 Deployment that was there Ready on another member (both systems watch the same failure); (3) the
 member comes back -> the copies each system left there, how long until none is left, what moved
-back; (4) one 15 s API-server blip -> which Deployments moved. Then (5, tuned phase) k one-service
+back; (4) one 15 s API-server blip -> which Deployments moved. Then (5, each phase) k one-service
 applications per system (ratings clones, tier edge) and their member fails. CPU-seconds and peak
 RSS per control plane are read from /proc (Karmada: host etcd, kube-apiserver,
 kube-controller-manager and the three Karmada components; qonnect: KB, agents, controller
-replicas with their playbook runs). Bounded everywhere; every process is stopped in ``finally``;
+replicas; CPU includes reaped children, so the replicas' playbook runs; the summed per-process
+peak RSS does not, the sampled simultaneous RSS does). Bounded everywhere; every process is stopped in ``finally``;
 the result so far is written after each trial (``--out``).
 
     python benchmarks/peers/karmada/run.py --json            # after benchmarks/peers/karmada/build.sh
@@ -48,7 +49,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # its shared helpers (support)
 
 from _controller_stack import BIN, REPO, Stack, wait_for  # noqa: E402
 from failover import KUBE_START_DELAYS, kube_profile, summary  # noqa: E402
-from members import Member, cost, snapshot, where  # noqa: E402
+from members import Member, RssSampler, cost, snapshot, where  # noqa: E402
 from plane import TAINT_POLICY, Karmada  # noqa: E402
 from qonnect.agent.cli import DEFAULT_INTERVAL  # noqa: E402
 from qonnect.controller import journal  # noqa: E402
@@ -343,12 +344,18 @@ class Bench:
         return time.monotonic() - t0
 
     def remove_both(self) -> None:
-        self.karmada.delete_namespace_objects(K_NS)
-        subprocess.run(
-            [str(BIN / "ansible-playbook"), str(REPO / "playbooks" / "remove.yml"), "-e", "app=bookinfo",
-             "-e", f"kb_url={self.stack.kb_url}", "-e", f"kb_token_file={self.stack.admin_token}"],
-            capture_output=True, timeout=300, env=self.stack.env, check=False,
-        )  # fmt: skip
+        """Remove every application of both systems: bookinfo, and the k apps of an earlier
+        phase's trial 5 (a qonnect application's name is its namespace)."""
+        k_namespaces = sorted({ns for ns, _name in self.keys.get("karmada", set())} | {K_NS})
+        q_apps = sorted({ns for ns, _name in self.keys.get("qonnect", set())} | {Q_NS})
+        for namespace in k_namespaces:
+            self.karmada.delete_namespace_objects(namespace)
+        for app in q_apps:
+            subprocess.run(
+                [str(BIN / "ansible-playbook"), str(REPO / "playbooks" / "remove.yml"), "-e", f"app={app}",
+                 "-e", f"kb_url={self.stack.kb_url}", "-e", f"kb_token_file={self.stack.admin_token}"],
+                capture_output=True, timeout=300, env=self.stack.env, check=False,
+            )  # fmt: skip
         keys = self.keys.pop("karmada", set()) | self.keys.pop("qonnect", set())
         wait_for(
             lambda: not any(k in d for d in self.seen_all(keys).values() for k in keys),
@@ -358,7 +365,12 @@ class Bench:
         )
         # Karmada's bindings (and their works) go after the members' copies: a template applied
         # again under the same name while its old binding is still deleting must not meet it.
-        wait_for(lambda: not self.karmada.bindings(K_NS), 120, 1, "Karmada's bookinfo bindings removed")
+        wait_for(
+            lambda: not any(self.karmada.bindings(ns) for ns in k_namespaces),
+            120,
+            1,
+            "Karmada's bindings removed",
+        )
 
     def seen_all(self, keys: set[tuple[str, str]]) -> dict[str, dict]:
         return snapshot(self.members, {ns for ns, _name in keys})
@@ -406,7 +418,7 @@ class Bench:
                     self.say(f"{target} recovered at attempt {attempt}")
                     self.recover_retries += 1
                 return
-            except subprocess.CalledProcessError as exc:
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:  # 60 s each
                 err = (exc.stderr or b"").decode(errors="replace").strip()[-300:]
                 self.say(f"recover {target} attempt {attempt} failed: {err}")
                 if attempt == attempts:
@@ -581,11 +593,16 @@ def run(args: argparse.Namespace, workdir: Path, karmada_bin: Path, crd_dir: Pat
         if args.out:
             Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
 
+    sampler = RssSampler({"karmada": bench.karmada.pids, "qonnect": bench.qonnect_pids})
     try:
         result["start"] = bench.start()
+        sampler.start()
         for n, phase in enumerate(args.phases):
+            # Per pid: configure() restarts Karmada's controller-manager and scheduler in the
+            # tuned phase, and the new processes count from 0 (cost()), not from the old ones'.
             k0 = cost(bench.karmada.pids())
             q0 = cost(bench.qonnect_pids())
+            sampler.reset()
             t_phase = time.monotonic()
             trials: dict[str, Any] = {"deploy": [], "fail": [], "blip": []}
             result["phases"][phase] = {"trials": trials}
@@ -596,8 +613,14 @@ def run(args: argparse.Namespace, workdir: Path, karmada_bin: Path, crd_dir: Pat
             finally:  # a phase cut short still has its cost
                 k1 = cost(bench.karmada.pids(), k0["_reading"])
                 q1 = cost(bench.qonnect_pids(), q0["_reading"])
-                for c in (k1, q1):
+                sampled = sampler.read()
+                for system, c in (("karmada", k1), ("qonnect", q1)):
                     c.pop("_reading")
+                    c["sampled_rss"] = {
+                        "samples": sampled["samples"],
+                        "interval_s": sampled["interval_s"],
+                        **sampled.get(system, {}),
+                    }
                 result["phases"][phase].update(
                     seconds=round(time.monotonic() - t_phase, 1),
                     cost={"karmada": k1, "qonnect": q1},
@@ -609,6 +632,7 @@ def run(args: argparse.Namespace, workdir: Path, karmada_bin: Path, crd_dir: Pat
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["karmada_state_at_error"] = bench.karmada_state()
     finally:
+        sampler.stop()
         try:
             bench.stack.close()
         finally:
@@ -681,7 +705,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
-        "--reps", default="3", help="repetitions per phase (deploy, fails, one blip): N or PHASE=N,..."
+        "--reps", default="5", help="repetitions per phase (deploy, fails, one blip): N or PHASE=N,..."
     )
     parser.add_argument(
         "--bound", type=float, default=90, help="seconds a failover may take before it counts as none"
@@ -690,7 +714,7 @@ def main() -> int:
         "--k", type=int, default=10, help="applications per system in the k-apps trial (0: skip)"
     )
     parser.add_argument("--phases", default="default,tuned", help="default,tuned")
-    parser.add_argument("--k-phases", default="tuned", help="phases that run the k-apps trial")
+    parser.add_argument("--k-phases", default="default,tuned", help="phases that run the k-apps trial")
     parser.add_argument("--trials", default="fail,blip", help="besides deploy: fail,blip")
     parser.add_argument("--out", help="write the result so far to this file after each trial")
     args = parser.parse_args()

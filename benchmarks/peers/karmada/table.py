@@ -57,11 +57,25 @@ def blips(blip: list[dict], system: str) -> str:
     return f"{sum(moves)} moves in {len(moves)} blips ({', '.join(str(m) for m in moves)})"
 
 
+def k_deploy(k_fails: list[dict], system: str) -> str:
+    """The k apps' deploy time (one deploy per phase; each of its failures carries it)."""
+    if not k_fails:
+        return "not run"
+    return f"{k_fails[0]['deploy_seconds'][system]:.1f}"
+
+
 def cost(phase: dict, system: str) -> str:
     c = phase.get("cost", {}).get(system)
     if not c:
         return "- (run not finished)"
-    return f"{c['cpu_seconds']:.1f} CPU-s / {c['peak_rss_mib_sum']:.0f} MiB ({phase['seconds'] / 60:.0f} min)"
+    text = f"{c['cpu_seconds']:.1f} CPU-s / {c['peak_rss_mib_sum']:.0f} MiB"
+    sampled = c.get("sampled_rss", {})
+    if sampled.get("peak_total_mib"):  # runs since 2026-12-03: simultaneous, with children
+        text += f" (sampled at once: {sampled['peak_total_mib']:.0f} MiB"
+        if sampled.get("peak_children_mib"):
+            text += f", children {sampled['peak_children_mib']:.0f}"
+        text += ")"
+    return text + f" ({phase['seconds'] / 60:.0f} min)"
 
 
 def table(runs: dict[str, dict[str, Any]]) -> str:
@@ -112,10 +126,19 @@ def table(runs: dict[str, dict[str, Any]]) -> str:
             failovers([*k_d, *k_u], "qonnect", bound),
         ),
         (
-            "control plane over the run: CPU-seconds / peak RSS sum",
+            "k = 10 applications deployed -> all Ready (s; Karmada's applied at once, qonnect's one by one)",
+            k_deploy(k_d, "karmada"),
+            k_deploy(k_u, "karmada"),
+            "; ".join(
+                f"{n} phase: {k_deploy(k, 'qonnect')}" for n, k in (("default", k_d), ("tuned", k_u)) if k
+            )
+            or "not run",
+        ),
+        (
+            "control plane per phase: CPU-seconds / sum of per-process peak RSS",
             "; ".join(cost(p, "karmada") for n, p in costs if n == "default") or "-",
             "; ".join(cost(p, "karmada") for n, p in costs if n == "tuned") or "-",
-            "; ".join(f"{n} run: {cost(p, 'qonnect')}" for n, p in costs),
+            "; ".join(f"{n} phase: {cost(p, 'qonnect')}" for n, p in costs),
         ),
     ]
     lines = ["| trial | Karmada default | Karmada tuned | qonnect.core |", "|---|---|---|---|"]
