@@ -674,11 +674,15 @@ def run_phase(
             trials["blip"].append(bench.trial_blip(target))
             save()
     if phase in args.k_phases and args.k:
-        if not bench.keys:
-            trials["deploy"].append(bench.trial_deploy(karmada_first=n % 2 == 0))
-        trials.setdefault("stable_before_k", []).append(bench.stable())
-        trials["k_apps"] = bench.trial_k_apps(args.k, args.bound)
-        save()
+        for rep in range(args.k_reps):
+            # Each repetition starts as the first did: bookinfo alone, then the k apps beside it.
+            if rep or not bench.keys:
+                if bench.keys:
+                    bench.remove_both()
+                trials["deploy"].append(bench.trial_deploy(karmada_first=(rep + n) % 2 == 0))
+            trials.setdefault("stable_before_k", []).append(bench.stable())
+            trials.setdefault("k_apps", []).extend(bench.trial_k_apps(args.k, args.bound))
+            save()
 
 
 def summarize(trials: dict[str, Any]) -> dict[str, Any]:
@@ -715,6 +719,9 @@ def main() -> int:
     )
     parser.add_argument("--phases", default="default,tuned", help="default,tuned")
     parser.add_argument("--k-phases", default="default,tuned", help="phases that run the k-apps trial")
+    parser.add_argument(
+        "--k-reps", type=int, default=1, help="repetitions of the k-apps trial per phase (each redeploys)"
+    )
     parser.add_argument("--trials", default="fail,blip", help="besides deploy: fail,blip")
     parser.add_argument("--out", help="write the result so far to this file after each trial")
     args = parser.parse_args()

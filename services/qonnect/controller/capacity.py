@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from qonnect.controller.records import Fetch, RecordCache, as_cache
+
 log = logging.getLogger(__name__)
 
 JUMP = 1.25  # reported CPU above the confirmed baseline by this factor needs a look
@@ -80,12 +82,12 @@ class CapacityWatch:
 
     def __init__(
         self,
-        records: Callable[[], list[dict[str, Any]]],
+        records: RecordCache | Fetch,
         read: Callable[[str, dict[str, Any]], Capacity | str] = read_capacity,
         max_parallel: int = MAX_PARALLEL,
         reread: float = REREAD,
     ) -> None:
-        self.records = records  # the KB's cluster records, with credentials (kb.list_clusters)
+        self.records = as_cache(records)  # the KB's cluster records, with credentials
         self.read = read
         self.reread = reread
         self.pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="capacity")
@@ -140,7 +142,7 @@ class CapacityWatch:
 
     def _read(self, name: str) -> None:
         try:
-            record = next((r for r in self.records() if r.get("name") == name), None)
+            record = self.records.get(name)
             result: Capacity | str = self.read(name, record) if record else "the KB has no record of it"
         except Exception as exc:  # the KB away, a bug: not confirmed, logged
             log.warning("reading the capacity of cluster %s failed: %s", name, exc)

@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from qonnect.controller.detector import ApiProbe
+from qonnect.controller.records import Fetch, RecordCache, as_cache
 
 log = logging.getLogger(__name__)
 
@@ -67,20 +68,18 @@ class Confirmer:
 
     def __init__(
         self,
-        records: Callable[[], list[dict[str, Any]]],
+        records: RecordCache | Fetch,
         probe: Callable[[str, dict[str, Any]], ApiProbe] = probe_cluster,
         ttl: float = PROBE_TTL,
         max_parallel: int = MAX_PARALLEL,
     ) -> None:
-        self.records = records  # the KB's cluster records, with credentials (kb.list_clusters)
+        self.records = as_cache(records)  # the KB's cluster records, with credentials
         self.probe = probe
         self.ttl = ttl
         self.pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="confirm")
         self.lock = threading.Lock()
         self.results: dict[str, ApiProbe] = {}
         self.running: dict[str, Future[ApiProbe]] = {}
-        self.known: dict[str, dict[str, Any]] = {}
-        self.known_at = 0.0
 
     def probes(self, suspects: Iterable[str]) -> dict[str, ApiProbe]:
         """The fresh results for these clusters; a probe is started for each without one."""
@@ -101,7 +100,7 @@ class Confirmer:
 
     def _probe(self, name: str) -> ApiProbe:
         try:
-            record = self._record(name)
+            record = self.records.get(name)
             result = (
                 self.probe(name, record)
                 if record is not None
@@ -114,13 +113,6 @@ class Confirmer:
             self.results[name] = result
             self.running.pop(name, None)
         return result
-
-    def _record(self, name: str) -> dict[str, Any] | None:
-        """The cluster's KB record, re-read at most every 30 s (or when it is not known)."""
-        if name not in self.known or time.time() - self.known_at > 30.0:
-            self.known = {r["name"]: r for r in self.records()}
-            self.known_at = time.time()
-        return self.known.get(name)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -54,6 +54,7 @@ from qonnect.controller.executor import CANCELLED, SUCCEEDED, Executor, Outcome
 from qonnect.controller.pacing import Pacer
 from qonnect.controller.raft import ProposalError, RaftNode, Timing
 from qonnect.controller.reconcile import Reconciler
+from qonnect.controller.records import RecordCache
 from qonnect.controller.replan import Feasibility
 from qonnect.controller.statemachine import PENDING, RETRY, RUNNING
 from qonnect.controller.status import Metrics, StatusServer
@@ -144,8 +145,9 @@ class Controller:
         )
         self.metrics = Metrics()
         self.memory = Memory()
-        self.confirmer = Confirmer(self.kb.list_clusters)  # the leader's own probes of suspects
-        self.capacity = CapacityWatch(self.kb.list_clusters)  # ... and of capacity claims
+        records = RecordCache(self.kb.list_clusters)  # one read of every record per 30 s, shared
+        self.confirmer = Confirmer(records)  # the leader's own probes of suspects
+        self.capacity = CapacityWatch(records)  # ... and of capacity claims
         self.last_tick: float | None = None  # monotonic start of the previous tick (loop lag)
         # a tick this much later than planned: the host (or we) stalled, agents were not heard
         self.stall_limit = max(2.0 * cfg.tick, cfg.settings.heartbeat_timeout / 2)

@@ -165,12 +165,23 @@ def list_workloads(conn: Conn, application: str | None, cluster: str | None) -> 
 
 
 def latency_matrix(conn: Conn) -> dict[str, dict[str, float]]:
-    """latency_ms[a][b]: location a to location b; peers named by cluster map to its location."""
+    """latency_ms[a][b]: location a to location b; peers named by cluster map to its location.
+
+    A round trip is one path seen from both of its ends, so a pair's value is the largest that
+    any agent at either end measured (issue 25): one agent's token can make its own paths look
+    slower than its peers measure them, never faster (a forged 0 ms attracts nothing while the
+    peer's agent measures the path). A path measured from one end only keeps that end's value."""
     locations = dict(conn.all("SELECT name, location FROM clusters"))
     out: dict[str, dict[str, float]] = {}
     for cluster, peer, ms in conn.all("SELECT cluster, peer, ms FROM latencies ORDER BY cluster, peer"):
-        src = locations.get(cluster, cluster)
-        out.setdefault(src, {})[locations.get(peer, peer)] = ms
+        row = out.setdefault(locations.get(cluster, cluster), {})
+        dst = locations.get(peer, peer)
+        row[dst] = max(ms, row.get(dst, ms))
+    for src, row in out.items():
+        for dst, ms in row.items():
+            back = out.get(dst, {}).get(src)
+            if back is not None and back > ms:
+                row[dst] = back
     return out
 
 

@@ -13,6 +13,7 @@ import pytest
 from ansible_collections.qonnect.core.plugins.inventory.kb import cluster_vars
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement.engine import place
+from ansible_collections.qonnect.core.plugins.module_utils.qos.load import load_application
 from ansible_collections.qonnect.core.plugins.module_utils.qos.model import Application
 from qonnect.kb import trust
 from test_kb_api import spec
@@ -162,6 +163,55 @@ def test_a_stolen_token_cannot_pull_an_application(db_url_factory, kb_process, m
     app = Application.from_dict(kb.get_application("ratings")["application"])
     plan = place(app, kb.inventory(), explain=False)
     assert {e["cluster"] for entries in plan.services.values() for e in entries} == {"green-1"}
+
+
+def test_a_forged_latency_cannot_make_a_path_faster(db_url_factory, kb_process, make_token):
+    """A stolen token of edge-liar reports 0 ms to the database's site, whose own agent measures
+    that path at 40 ms (and edge-honest's at 5 ms). A path's latency is the larger of its two
+    ends' measurements, so the latency-first web service stays next to the honest measurement."""
+    db = db_url_factory("sqlite")
+    kb = KBClient(kb_process(db).url, make_token(db, "admin"))
+    sites = {"db-site": "cloud", "edge-honest": "edge", "edge-liar": "edge"}
+    measured = {
+        "db-site": {"edge-honest": 5.0, "edge-liar": 40.0},
+        "edge-honest": {"db-site": 5.0},
+        "edge-liar": {"db-site": 0.0},  # the forgery
+    }
+    for name, tier in sites.items():
+        kb.register_cluster({"name": name, "tier": tier, "location": f"loc-{name}"})
+        agent = KBClient(
+            kb.url, kb.request("POST", "/api/v1/tokens", {"role": "agent", "cluster": name})["token"]
+        )
+        ack = agent.report(
+            name,
+            {
+                "seq": time.time_ns() // 1000,
+                "ts": time.time(),
+                "nodes": [node("n1")],
+                "latencies": measured[name],
+            },
+        )
+        assert ack["applied"]
+    matrix = kb.latency()
+    assert matrix["loc-edge-liar"]["loc-db-site"] == 40.0 and matrix["loc-db-site"]["loc-edge-liar"] == 40.0
+    assert matrix["loc-edge-honest"]["loc-db-site"] == 5.0
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    app = load_application(
+        {
+            "apiVersion": "qonnect.io/v1",
+            "kind": "Application",
+            "metadata": {"name": "near"},
+            "spec": {
+                "objective": {"energy": 0, "cost": 0, "performance": 0, "latency": 1.0},
+                "services": [
+                    {"name": "db", "tier": "cloud", "manifests": [manifest]},
+                    {"name": "web", "tier": "edge", "dependsOn": ["db"], "manifests": [manifest]},
+                ],
+            },
+        }
+    )
+    plan = place(app, kb.inventory(), explain=False)
+    assert [e["cluster"] for e in plan.services["web"]] == ["edge-honest"]
 
 
 def test_the_bounds_are_documented_numbers():

@@ -144,6 +144,7 @@ def list_workloads(
 
 @router.get("/latency", response_model=LatencyMatrix, responses=errors())
 def latency(who: Who, kb: KB) -> dict:
-    """latency_ms[a][b]: measured round-trip time from location a to location b."""
+    """latency_ms[a][b]: measured round-trip time between locations a and b (the larger of the
+    two ends' measurements where both measure the path)."""
     with kb.db.reader() as conn:
         return {"latency_ms": queries.latency_matrix(conn)}

@@ -100,3 +100,37 @@ def test_no_move_goes_to_an_unconfirmed_cluster():
     assert seen and all("edge-3" in e for e in seen)
     (notice,) = [n for n in memory.notices if n.kind == "capacity-unconfirmed"]
     assert notice.cluster == "edge-3" and "no move goes there until its API confirms it" in notice.text
+
+
+def test_the_leaders_probes_share_one_read_of_the_cluster_records():
+    """A capacity read and a suspect probe of many clusters fetch the KB's full cluster list
+    (1000 records in a large fleet) once per TTL between them, not once per cluster."""
+    from qonnect.controller.confirm import Confirmer
+    from qonnect.controller.detector import ApiProbe
+    from qonnect.controller.records import RecordCache
+
+    fetched: list[float] = []
+
+    def fetch() -> list[dict]:
+        fetched.append(time.monotonic())
+        return [{"name": f"c{i}", "kubeconfig": "k"} for i in range(100)]
+
+    records = RecordCache(fetch, ttl=60.0, min_gap=60.0)
+    seen: list[str] = []
+    confirmer = Confirmer(
+        records, lambda name, record: seen.append(record["name"]) or ApiProbe(True, "ok", time.time())
+    )
+    watch = CapacityWatch(
+        records, lambda name, record: (seen.append(name) or 1.0, frozenset({"n"})), reread=0.0
+    )
+    names = [f"c{i}" for i in range(100)]
+    confirmer.probes(names)
+    for name in names:
+        watch._read(name)
+    deadline = time.monotonic() + 5
+    while confirmer.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(seen) == 200 and len(fetched) == 1
+    assert records.get("c-new") is None and len(fetched) == 1  # an unknown name waits out min_gap
+    confirmer.close()
+    watch.close()
