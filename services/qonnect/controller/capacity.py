@@ -6,7 +6,10 @@ reported CPU grew by more than ``JUMP`` over the last confirmed value, or that r
 seen before, is not a target of any move until the leader has read the cluster's nodes itself
 (through the kubeconfig of its KB record) and found at least ``TOLERANCE`` of the reported CPU
 and every reported node. Workloads already there are not affected: nothing moves *because* of
-an unconfirmed claim. The first sight of a cluster is its baseline (the state the leader found).
+an unconfirmed claim. The first sight of a cluster is its baseline (the state the leader found)
+unless its CPU is a jump over the KB's baseline of the registration's epoch (the first node list
+accepted since the admin registered it): a claim made before this leader took over is looked at
+too.
 
 Bounded like controller/confirm.py: reads run in a small thread pool, one per cluster at a
 time, each with a short timeout, and are repeated at most every ``REREAD`` seconds while the
@@ -46,6 +49,18 @@ def reported(cluster: dict[str, Any]) -> Capacity:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             cpu += float(value)
     return cpu, frozenset(str(n.get("name")) for n in nodes)
+
+
+def first_sight(cluster: dict[str, Any], cpu: float, nodes: frozenset[str]) -> Capacity | None:
+    """What a leader seeing the cluster for the first time must confirm the report against:
+    the KB's capacity baseline of the registration's epoch (its first accepted node list) when
+    the report claims a jump over it (a claim made before this leader's time), else None (the
+    report is the baseline)."""
+    epoch = cluster.get("capacity_baseline")
+    first = epoch.get("cpu") if isinstance(epoch, dict) else None
+    if not isinstance(first, (int, float)) or isinstance(first, bool) or cpu <= float(first) * JUMP + 1e-9:
+        return None
+    return float(first), frozenset()
 
 
 def read_capacity(name: str, record: dict[str, Any], timeout: float = READ_TIMEOUT) -> Capacity | str:
@@ -107,8 +122,10 @@ class CapacityWatch:
                 continue  # nothing reported (down, credentials broken): no claim to check
             base = self.baseline.get(name)
             if base is None:
-                self.baseline[name] = (cpu, nodes)  # first sight: the state the leader found
-                continue
+                base = first_sight(cluster, cpu, nodes)
+                if base is None:
+                    self.baseline[name] = (cpu, nodes)  # first sight: the state the leader found
+                    continue
             if cpu <= base[0] * JUMP + 1e-9 and nodes <= base[1]:
                 continue  # within what was confirmed (a drained node coming back needs no look)
             why = self._judge(name, cpu, nodes, base, now)
@@ -125,7 +142,11 @@ class CapacityWatch:
         return out
 
     def _judge(self, name: str, cpu: float, nodes: frozenset[str], base: Capacity, now: float) -> str | None:
-        claim = f"reports {cpu:g} CPU on {len(nodes)} node(s), {base[0]:g} CPU on {len(base[1])} confirmed"
+        claim = f"reports {cpu:g} CPU on {len(nodes)} node(s), " + (
+            f"{base[0]:g} CPU on {len(base[1])} confirmed"
+            if base[1]
+            else f"{base[0]:g} CPU in the first report since its registration"
+        )
         with self.lock:
             when, seen = self.results.get(name, (0.0, "not read yet"))
             if now - when > self.reread and name not in self.running:

@@ -523,6 +523,11 @@ class InventoryCluster(Out):
         False, description="the API answers but refuses the agent's credentials (401/403); nodes last-known"
     )
     nodes: list[NodeOut]
+    capacity_baseline: dict[str, float] | None = Field(
+        None,
+        description="the total allocatable of the first node list accepted since the cluster's "
+        "(re-)registration: what its reports' capacity is bounded by (kb/trust.py)",
+    )
     free: dict[str, float] = Field(
         description="free capacity over the nodes that may run application pods "
         "(placement/model.py Cluster.free)"

@@ -369,8 +369,9 @@ def inventory(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
     """
     nodes = _nodes_by_cluster(conn, now)
     clusters = []
-    for name, tier, location, labels, heartbeat, reachable, error in conn.all(
-        "SELECT name, tier, location, labels, heartbeat, reachable, error FROM clusters ORDER BY name"
+    for name, tier, location, labels, heartbeat, reachable, error, baseline in conn.all(
+        "SELECT name, tier, location, labels, heartbeat, reachable, error, capacity_baseline"
+        " FROM clusters ORDER BY name"
     ):
         broken = credentials_broken(reachable, error)
         cluster = {
@@ -384,6 +385,7 @@ def inventory(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
             "error": error,
             "credentials_broken": broken,
             "nodes": nodes.get(name, []),
+            "capacity_baseline": json.loads(baseline) if baseline else None,
         }
         if broken:  # the agent hears the cluster but may not read it: its last-known nodes stand
             for node in cluster["nodes"]:

@@ -112,13 +112,17 @@ def test_forged_capacity_is_refused_until_an_admin_re_registers(live_kb, fresh):
         assert err.value.status == 422 and err.value.message.startswith("nodes:"), err.value.message
     inv = _cluster(live_kb.admin.inventory(), name)
     assert sorted(n["name"] for n in inv["nodes"]) == ["n1", "n2"] and inv["free"]["cpu"] == 16.0
+    # the baseline is in the inventory: a new leader checks a claim over it (controller/capacity.py)
+    assert inv["capacity_baseline"]["cpu"] == 16.0 and inv["capacity_baseline"]["memory"] == 32 * GIB
     # shrinking and growing back, and growth within the bound, are observations like any other
     assert report(agent, name, [node("n1")])["applied"]
     assert report(agent, name, [node("n1"), node("n2"), node("n3", cpu=40.0)])["applied"]  # 56 <= 4 x 16
     # the admin re-registers: a new epoch, whose first report sets a new baseline
     live_kb.admin.request("PUT", f"/api/v1/clusters/{name}", {"tier": "edge"})
+    assert _cluster(live_kb.admin.inventory(), name)["capacity_baseline"] is None
     assert report(agent, name, [node("n1", cpu=1000.0)])["applied"]
-    assert _cluster(live_kb.admin.inventory(), name)["free"]["cpu"] == 1000.0
+    inv = _cluster(live_kb.admin.inventory(), name)
+    assert inv["free"]["cpu"] == 1000.0 and inv["capacity_baseline"]["cpu"] == 1000.0
 
 
 def test_a_registered_capacity_bounds_even_the_first_report(live_kb, fresh):

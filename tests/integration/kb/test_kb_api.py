@@ -187,7 +187,7 @@ def test_reports_merge_by_seq_into_the_inventory(live_kb, fresh):
     cluster = next(c for c in inv["clusters"] if c["name"] == a)
     assert set(cluster) == {
         "name", "tier", "location", "labels", "healthy", "heartbeat_age", "nodes", "free",
-        "reachable", "error", "credentials_broken",
+        "reachable", "error", "credentials_broken", "capacity_baseline",
     }  # fmt: skip
     assert cluster["healthy"] is True and 0 <= cluster["heartbeat_age"] < 2
     assert cluster["free"] == free_capacity(cluster)  # the one definition of free capacity

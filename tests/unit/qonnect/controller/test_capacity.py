@@ -69,6 +69,27 @@ def test_an_unreadable_cluster_stays_unconfirmed_and_reads_are_bounded():
     assert reported(cluster("x", [1.5, 2.5])) == (4.0, frozenset({"x-n0", "x-n1"}))
 
 
+def test_a_new_leader_checks_a_claim_made_before_it_took_over():
+    """First sight is the baseline, except when it is a jump over the KB's baseline of the
+    registration's epoch: a forgery sent while no leader watched is read before work moves."""
+    reads: list[str] = []
+
+    def read(name: str, record: dict):
+        reads.append(name)
+        return 8.0, frozenset({"edge-3-n0"})
+
+    watch = CapacityWatch(lambda: [{"name": "edge-3"}, {"name": "edge-2"}], read, reread=0.0)
+    forged = {**cluster("edge-3", [30.0]), "capacity_baseline": {"cpu": 8.0, "memory": 1.0}}
+    honest = {**cluster("edge-2", [9.0]), "capacity_baseline": {"cpu": 8.0}}
+    why = settled(watch, [forged, honest])
+    assert set(why) == {"edge-3"} and reads == ["edge-3"]
+    assert "reports 30 CPU on 1 node(s), 8 CPU in the first report since its registration" in why["edge-3"]
+    assert "its API shows 8 CPU on 1 node(s)" in why["edge-3"] and "edge-3" not in watch.baseline
+    assert watch.baseline["edge-2"] == (9.0, frozenset({"edge-2-n0"}))
+    fresh = CapacityWatch(lambda: [], read)  # a KB without the field (older): the report stands
+    assert fresh.unconfirmed([cluster("edge-3", [30.0])]) == {}
+
+
 def test_no_move_goes_to_an_unconfirmed_cluster():
     """The drift replan and failure moves avoid it; the notice says why, once."""
     seen: list[tuple] = []
