@@ -250,34 +250,7 @@ def test_doc_examples_load(tmp_path):
 
 # -- issue 13: every bad spec refused whole, with paths, within bounds -------------------------
 
-ADVERSARIAL = ROOT / "tests" / "integration" / "adversarial"
 SAMPLE = qonnect_reference() / "sample-application"
-
-
-def _table():
-    import sys
-
-    sys.path.insert(0, str(ADVERSARIAL))
-    try:
-        from cases import all_cases
-    finally:
-        sys.path.remove(str(ADVERSARIAL))
-    return [c for c in all_cases() if not c.placement]
-
-
-@pytest.mark.parametrize("case", _table(), ids=lambda c: c.id)
-def test_adversarial_table_in_process(case, tmp_path):
-    """The integration suite's table, in-process: every error named, nothing but QosSpecError."""
-    import time
-
-    path = case.write(tmp_path)
-    start = time.process_time()
-    with pytest.raises(QosSpecError) as info:
-        load_application_file(str(path), bundles={k: str(tmp_path / v) for k, v in case.bundles.items()})
-    text = "\n".join(info.value.errors)
-    for expected in case.expect:
-        assert expected in text, text
-    assert time.process_time() - start < 2.0
 
 
 def test_all_errors_together_with_duplicates():
