@@ -73,6 +73,9 @@ options:
       gather_nodes:
         description: Like O(gather_nodes); the module's O(gather_nodes) when unset.
         type: bool
+      approve_economics:
+        description: Like O(approve_economics); the module's O(approve_economics) when unset.
+        type: bool
   state:
     description: Whether the cluster should be registered or removed.
     type: str
@@ -108,6 +111,17 @@ options:
       - The nodes' C(qonnect.io/price-eur-h), C(qonnect.io/energy-kwh) and C(qonnect.io/bandwidth-gbps)
         labels become the record's C(node_economics); the Knowledge Base takes a node's economics only
         from the registration, never from agent reports.
+      - When the cluster is already registered, a label may only make a node less favourable (a higher
+        price or energy, a lower bandwidth) unless O(approve_economics=true): a member cluster's admin
+        can set node labels. Other changes keep the registered economics, are listed in
+        RV(economics_held) and warned about.
+    type: bool
+    default: false
+  approve_economics:
+    description:
+      - Take every node economics value O(gather_nodes) reads from the labels of an already
+        registered cluster, also those that make a node cheaper, greener or faster than registered.
+      - Review the RV(economics_held) and the diff of a run without it (check mode) first.
     type: bool
     default: false
 extends_documentation_fragment:
@@ -161,6 +175,15 @@ nodes:
   elements: dict
   sample: [{"name": "edge-1-worker", "ready": true, "schedulable": true,
             "allocatable": {"cpu": "6", "memory": "7160000000"}, "labels": {"qonnect.io/tier": "edge"}}]
+economics_held:
+  description:
+    - Node economics from labels that were not applied because they would make a registered cluster's
+      node more favourable (or were new or removed) and O(approve_economics) is false; with
+      O(clusters), per entry.
+  returned: when any was held
+  type: list
+  elements: str
+  sample: ["node edge-3-n1: price_eur_h 2.5 -> 0.0001 from its label needs approval"]
 clusters:
   description:
     - With O(clusters), one entry per cluster in the given order; C(action) is C(register),
@@ -196,6 +219,7 @@ CLUSTER_OPTIONS = {
     "context": {"type": "str"},
     "labels": {"type": "dict"},
     "gather_nodes": {"type": "bool"},
+    "approve_economics": {"type": "bool"},
 }
 
 
@@ -214,6 +238,7 @@ def main() -> None:
             context={"type": "str"},
             labels={"type": "dict"},
             gather_nodes={"type": "bool", "default": False},
+            approve_economics={"type": "bool", "default": False},
         ),
         mutually_exclusive=[["name", "clusters"]],
         required_one_of=[["name", "clusters"]],

@@ -43,3 +43,39 @@ def node_economics(nodes: list[dict]) -> dict[str, dict[str, float]]:
         if found and node.get("name"):
             out[node["name"]] = found
     return out
+
+
+# the direction in which each figure attracts work (placement prefers low price and energy)
+_MORE_FAVOURABLE = {
+    "price_eur_h": lambda new, old: new < old,
+    "energy_kwh": lambda new, old: new < old,
+    "bandwidth_gbps": lambda new, old: new > old,
+}
+
+
+def gate_economics(gathered: dict, existing: dict) -> tuple[dict, list[str]]:
+    """The node economics a re-registration may take from node labels without approval, and
+    what it holds back.
+
+    A member cluster's admin can set node labels; copying them unreviewed into the registration
+    would let them make the cluster look cheaper or greener and pull work (issue 25). So without
+    approval a label may only make a node *less* favourable than registered (a higher price or
+    energy, a lower bandwidth); a more favourable value, a value where none was registered, and
+    a removed label keep the registered economics and are listed (``held``)."""
+    registered = existing.get("node_economics") or {}
+    default = existing.get("economics") or {}
+    out = {node: dict(values) for node, values in registered.items()}
+    held: list[str] = []
+    for node in sorted(set(gathered) | set(registered)):
+        new, old = gathered.get(node) or {}, registered.get(node) or {}
+        for field, better in _MORE_FAVOURABLE.items():
+            before, after = old.get(field, default.get(field)), new.get(field)
+            if after is None:
+                if field in old:
+                    held.append(f"node {node}: {field} label removed, registered {old[field]:g} kept")
+            elif before is not None and not better(after, before):
+                out.setdefault(node, {})[field] = after
+            else:
+                shown = "none" if before is None else f"{before:g}"
+                held.append(f"node {node}: {field} {shown} -> {after:g} from its label needs approval")
+    return {node: values for node, values in out.items() if values}, held

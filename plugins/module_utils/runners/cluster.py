@@ -7,7 +7,7 @@ needs no Kubernetes client."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.errors import (
@@ -17,7 +17,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.errors import (
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.economics import node_economics
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.economics import gate_economics, node_economics
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.nodes import common_label, node_facts
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.keys import LOCATION_LABEL, TIER_LABEL
@@ -93,6 +93,7 @@ class Change:
     before: dict
     after: dict
     cluster: dict | None  # the record once the change is made (planned, in check mode)
+    held: list[str] = field(default_factory=list)  # label economics not taken without approval
 
 
 def decide(name: str, params: dict, existing: dict | None, nodes: list | None) -> Change:
@@ -103,6 +104,11 @@ def decide(name: str, params: dict, existing: dict | None, nodes: list | None) -
             return Change(name, "none", {}, {}, {}, None)
         return Change(name, "delete", {}, declared(existing), {}, None)
     record = desired_record(params, nodes)
+    held: list[str] = []
+    if existing is not None and "node_economics" in record and not params.get("approve_economics"):
+        record["node_economics"], held = gate_economics(record["node_economics"], existing)
+        if record["node_economics"] == (existing.get("node_economics") or {}):
+            del record["node_economics"]
     if existing is None:
         if "tier" not in record:
             raise InputError("tier", "required to register a new cluster (cloud, fog or edge)")
@@ -111,9 +117,9 @@ def decide(name: str, params: dict, existing: dict | None, nodes: list | None) -
         return Change(name, "register", body, {}, body, body)
     delta = changes(existing, record)
     if not delta:
-        return Change(name, "none", {}, declared(existing), declared(existing), existing)
+        return Change(name, "none", {}, declared(existing), declared(existing), existing, held)
     after = dict(existing, **delta)
-    return Change(name, "update", delta, declared(existing), declared(after), after)
+    return Change(name, "update", delta, declared(existing), declared(after), after, held)
 
 
 def write(kb: Any, change: Change, check_mode: bool) -> dict | None:
@@ -143,7 +149,19 @@ def run(module: QonnectModule) -> dict:
     if change.action != "none":
         result.update(changed=True, diff={"before": change.before, "after": change.after})
     result["cluster"] = write(kb, change, module.check_mode)
+    hold(module, name, change.held, result)
     return result
+
+
+def hold(module: QonnectModule, name: str, held: list[str], result: dict) -> None:
+    """Tell the admin which label economics were not taken (a warning and ``economics_held``)."""
+    if held:
+        result["economics_held"] = held
+        module.warn(
+            f"cluster {name}: {len(held)} node economics change(s) from node labels not applied "
+            f"(approve_economics=true takes them): {'; '.join(held[:5])}"
+            + (f"; and {len(held) - 5} more" if len(held) > 5 else "")
+        )
 
 
 def cluster_params(module: QonnectModule) -> list[dict]:
@@ -215,6 +233,7 @@ def run_many(module: QonnectModule) -> dict:
             continue
         if change.name in nodes:
             entry["nodes"] = nodes[change.name]
+        hold(module, change.name, change.held, entry)
         if entry["changed"]:
             diff["before"][change.name] = change.before
             diff["after"][change.name] = change.after

@@ -59,3 +59,23 @@ def test_cluster_info_filters(run_module, kb):
     assert out["placements"]["shop"]["front"][0]["cluster"] == "a"
     assert [c["name"] for c in run_module(cluster_info, {"name": ["b", "c"]})["clusters"]] == ["b", "c"]
     assert out["changed"] is False
+
+
+def test_label_economics_that_need_approval_are_warned_and_returned(run_module, kb, monkeypatch):
+    """Issue 25: a re-registration with gather_nodes takes no label that makes a node cheaper."""
+    from ansible_collections.qonnect.core.plugins.module_utils.runners import cluster as runner
+
+    kb.register_cluster(
+        {"name": "edge-3", "tier": "edge", "kubeconfig": "/k", "node_economics": {"n1": {"price_eur_h": 2.5}}}
+    )
+    labels = {"qonnect.io/price-eur-h": "0.0001"}
+    monkeypatch.setattr(runner, "get_client", lambda *args: None)  # the nodes as the cluster shows them
+    monkeypatch.setattr(
+        runner, "node_facts", lambda client: [{"name": "n1", "workloads": True, "labels": labels}]
+    )
+    out = run_module(cluster, {"name": "edge-3", "kubeconfig": "/k", "gather_nodes": True})
+    assert out["changed"] is False and out["economics_held"] == [
+        "node n1: price_eur_h 2.5 -> 0.0001 from its label needs approval"
+    ]
+    assert any("approve_economics=true" in str(w) for w in out["warnings"]), out["warnings"]
+    assert kb.get_cluster("edge-3")["node_economics"]["n1"]["price_eur_h"] == 2.5
