@@ -72,6 +72,48 @@ def test_deployment_status_and_its_replicaset(engine, ns):
     }
 
 
+def test_min_ready_seconds_holds_availability_back(engine, ns):
+    """Issue 22: a pod counts as available only after it has been Ready for minReadySeconds, so
+    a rollout (and qonnect's waiter, which reads availableReplicas) does not succeed on a pod that
+    is Ready for a moment; both engines count it the same way."""
+    apps = engine.apps()
+    apps.create_namespaced_deployment(ns, deployment("slow", replicas=1, minReadySeconds=6))
+
+    def ready_only():
+        d = apps.read_namespaced_deployment("slow", ns)
+        return d if (d.status.ready_replicas or 0) == 1 else None
+
+    d = wait_for(ready_only, timeout=60, what="slow's pod Ready")
+    assert not d.status.available_replicas and d.status.unavailable_replicas == 1
+    assert _conditions(d)["Available"][:2] == ("False", "MinimumReplicasUnavailable")
+    assert _conditions(d)["Progressing"][1] != "NewReplicaSetAvailable"
+    rs = apps.list_namespaced_replica_set(ns, label_selector="app=slow").items[0]
+    assert rs.spec.min_ready_seconds == 6 and not rs.status.available_replicas
+
+    def available():
+        d = apps.read_namespaced_deployment("slow", ns)
+        return d if d.status.available_replicas == 1 else None
+
+    d = wait_for(available, timeout=30, what="slow available after minReadySeconds")
+    assert _conditions(d)["Available"][0] == "True"
+    wait_for(
+        lambda: (
+            _conditions(apps.read_namespaced_deployment("slow", ns)).get("Progressing", ("",) * 3)[1]
+            == "NewReplicaSetAvailable"
+        ),
+        timeout=30,
+        what="rollout complete",
+    )
+    wait_for(
+        lambda: (
+            apps.list_namespaced_replica_set(ns, label_selector="app=slow").items[0].status.available_replicas
+            == 1
+        ),
+        timeout=30,
+        what="its ReplicaSet available",
+    )
+
+
 def test_rollout_creates_a_second_replicaset_and_scales_the_first_to_zero(engine, ns):
     apps = engine.apps()
     apps.create_namespaced_deployment(ns, deployment("web", replicas=2))

@@ -6,7 +6,10 @@ clusters. The emulator folds the ReplicaSet controller into this one: it creates
 pods itself and keeps each ReplicaSet's replicas and status in line (a ReplicaSet without a
 Deployment is stored but not reconciled). Rolling updates honour maxSurge/maxUnavailable;
 Recreate removes the old pods first; progressDeadlineSeconds without progress gives
-Progressing=False/ProgressDeadlineExceeded. Status follows what ``kubectl rollout status`` reads.
+Progressing=False/ProgressDeadlineExceeded. A pod counts as available once it has been Ready for
+``minReadySeconds`` (its Ready condition's lastTransitionTime, as the real controller reads it),
+for the counts, the Available condition, maxUnavailable and the rollout's completion. Status
+follows what ``kubectl rollout status`` reads.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from __future__ import annotations
 import json
 import math
 import time
+from datetime import datetime, timezone
 from typing import Iterable
 
 from qonnect_testbed.sim.base import Cache, Controller
-from qonnect_testbed.sim.objects import is_true, key_of, now, set_condition
+from qonnect_testbed.sim.objects import condition, is_true, key_of, now, set_condition
 from qonnect_testbed.store import ApiError, Store
 
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"
@@ -57,6 +61,20 @@ def _surge_unavailable(spec: dict, replicas: int) -> tuple[int, int]:
     if surge == 0 and unavailable == 0:
         unavailable = 1
     return surge, unavailable
+
+
+def available_in(pod: dict, min_ready: int, wall: float) -> float | None:
+    """Seconds until a Ready pod counts as available (0: it does), None when it is not Ready."""
+    cond = condition(pod, "Ready")
+    if not cond or cond.get("status") != "True":
+        return None
+    if min_ready <= 0:
+        return 0.0
+    try:
+        since = datetime.strptime(str(cond.get("lastTransitionTime")), "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return 0.0
+    return max(0.0, since.replace(tzinfo=timezone.utc).timestamp() + min_ready - wall)
 
 
 def _removal_order(pods: list[dict]) -> list[dict]:
@@ -164,7 +182,8 @@ class Deployments(Controller):
             (new if pod["metadata"].get("labels", {}).get("pod-template-hash") == current else old).append(
                 pod
             )
-        ready = sum(1 for p in pods if is_true(p, "Ready"))
+        min_ready = int(spec.get("minReadySeconds") or 0)
+        ready = self._available(deployment, pods, min_ready)
         namespace = deployment["metadata"]["namespace"]
         if old and (spec.get("strategy") or {}).get("type") == "Recreate":
             for pod in old:
@@ -186,17 +205,28 @@ class Deployments(Controller):
             for pod in _removal_order(new)[: len(new) - replicas]:
                 self.store.delete("pods", namespace, pod["metadata"]["name"])
         if old:
-            # Old pods that are not ready cost no availability; ready ones go only while enough
-            # pods stay available.
+            # Old pods that are not available cost no availability; available ones go only while
+            # enough pods stay available.
             can_remove = ready - (replicas - unavailable)
+            wall = time.time()
             for pod in _removal_order(old):
-                if is_true(pod, "Ready"):
+                if available_in(pod, min_ready, wall) == 0.0:
                     if can_remove <= 0:
                         continue
                     can_remove -= 1
                 self.store.delete("pods", namespace, pod["metadata"]["name"])
         self._replicaset_status(deployment, new_rs, replicas)
         self._status(deployment, current, replicas, unavailable, new_rs)
+
+    def _available(self, deployment: dict, pods: list[dict], min_ready: int) -> int:
+        """The pods Ready for ``min_ready`` seconds; the Deployment is looked at again when the
+        next Ready pod reaches that age."""
+        wall = time.time()
+        waits = [w for w in (available_in(p, min_ready, wall) for p in pods) if w is not None]
+        later = [w for w in waits if w > 0]
+        if later:
+            self.enqueue_later(key_of(deployment), min(later) + 0.05)
+        return sum(1 for w in waits if w == 0.0)
 
     def _replicaset_status(self, deployment: dict, new_rs: dict, replicas: int) -> None:
         """Each ReplicaSet's replicas are the pods kept for it; its status counts them."""
@@ -209,11 +239,12 @@ class Deployments(Controller):
             if not is_new and not pods:
                 old_empty.append(rs)
             ready = sum(1 for p in pods if is_true(p, "Ready"))
+            min_ready = int((rs.get("spec") or {}).get("minReadySeconds") or 0)
             status = {
                 "replicas": len(pods),
                 "fullyLabeledReplicas": len(pods),
                 "readyReplicas": ready,
-                "availableReplicas": ready,
+                "availableReplicas": self._available(deployment, pods, min_ready),
                 "observedGeneration": rs["metadata"].get("generation", 1),
             }
             status = {k: v for k, v in status.items() if v or k == "replicas"}
@@ -280,14 +311,16 @@ class Deployments(Controller):
         pods = self._pods(deployment)
         updated = [p for p in pods if p["metadata"].get("labels", {}).get("pod-template-hash") == current]
         ready = sum(1 for p in pods if is_true(p, "Ready"))
-        updated_ready = sum(1 for p in updated if is_true(p, "Ready"))
+        min_ready = int((deployment.get("spec") or {}).get("minReadySeconds") or 0)
+        available = self._available(deployment, pods, min_ready)
+        updated_available = self._available(deployment, updated, min_ready)
         status = dict(deployment.get("status") or {})
         counts = {
             "replicas": len(pods),
             "updatedReplicas": len(updated),
             "readyReplicas": ready,
-            "availableReplicas": ready,
-            "unavailableReplicas": max(0, replicas - ready),
+            "availableReplicas": available,
+            "unavailableReplicas": max(0, replicas - available),
         }
         for field, value in counts.items():  # zero counts are omitted, as real servers do
             if value:
@@ -297,7 +330,7 @@ class Deployments(Controller):
         status["observedGeneration"] = deployment["metadata"].get("generation", 1)
         stamp = now()
         conds = status.get("conditions") or []
-        if ready >= replicas - unavailable:
+        if available >= replicas - unavailable:
             conds = set_condition(
                 conds,
                 "Available",
@@ -320,12 +353,12 @@ class Deployments(Controller):
         name = new_rs["metadata"]["name"]
         uid = deployment["metadata"]["uid"]
         clock = time.monotonic()
-        signature = (len(pods), len(updated), ready, current, replicas)
+        signature = (len(pods), len(updated), ready, available, current, replicas)
         seen = self._progress.get(uid)
         if seen is None or seen[0] != signature:  # progress: the counts moved
             seen = self._progress[uid] = (signature, clock)
         deadline = (deployment.get("spec") or {}).get("progressDeadlineSeconds")
-        if len(updated) == replicas == len(pods) and updated_ready == replicas:
+        if len(updated) == replicas == len(pods) and updated_available == replicas:
             conds = set_condition(
                 conds,
                 "Progressing",
