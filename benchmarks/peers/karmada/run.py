@@ -434,6 +434,7 @@ class Bench:
             "there": {s: len(v) for s, v in victims.items()},
         }
         healed: dict[str, float | None] = {s: (0.0 if not v else None) for s, v in victims.items()}
+        each: dict[str, dict[str, float]] = {s: {} for s in victims}  # workload -> when Ready elsewhere
         karmada_not_ready = karmada_no_execute = None
         t0 = time.monotonic()
         self.stack.testbed("fail", target)
@@ -441,6 +442,9 @@ class Bench:
             while time.monotonic() - t0 < bound and any(v is None for v in healed.values()):
                 seen = self.seen(skip={target})
                 for s, v in victims.items():
+                    for k in v:
+                        if f"{k[0]}/{k[1]}" not in each[s] and where(seen, k):
+                            each[s][f"{k[0]}/{k[1]}"] = round(time.monotonic() - t0, 2)
                     if healed[s] is None and all(where(seen, k) for k in v):
                         healed[s] = round(time.monotonic() - t0, 2)
                 if karmada_not_ready is None and not self.karmada.clusters_ready().get(target, True):
@@ -452,6 +456,14 @@ class Bench:
                 time.sleep(0.5)
         finally:
             out["healed_seconds"] = healed
+            # per workload: when each was Ready elsewhere, and which were not within the bound
+            out["healed_each_seconds"] = {
+                s: dict(sorted(e.items(), key=lambda i: i[1])) for s, e in each.items()
+            }
+            out["not_healed_in_bound"] = {
+                s: sorted(f"{k[0]}/{k[1]}" for k in v if f"{k[0]}/{k[1]}" not in each[s])
+                for s, v in victims.items()
+            }
             out["karmada_cluster_not_ready_seconds"] = karmada_not_ready
             out["karmada_no_execute_taint_seconds"] = karmada_no_execute
             decisions = [
