@@ -599,7 +599,12 @@ class Bench:
 def run(args: argparse.Namespace, workdir: Path, karmada_bin: Path, crd_dir: Path) -> dict[str, Any]:
     """Every phase's repetitions; the result so far is written to ``args.out`` after each trial."""
     bench = Bench(workdir, karmada_bin, crd_dir, args.bound)
-    result: dict[str, Any] = {"karmada": VERSION, "repetitions": args.reps, "phases": {}}
+    result: dict[str, Any] = {
+        "karmada": VERSION,
+        "repetitions": args.reps,
+        "k_repetitions": {p: args.k_reps for p in args.k_phases} if args.k else {},
+        "phases": {},
+    }
 
     def save() -> None:
         if args.out:
