@@ -233,3 +233,99 @@ def test_a_transient_pull_failure_moves_nothing_a_permanent_one_moves_once_after
     wait_for(lambda: story.healthy_elsewhere(APP, {target}), 180, 1.0, f"ratings Healthy off {target}")
     time.sleep(5)
     assert len(decisions()) == 1  # one migration, not a loop
+
+
+def _playbook(story: KubeStack, name: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            str(REPO / "playbooks" / f"{name}.yml"),
+            "-e",
+            f"kb_url={story.kb_url}",
+            "-e",
+            f"kb_token_file={story.admin_token}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=story.env,
+        cwd=story.root,
+        check=False,
+    )
+
+
+def _web_spec(directory: Path, app: str, namespace: str, name: str) -> Path:
+    labels = {"app": name}
+    manifests = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": name, "image": "nginx"}]},
+                },
+            },
+        }
+    ]
+    spec = {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": app, "namespace": namespace},
+        "spec": {
+            "objective": {"energy": 1.0},
+            "services": [{"name": name, "tier": "fog", "manifests": manifests}],
+        },
+    }
+    path = directory / f"{app}.yml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_ownership_on_real_clusters_with_least_privilege(story: KubeStack, tmp_path: Path):
+    """Issue 23 on real API servers and real RBAC (qonnect-deploy's ClusterRole): a Deployment a
+    team made with kubectl is refused before any write (server-side apply would otherwise take its
+    fields), a second application in that namespace deploys beside it, and removing that one leaves
+    the team's Deployment and namespace."""
+    story.start_kb()
+    story.start_testbed()
+    story.start_agents(1.0)
+    admin = ["--kubeconfig", str(story.testbed_dir / "kubeconfigs" / "fog-1.yaml")]
+
+    def kubectl(*args: str) -> str:
+        return subprocess.run(
+            [str(KUBECTL), *admin, *args], check=True, capture_output=True, text=True, timeout=60
+        ).stdout
+
+    kubectl("create", "namespace", "team")
+    kubectl("-n", "team", "create", "deployment", "web", "--image=nginx")
+    before = yaml.safe_load(kubectl("-n", "team", "get", "deployment", "web", "-o", "yaml"))
+    refused = _playbook(story, "deploy", "-e", f"app_file={_web_spec(tmp_path, 'team-web', 'team', 'web')}")
+    assert refused.returncode != 0 and "refusing to deploy team-web" in refused.stdout, refused.stdout[-3000:]
+    assert "Deployment team/web (field manager " in refused.stdout and "kubectl-create" in refused.stdout
+    after = yaml.safe_load(kubectl("-n", "team", "get", "deployment", "web", "-o", "yaml"))
+    # not written (its status moves on by itself): the same spec, labels and field managers
+    assert after["spec"] == before["spec"] and after["metadata"].get("labels") == before["metadata"].get(
+        "labels"
+    )
+    fields = yaml.safe_load(
+        kubectl("-n", "team", "get", "deployment", "web", "-o", "yaml", "--show-managed-fields")
+    )
+    managers = {m["manager"] for m in fields["metadata"]["managedFields"]}
+    assert managers <= {"kubectl-create", "kube-controller-manager"}, managers
+    assert "qonnect.io/application" not in (after["metadata"].get("labels") or {})
+
+    beside = _playbook(story, "deploy", "-e", f"app_file={_web_spec(tmp_path, 'team-api', 'team', 'api')}")
+    assert beside.returncode == 0, beside.stdout[-3000:]
+    assert story.placement("team-api")["api"][0]["cluster"] == "fog-1"
+    live = yaml.safe_load(kubectl("-n", "team", "get", "deployment", "api", "-o", "yaml"))
+    assert live["metadata"]["labels"]["qonnect.io/application"] == "team-api"
+    removed = _playbook(story, "remove", "-e", "app=team-api")
+    assert removed.returncode == 0, removed.stdout[-3000:]
+    names = kubectl("-n", "team", "get", "deployments", "-o", "jsonpath={.items[*].metadata.name}").split()
+    assert names == ["web"]  # the team's own stays, the application's went
+    namespace = yaml.safe_load(kubectl("get", "namespace", "team", "-o", "yaml"))
+    assert not namespace["metadata"].get("deletionTimestamp")  # kubectl made it: it stays
