@@ -209,3 +209,108 @@ def test_a_version_that_fails_everywhere_moves_once_then_rolls_back(fleet: Stack
         assert [v["version"] for v in stack.admin.application_versions("crashy")] == [1, 2, 3]
     finally:
         stack.stop_replicas()
+
+
+def _spread_app(name: str) -> dict:
+    """front (one replica) calls back, whose two replicas are spread over two clusters."""
+
+    def service(svc: str, replicas: int) -> list[dict]:
+        labels = {"app": svc}
+        container = {
+            "name": svc,
+            "image": "nginx",
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+        }
+        return [
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": svc},
+                "spec": {"ports": [{"port": 80}], "selector": labels},
+            },
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": svc},
+                "spec": {
+                    "replicas": replicas,
+                    "selector": {"matchLabels": labels},
+                    "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+                },
+            },
+        ]
+
+    return {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": name},
+        "spec": {
+            "services": [
+                {"name": "front", "tier": "cloud", "dependsOn": ["back"], "manifests": service("front", 1)},
+                {"name": "back", "tier": "fog", "replicas": 2, "spread": 2, "manifests": service("back", 1)},
+            ]
+        },
+    }
+
+
+@pytest.fixture()
+def paper(tmp_path) -> Iterator[Stack]:
+    """All nine clusters of the paper testbed: three per tier, so a fog service spread over two
+    clusters has somewhere to go when one of them fails."""
+    stack = Stack(tmp_path)
+    try:
+        stack.start_kb()
+        stack.start_testbed(9)
+        stack.start_agents(1.0)
+        yield stack
+    finally:
+        stack.close()
+
+
+def test_callers_of_a_spread_service_follow_its_live_instances_after_a_failover(paper: Stack):
+    """Issue 23.6: the address stub on the caller's cluster names one instance of a spread
+    service; when that instance's cluster fails, the stub is pointed at a live instance (seen
+    done by the self-heal pass before the cluster's grace was over), the heal moves the lost
+    instance to a third cluster, and neither the stub nor its list of instances names the failed
+    cluster."""
+    from kubernetes import client, config
+
+    stack = paper
+    app = "spread-calls"
+    deploy(stack, _spread_app(app))
+    placement = stack.placement(app)
+    front = placement["front"][0]["cluster"]
+    backs = sorted({e["cluster"] for e in placement["back"]})
+    assert len(backs) == 2 and front not in backs, placement
+    kubeconfigs = {c["name"]: c["kubeconfig"] for c in stack.federation["clusters"]}
+    core = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfigs[front]))
+
+    def stub() -> tuple[str, str]:
+        svc = core.read_namespaced_service("back", app)
+        return svc.spec.external_name or "", (svc.metadata.annotations or {}).get("qonnect.io/addresses", "")
+
+    named, listed = stub()
+    target = next(b for b in backs if f".{b}." in named)  # the instance the caller uses
+    assert all(f".{b}." in listed for b in backs), listed
+    survivor = next(b for b in backs if b != target)
+    stack.start_replicas(3, OPTIONS)
+    try:
+        stack.wait_leader(30)
+        wait_for(
+            lambda: app in (stack.wait_leader(30).status() or {}).get("versions", {}), 30, 0.2, "observed"
+        )
+        stack.testbed("fail", target)
+        try:
+            wait_for(lambda: stack.healthy_elsewhere(app, {target}), 150, 0.5, f"{app} healed off {target}")
+            moved = sorted({e["cluster"] for e in stack.placement(app)["back"]})
+            assert target not in moved and survivor in moved and len(moved) == 2, moved
+            wait_for(
+                lambda: f".{target}." not in stub()[0], 60, 0.5, "the caller's stub off the failed cluster"
+            )
+            named, listed = stub()
+            assert any(f".{b}." in named for b in moved), named
+            assert f".{target}." not in listed and all(f".{b}." in listed for b in moved), listed
+        finally:
+            stack.testbed("recover", target)
+    finally:
+        stack.stop_replicas()
