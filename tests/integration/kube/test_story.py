@@ -11,6 +11,8 @@ a while is waited out; one that keeps failing moves ratings once, after the work
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import time
@@ -255,22 +257,24 @@ def _playbook(story: KubeStack, name: str, *args: str) -> subprocess.CompletedPr
     )
 
 
-def _web_spec(directory: Path, app: str, namespace: str, name: str) -> Path:
+def _web_manifest(name: str) -> dict:
     labels = {"app": name}
-    manifests = [
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name},
-            "spec": {
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {"containers": [{"name": name, "image": "nginx"}]},
-                },
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": name, "image": "nginx"}]},
             },
-        }
-    ]
+        },
+    }
+
+
+def _web_spec(directory: Path, app: str, namespace: str, name: str) -> Path:
+    manifests = [_web_manifest(name)]
     spec = {
         "apiVersion": "qonnect.io/v1",
         "kind": "Application",
@@ -329,3 +333,109 @@ def test_ownership_on_real_clusters_with_least_privilege(story: KubeStack, tmp_p
     assert names == ["web"]  # the team's own stays, the application's went
     namespace = yaml.safe_load(kubectl("get", "namespace", "team", "-o", "yaml"))
     assert not namespace["metadata"].get("deletionTimestamp")  # kubectl made it: it stays
+
+
+def _changed(result: subprocess.CompletedProcess) -> int:
+    """The PLAY RECAP's changed count of localhost (the run must have succeeded)."""
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    found = re.search(r"localhost\s+:.*?changed=(\d+)", result.stdout)
+    assert found, result.stdout[-3000:]
+    return int(found.group(1))
+
+
+def test_two_applications_upstream_manifests_and_adoption_on_real_clusters(story: KubeStack, tmp_path: Path):
+    """Issue 23's cases on real API servers: `shop` from a selected subset of Istio's upstream
+    release file (fog, with a Namespace object of its own) and a Kustomize directory (edge), run
+    twice (the second run changes nothing); `shop-aio` beside it in the same namespace, removed
+    again with `shop` intact and Ready; a kubectl-made Deployment adopted with `adopt: true`."""
+    release = REPO / "examples" / "bookinfo-release"
+    story.start_kb()
+    story.start_testbed()
+    story.start_agents(1.0)
+    kubeconfig = {c: str(story.testbed_dir / "kubeconfigs" / f"{c}.yaml") for c in ("fog-1", "edge-1")}
+
+    def kubectl(cluster: str, *args: str) -> str:
+        return subprocess.run(
+            [str(KUBECTL), "--kubeconfig", kubeconfig[cluster], *args],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+
+    def spec(app: str, services: list[dict], **extra: object) -> str:
+        body = {
+            "apiVersion": "qonnect.io/v1",
+            "kind": "Application",
+            "metadata": {"name": app, "namespace": "shop"},
+            "spec": {"objective": {"energy": 1.0}, "services": services, **extra},
+        }
+        path = tmp_path / f"{app}.yml"
+        path.write_text(yaml.safe_dump(body, sort_keys=False))
+        return f"app_file={path}"
+
+    shop = spec(
+        "shop",
+        [
+            {
+                "name": "details",
+                "tier": "fog",
+                "manifests": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Namespace",
+                        "metadata": {"name": "shop", "labels": {"team": "books"}},
+                    },
+                    {
+                        "file": str(release / "bookinfo.manifests"),
+                        "select": [
+                            {"kind": "Service", "name": "details"},
+                            {"kind": "ServiceAccount", "name": "bookinfo-details"},
+                            {"kind": "Deployment", "name": "details-v1"},
+                        ],
+                    },
+                ],
+            },
+            {
+                "name": "ratings",
+                "tier": "edge",
+                "manifests": [{"kustomize": str(release / "ratings-overlay")}],
+            },
+        ],
+    )
+    assert _changed(_playbook(story, "deploy", "-e", shop)) > 0
+    assert _changed(_playbook(story, "deploy", "-e", shop)) == 0  # idempotent, Namespace object included
+    namespace = yaml.safe_load(kubectl("fog-1", "get", "namespace", "shop", "-o", "yaml"))["metadata"][
+        "labels"
+    ]
+    assert namespace["team"] == "books" and namespace["qonnect.io/application"] == "shop"
+    assert "ratings-v1" in kubectl("edge-1", "-n", "shop", "get", "deployments", "-o", "name")
+
+    aio = spec("shop-aio", [{"name": "cart", "tier": "fog", "manifests": [_web_manifest("cart")]}])
+    assert _changed(_playbook(story, "deploy", "-e", aio)) > 0
+    labels = json.loads(kubectl("fog-1", "-n", "shop", "get", "deployments", "-o", "json"))["items"]
+    owners = {d["metadata"]["name"]: d["metadata"]["labels"]["qonnect.io/application"] for d in labels}
+    assert owners == {"details-v1": "shop", "cart": "shop-aio"}
+    assert _playbook(story, "remove", "-e", "app=shop-aio").returncode == 0
+    left = json.loads(kubectl("fog-1", "-n", "shop", "get", "deployments", "-o", "json"))["items"]
+    assert [d["metadata"]["name"] for d in left] == ["details-v1"]
+    wait_for(
+        lambda: json.loads(kubectl("fog-1", "-n", "shop", "get", "deployment", "details-v1", "-o", "json"))[
+            "status"
+        ].get("readyReplicas"),
+        60,
+        1.0,
+        "shop's details Ready after shop-aio's removal",
+    )
+    assert _changed(_playbook(story, "deploy", "-e", shop)) == 0  # shop is still whole
+
+    kubectl("fog-1", "create", "namespace", "team")
+    kubectl("fog-1", "-n", "team", "create", "deployment", "web", "--image=nginx")
+    adopt = _web_spec(tmp_path, "team-web", "team", "web")
+    body = yaml.safe_load(adopt.read_text())
+    body["spec"]["adopt"] = True
+    adopt.write_text(yaml.safe_dump(body))
+    adopted = _playbook(story, "deploy", "-e", f"app_file={adopt}", "--diff")
+    assert _changed(adopted) > 0
+    web = yaml.safe_load(kubectl("fog-1", "-n", "team", "get", "deployment", "web", "-o", "yaml"))
+    assert web["metadata"]["labels"]["qonnect.io/application"] == "team-web"
