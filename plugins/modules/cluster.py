@@ -112,8 +112,8 @@ options:
         labels become the record's C(node_economics); the Knowledge Base takes a node's economics only
         from the registration, never from agent reports.
       - When the cluster is already registered, a label may only make a node less favourable (a higher
-        price or energy, a lower bandwidth) unless O(approve_economics=true): a member cluster's admin
-        can set node labels. Other changes keep the registered economics, are listed in
+        price or energy, a lower bandwidth) unless O(approve_economics=true), since a member cluster's
+        admin can set node labels. Other changes keep the registered economics, are listed in
         RV(economics_held) and warned about.
     type: bool
     default: false

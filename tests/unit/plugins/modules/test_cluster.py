@@ -69,6 +69,10 @@ def test_label_economics_that_need_approval_are_warned_and_returned(run_module, 
         {"name": "edge-3", "tier": "edge", "kubeconfig": "/k", "node_economics": {"n1": {"price_eur_h": 2.5}}}
     )
     labels = {"qonnect.io/price-eur-h": "0.0001"}
+    from ansible_collections.qonnect.core.plugins.module_utils.module import QonnectModule
+
+    warned: list[str] = []
+    monkeypatch.setattr(QonnectModule, "warn", lambda self, text: warned.append(text))
     monkeypatch.setattr(runner, "get_client", lambda *args: None)  # the nodes as the cluster shows them
     monkeypatch.setattr(
         runner, "node_facts", lambda client: [{"name": "n1", "workloads": True, "labels": labels}]
@@ -77,5 +81,6 @@ def test_label_economics_that_need_approval_are_warned_and_returned(run_module, 
     assert out["changed"] is False and out["economics_held"] == [
         "node n1: price_eur_h 2.5 -> 0.0001 from its label needs approval"
     ]
-    assert any("approve_economics=true" in str(w) for w in out["warnings"]), out["warnings"]
+    assert len(warned) == 1 and "cluster edge-3: 1 node economics change(s)" in warned[0]
+    assert "approve_economics=true takes them" in warned[0]
     assert kb.get_cluster("edge-3")["node_economics"]["n1"]["price_eur_h"] == 2.5
