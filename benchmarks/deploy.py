@@ -1,4 +1,6 @@
-"""Deploy benchmark: Bookinfo onto the nine-cluster paper testbed, playbook vs plain script.
+"""Deploy benchmark: Bookinfo, or a 14-service shop from one file, onto the nine-cluster paper testbed.
+
+``--case bookinfo`` (the default) compares the playbook with a plain script:
 
 Starts the paper testbed, a KB and one Resource Agent per cluster (as in production; they report
 every 5 s while timing), then measures:
@@ -11,23 +13,40 @@ every 5 s while timing), then measures:
   ExternalName address stubs, wait until ready - for the same plan, into another namespace;
 * ``ratio``: playbook_s / script_s.
 
+``--case shop`` deploys a 14-service application (the Sock Shop's services: front-end, the
+catalogue, carts, orders, user and session stores, payment, shipping, a queue and its master)
+from ONE multi-document file written the way upstream ships a release (a Namespace, then per
+service a Deployment listed before its Service, every object with ``metadata.namespace``), split
+over the three tiers with ``{file: ..., select: [...]}`` entries without changing the file. Per
+repetition (``--reps``, default 3) it measures ``plan_s`` (``qonnect plan`` against the KB),
+``deploy_s`` (the deploy playbook until every workload is Ready), ``rerun_s`` (the same playbook
+again, which must report ``changed=0``) and ``remove_s`` (the remove playbook), and prints the
+median and p99 (nearest rank) of each.
+
     python benchmarks/deploy.py --json
+    python benchmarks/deploy.py --case shop --reps 5 --json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
+import math
 import os
+import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "services"))
@@ -175,10 +194,13 @@ def baseline(plan_file: str, namespace: str) -> None:
 
 
 # -- the benchmark ----------------------------------------------------------------------------
-def timed(cmd: list[str], env: dict) -> float:
+def timed(cmd: list[str], env: dict, output: list[str] | None = None) -> float:
+    """Seconds the command took; its stdout is appended to ``output`` when given."""
     started = time.monotonic()
     result = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     elapsed = time.monotonic() - started
+    if output is not None:
+        output.append(result.stdout)
     if result.returncode != 0:
         raise SystemExit(
             f"deploy benchmark: {' '.join(cmd[:2])} failed:\n{result.stdout[-3000:]}{result.stderr[-2000:]}"
@@ -186,10 +208,12 @@ def timed(cmd: list[str], env: dict) -> float:
     return elapsed
 
 
-def run() -> dict:
+@contextlib.contextmanager
+def federation() -> Iterator[tuple[dict, str, Any, Path, dict, Path]]:
+    """The paper testbed, a KB with every cluster registered and one agent per cluster:
+    yields (federation, KB URL, KB client, admin token file, environment, scratch folder)."""
     import yaml
     from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
-    from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application_file
 
     base = Path(tempfile.mkdtemp(prefix="qonnect-bench-deploy-"))
     tb, procs = base / "testbed", []
@@ -252,6 +276,25 @@ def run() -> dict:
             ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".venv" / "collections"),
             QONNECT_KB_URL=url,
         )
+        yield fed, url, kb, admin, env, base
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=10)
+        subprocess.run(
+            [str(BIN / "qonnect"), "testbed", "down", "--dir", str(tb)],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def run() -> dict:
+    from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application_file
+
+    with federation() as (fed, _url, kb, admin, env, base):
         cmd = [
             str(BIN / "ansible-playbook"),
             "qonnect.core.deploy",
@@ -288,29 +331,211 @@ def run() -> dict:
             "meets_target": playbook_s < TARGET_PLAYBOOK_S,
             "cpus": os.cpu_count(),
         }
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=10)
-        subprocess.run(
-            [str(BIN / "qonnect"), "testbed", "down", "--dir", str(tb)],
-            capture_output=True,
-            timeout=60,
-            check=False,
+
+
+# -- the 14-service shop from one multi-document file --------------------------------------------
+SHOP = "sock-shop"
+# service: (tier, image, port, dependsOn); the Sock Shop's fourteen services
+SHOP_SERVICES: dict[str, tuple[str, str, int, list[str]]] = {
+    "front-end": ("edge", "weaveworksdemos/front-end:0.3.12", 8079, ["catalogue", "carts", "orders", "user"]),
+    "catalogue": ("fog", "weaveworksdemos/catalogue:0.3.5", 80, ["catalogue-db"]),
+    "catalogue-db": ("fog", "weaveworksdemos/catalogue-db:0.3.0", 3306, []),
+    "carts": ("fog", "weaveworksdemos/carts:0.4.8", 80, ["carts-db"]),
+    "carts-db": ("fog", "mongo:3.4", 27017, []),
+    "orders": ("cloud", "weaveworksdemos/orders:0.4.7", 80, ["orders-db", "payment", "shipping", "user"]),
+    "orders-db": ("cloud", "mongo:3.4", 27017, []),
+    "payment": ("cloud", "weaveworksdemos/payment:0.4.3", 80, []),
+    "shipping": ("cloud", "weaveworksdemos/shipping:0.4.8", 80, ["rabbitmq"]),
+    "queue-master": ("cloud", "weaveworksdemos/queue-master:0.3.1", 80, ["rabbitmq"]),
+    "rabbitmq": ("cloud", "rabbitmq:3.6.8-management", 5672, []),
+    "session-db": ("edge", "redis:alpine", 6379, []),
+    "user": ("fog", "weaveworksdemos/user:0.4.7", 80, ["user-db"]),
+    "user-db": ("fog", "weaveworksdemos/user-db:0.3.0", 27017, []),
+}
+
+
+def shop_documents(namespace: str = SHOP) -> list[dict]:
+    """The shop's release as upstream ships one: a Namespace, then per service its Deployment
+    before its Service, every object naming the namespace."""
+    docs: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}]
+    for name, (_tier, image, port, _deps) in SHOP_SERVICES.items():
+        labels = {"name": name}
+        docs.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": dict(labels)},
+                    "template": {
+                        "metadata": {"labels": dict(labels)},
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": name,
+                                    "image": image,
+                                    "ports": [{"containerPort": port}],
+                                    "resources": {
+                                        "requests": {"cpu": "100m", "memory": "100Mi"},
+                                        "limits": {"cpu": "300m", "memory": "500Mi"},
+                                    },
+                                }
+                            ],
+                            "nodeSelector": {"kubernetes.io/os": "linux"},
+                        },
+                    },
+                },
+            }
         )
-        shutil.rmtree(base, ignore_errors=True)
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+                "spec": {"ports": [{"port": port, "targetPort": port}], "selector": dict(labels)},
+            }
+        )
+    return docs
+
+
+def write_shop(folder: Path, namespace: str = SHOP) -> Path:
+    """The release file (shop.manifests) and an application spec (app.yml) beside it that splits
+    it over the tiers with select entries; returns the spec's path."""
+    import yaml
+
+    (folder / "shop.manifests").write_text(yaml.safe_dump_all(shop_documents(namespace), sort_keys=False))
+    services = []
+    for i, (name, (tier, _image, _port, deps)) in enumerate(SHOP_SERVICES.items()):
+        select = [{"kind": "Deployment", "name": name}, {"kind": "Service", "name": name}]
+        if i == 0:
+            select.insert(0, {"kind": "Namespace", "name": namespace})
+        service: dict[str, Any] = {
+            "name": name,
+            "tier": tier,
+            "manifests": [{"file": "shop.manifests", "select": select}],
+        }
+        if deps:
+            service["dependsOn"] = deps
+        services.append(service)
+    spec = {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": SHOP, "namespace": namespace},
+        "spec": {
+            "objective": {"energy": 0.2, "cost": 1.0, "performance": 0.2, "latency": 0.2},
+            "services": services,
+        },
+    }
+    path = folder / "app.yml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summary(values: list[float]) -> dict:
+    return {
+        "median": round(statistics.median(values), 3),
+        "p99": round(percentile(values, 99), 3),
+        "runs": [round(v, 3) for v in values],
+    }
+
+
+def not_ready(fed: dict, namespace: str) -> list[str]:
+    """Deployments of the namespace, on any cluster, with fewer ready replicas than wanted."""
+    from kubernetes import config
+    from kubernetes.dynamic import DynamicClient
+
+    out = []
+    for cluster in fed["clusters"]:
+        dyn = DynamicClient(config.new_client_from_config(config_file=cluster["kubeconfig"]))
+        res = dyn.resources.get(api_version="apps/v1", kind="Deployment")
+        for d in dyn.get(res, namespace=namespace).to_dict()["items"]:
+            if (d.get("status") or {}).get("readyReplicas", 0) < d["spec"].get("replicas", 1):
+                out.append(f"{cluster['name']}/{d['metadata']['name']}")
+    return out
+
+
+def run_shop(reps: int) -> dict:
+    times: dict[str, list[float]] = {"plan_s": [], "deploy_s": [], "rerun_s": [], "remove_s": []}
+    with federation() as (fed, url, kb, admin, env, base):
+        spec = write_shop(base)
+        deploy = [
+            str(BIN / "ansible-playbook"),
+            "qonnect.core.deploy",
+            "-e",
+            f"app_file={spec}",
+            "-e",
+            f"kb_token_file={admin}",
+        ]
+        remove = [
+            str(BIN / "ansible-playbook"),
+            "qonnect.core.remove",
+            "-e",
+            f"app={SHOP}",
+            "-e",
+            f"kb_token_file={admin}",
+        ]
+        plan_cmd = [
+            str(BIN / "qonnect"),
+            "plan",
+            "--spec",
+            str(spec),
+            "--kb",
+            url,
+            "--token-file",
+            str(admin),
+            "--json",
+        ]
+        clusters_used = 0
+        for _ in range(reps):
+            times["plan_s"].append(timed(plan_cmd, env))
+            times["deploy_s"].append(timed(deploy, env))
+            late = not_ready(fed, SHOP)
+            if late:
+                raise SystemExit(f"deploy benchmark: the deploy returned before these were Ready: {late}")
+            plan = kb.get_placement(SHOP)["current"]
+            if len(plan) != len(SHOP_SERVICES):
+                raise SystemExit(f"deploy benchmark: {len(plan)} services placed, not {len(SHOP_SERVICES)}")
+            clusters_used = len({e["cluster"] for entries in plan.values() for e in entries})
+            rerun: list[str] = []
+            times["rerun_s"].append(timed(deploy, env, rerun))
+            if not re.search(r"localhost\s*:\s*ok=\d+\s+changed=0\b", rerun[0]):
+                raise SystemExit(
+                    f"deploy benchmark: the second deploy changed something:\n{rerun[0][-3000:]}"
+                )
+            times["remove_s"].append(timed(remove, env))
+        return {
+            "benchmark": "deploy",
+            "application": SHOP,
+            "services": len(SHOP_SERVICES),
+            "objects": len(shop_documents()),
+            "source": "one multi-document file, {file, select} entries over cloud, fog and edge",
+            "clusters": len(fed["clusters"]),
+            "clusters_used": clusters_used,
+            "reps": reps,
+            **{key: summary(values) for key, values in times.items()},
+            "cpus": os.cpu_count(),
+        }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--case", choices=("bookinfo", "shop"), default="bookinfo", help="what to deploy")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of the shop case (default 3)")
     parser.add_argument("--baseline", nargs=2, metavar=("JOB", "NAMESPACE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline:
         baseline(*args.baseline)
         return 0
-    result = run()
+    result = run_shop(max(1, args.reps)) if args.case == "shop" else run()
     if args.json:
         print(json.dumps(result))
     else:
