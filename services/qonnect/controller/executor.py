@@ -169,8 +169,10 @@ class Executor:
 
 
 def decision_vars(decision: dict[str, Any], attempt: int, token: dict[str, int]) -> dict[str, Any]:
-    """What one decision's migration is told: the application, why, the clusters to avoid (the
-    decision's and the user's stored exclusions) and the user's stored scorer and hysteresis."""
+    """What one decision's migration is told: the application, why, the plan committed with the
+    attempt (applied as is: the deploy does not place again), and - for a run without a plan,
+    which places itself - the clusters to avoid (the decision's and the user's stored
+    exclusions) and the user's stored scorer and hysteresis."""
     policy = decision.get("policy") or {}
     out: dict[str, Any] = {
         "app": decision["app"],
@@ -183,6 +185,8 @@ def decision_vars(decision: dict[str, Any], attempt: int, token: dict[str, int])
     for key in ("scorer", "hysteresis"):
         if policy.get(key) is not None:
             out[key] = policy[key]
+    if decision.get("plan") is not None:  # the services mapping the leader committed
+        out["plan"] = {"services": decision["plan"]}
     return out
 
 

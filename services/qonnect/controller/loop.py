@@ -55,12 +55,15 @@ from qonnect.controller.pacing import Pacer
 from qonnect.controller.raft import ProposalError, RaftNode, Timing
 from qonnect.controller.reconcile import Reconciler
 from qonnect.controller.records import RecordCache
-from qonnect.controller.replan import Feasibility
+from qonnect.controller.replan import BatchPlan, Feasibility, Planner, PlanRequest, engine_planner
 from qonnect.controller.statemachine import PENDING, RETRY, RUNNING
 from qonnect.controller.status import Metrics, StatusServer
 from qonnect.controller.timeouts import DEFAULT_WAIT_TIMEOUT, RUN_OVERHEAD
 
 log = logging.getLogger("qonnect.controller")
+
+# what the batch plan says of one decision (Controller._plan)
+PLANNED, DEFER, HOLD, FREE = "planned", "defer", "hold", "free"
 
 
 def default_concurrency() -> int:
@@ -102,12 +105,13 @@ class Config:
 
 
 def migration_vars(cfg: Config) -> dict[str, Any]:
-    """Variables of every migration run: the migration re-plans with the settings the detector
-    judged drift with (one hop from Python to Ansible), plus the operator's extra vars."""
+    """Variables of every migration run, plus the operator's extra vars. A run applies the plan
+    committed with its attempt; without one (no placement engine in the controller) it places
+    with the hysteresis the detector judged drift with and the user's stored scorer (no scorer
+    is forced here: the deploy module's default applies when the user stored none)."""
     return {
         **cfg.extravars,
         "hysteresis": cfg.settings.hysteresis,
-        "scorer": DEFAULT_SCORER,
         "wait_timeout": cfg.wait_timeout,
     }
 
@@ -116,7 +120,11 @@ class Controller:
     """A replica: Raft node + detector + executor + status server."""
 
     def __init__(
-        self, cfg: Config, replan: Replanner | None = None, feasible: Feasibility | None = None
+        self,
+        cfg: Config,
+        replan: Replanner | None = None,
+        feasible: Feasibility | None = None,
+        planner: Planner | None = None,
     ) -> None:
         from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
 
@@ -137,6 +145,11 @@ class Controller:
         )
         self.replan = replan
         self.feasible = feasible
+        # the plan each attempt applies, one place_many pass per batch; with the placement engine
+        # (the one the feasibility check comes from) unless given
+        if planner is None and feasible is not None:
+            planner = engine_planner(DEFAULT_SCORER, cfg.settings.hysteresis)
+        self.planner = planner
         self.lead_token: dict[str, int] | None = None  # the fence this leader raised in the KB
         self.kb_ok_since: float | None = None  # monotonic start of the current run of good KB reads
         self.deferred_why: dict[str, str] = {}  # decision id -> why it waits (announced once)
@@ -588,7 +601,7 @@ class Controller:
                 self._gone(decision, snapshot)  # a waiting decision ends as soon as its trigger is gone
         size = max(1, self.cfg.batch_size)
         for i in range(0, len(ready), size):
-            self._start(ready[i : i + size])
+            self._start(ready[i : i + size], snapshot)
         self._queued(waiting)
 
     def _may_take_over(self, decision: dict[str, Any]) -> bool:
@@ -661,7 +674,7 @@ class Controller:
         def why_not(avoid: set[str]) -> str | None:
             return (
                 self.feasible(record, snapshot.inventory, tuple(sorted(avoid)))
-                if self.feasible and record
+                if self.feasible and record and self.planner is None  # else the batch plan judges
                 else None
             )
 
@@ -684,8 +697,16 @@ class Controller:
                 ", ".join(exclude) or "none",
             )
         if why is None:
-            self.deferred_why.pop(did, None)
+            if self.planner is None:
+                self.deferred_why.pop(did, None)
             return True
+        self._defer(decision, why)
+        return False
+
+    def _defer(self, decision: dict[str, Any], why: str) -> None:
+        """No attempt now: nothing can be placed. The decision waits, explained (once per reason,
+        in the log and the KB), and is checked again with exponential backoff."""
+        did, app = decision["id"], decision["app"]
         current = self.node.machine.get(did) or decision
         wait = min(self.cfg.defer_max, self.cfg.backoff * 2 ** int(current.get("deferrals", 0)))
         detail = f"unplaceable: {why}; next check in {wait:.0f}s"
@@ -703,7 +724,6 @@ class Controller:
                 )
             except KBError as exc:
                 log.info("cannot record that %s waits: %s", did, exc)
-        return False
 
     def _completed_before(self, decision: dict[str, Any]) -> bool:
         """The previous leader's attempt finished (per the KB): record success instead of rerunning."""
@@ -746,10 +766,28 @@ class Controller:
                 log.info("could not post confirmation for %s: %s", decision["id"], exc)
         return True
 
-    def _start(self, decisions: list[dict[str, Any]]) -> None:
-        """Commit each decision's attempt (with the user's stored policy it runs with) and run
-        them as one playbook run: a batch of one is an ordinary single run."""
-        started = [item for item in (self._begin(d) for d in decisions) if item is not None]
+    def _start(self, decisions: list[dict[str, Any]], snapshot: Snapshot) -> None:
+        """Plan the batch once (every application, each with the user's stored policy, in one
+        pass over this snapshot's inventory), commit each decision's attempt with its plan, and
+        run them as one playbook run: a batch of one is an ordinary single run. A decision whose
+        application cannot be placed waits (defer) instead."""
+        items: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for decision in decisions:
+            if not self._record(decision):
+                continue  # the durable record comes first
+            policy = self._policy(decision["app"])
+            if policy is None:
+                continue  # the KB cannot say how the user wants it placed: try again next tick
+            items.append((decision, policy))
+        verdicts = self._plan(items, snapshot)
+        begun = []
+        for decision, policy in items:
+            verdict, detail = verdicts.get(decision["id"], (FREE, None))
+            if verdict == DEFER:
+                self._defer(decision, str(detail))
+            elif verdict != HOLD:
+                begun.append(self._begin(decision, policy, detail if verdict == PLANNED else None))
+        started = [item for item in begun if item is not None]
         if not started:
             return
         term = self.node.term()
@@ -773,20 +811,18 @@ class Controller:
             self.runs[decision["id"]] = thread
         thread.start()
 
-    def _begin(self, decision: dict[str, Any]) -> tuple[dict[str, Any], int, dict[str, int]] | None:
-        """The durable record, the committed 'start' (attempt, token, policy) and the KB's
+    def _begin(
+        self, decision: dict[str, Any], policy: dict[str, Any], plan: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], int, dict[str, int]] | None:
+        """The committed 'start' (attempt, token, policy and the plan it applies) and the KB's
         start event of one decision; None if it may not run now."""
-        if not self._record(decision):
-            return None  # the durable record comes first
-        policy = self._policy(decision["app"])
-        if policy is None:
-            return None  # the KB cannot say how the user wants it placed: try again next tick
         res = self._propose(
             {
                 "op": "start",
                 "id": decision["id"],
                 "max_attempts": self.cfg.max_attempts,
                 **({"policy": policy} if policy else {}),
+                **({"plan": plan} if plan is not None else {}),
             }
         )
         if not res or not res.get("ok"):
@@ -800,6 +836,17 @@ class Controller:
         if policy:
             log.warning(
                 "decision %s: %s heals with its stored policy %s", decision["id"], snapshot["app"], policy
+            )
+        if plan is not None:
+            log.warning(
+                "decision %s attempt %d: committed plan for %s: %s",
+                decision["id"],
+                attempt,
+                snapshot["app"],
+                "; ".join(
+                    f"{svc} -> " + ", ".join(f"{e['cluster']}x{e.get('replicas', 1)}" for e in entries)
+                    for svc, entries in sorted(plan.items())
+                ),
             )
         try:
             journal.post(
@@ -819,6 +866,77 @@ class Controller:
             )
             return None
         return snapshot, attempt, token
+
+    def _plan(
+        self, items: list[tuple[dict[str, Any], dict[str, Any]]], snapshot: Snapshot
+    ) -> dict[str, tuple[str, Any]]:
+        """decision id -> (PLANNED, services) | (DEFER, why) | (HOLD, None) | (FREE, None): one
+        placement for every application of the batch, in one pass over the snapshot's inventory,
+        each with the user's stored scorer, hysteresis and exclusions plus the decision's.
+        Healing beats stability: an application that fits only on a just-recovered cluster is
+        planned again with only the clusters it must avoid (and its decision retargeted)."""
+        if self.planner is None or not items:
+            return {}
+        records = {a.get("name"): a for a in snapshot.applications}
+        relaxed: dict[str, list[str]] = {}  # decision id -> the exclusions it is planned with
+
+        def requests() -> tuple[list[PlanRequest], dict[str, dict[str, Any]]]:
+            out, by_app = [], {}
+            for decision, policy in items:
+                record = records.get(decision["app"])
+                if record is None:
+                    continue  # not in this snapshot: the run places it itself
+                avoid = set(relaxed.get(decision["id"], decision["exclude"])) | set(
+                    policy.get("exclude") or ()
+                )
+                out.append(
+                    PlanRequest(record, tuple(sorted(avoid)), policy.get("scorer"), policy.get("hysteresis"))
+                )
+                by_app[decision["app"]] = decision
+            return out, by_app
+
+        began = time.monotonic()
+        reqs, by_app = requests()
+        found: BatchPlan = self.planner(reqs, snapshot.inventory)
+        strict = dict(found.unplaceable)
+        for app in strict:
+            decision = by_app[app]
+            must, unstable, _on_down = exclusions_now(
+                snapshot, self.memory, self.cfg.settings, app, decision.get("pinned") or []
+            )
+            if unstable & set(decision["exclude"]):
+                relaxed[decision["id"]] = sorted(must)
+        if relaxed:
+            found = self.planner(requests()[0], snapshot.inventory)
+        log.info(
+            "batch plan: %d of %d application(s) placed in one pass (%.0f ms)",
+            len(found.services),
+            len(reqs),
+            (time.monotonic() - began) * 1000,
+        )
+        verdicts: dict[str, tuple[str, Any]] = {}
+        for app, decision in by_app.items():
+            did = decision["id"]
+            if app in found.unplaceable:
+                verdicts[did] = (DEFER, strict.get(app) or found.unplaceable[app])
+                continue
+            if app not in found.services:
+                continue  # no usable fleet to judge on: the run places (and reports) it
+            if did in relaxed and relaxed[did] != list(decision["exclude"]):
+                res = self._propose({"op": "retarget", "id": did, "exclude": relaxed[did]})
+                if not res or not res.get("ok"):
+                    verdicts[did] = (HOLD, None)
+                    continue
+                log.warning(
+                    "decision %s: only a just-recovered cluster fits %s: exclusions %s -> %s",
+                    did,
+                    app,
+                    ", ".join(decision["exclude"]) or "none",
+                    ", ".join(relaxed[did]) or "none",
+                )
+            self.deferred_why.pop(did, None)
+            verdicts[did] = (PLANNED, found.services[app])
+        return verdicts
 
     def _policy(self, app: str) -> dict[str, Any] | None:
         """The placement policy the user deployed the application with (scorer, hysteresis,

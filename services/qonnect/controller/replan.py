@@ -3,12 +3,17 @@
 The engine's ``place`` already applies the hysteresis against the current placement: it keeps
 the current clusters unless an alternative beats them by more than the hysteresis. So drift is
 simply "the engine, given the current placement, would now put some service elsewhere".
+
+The plan an attempt applies is computed here too (``engine_planner``): one ``place_many`` pass
+for every application of a batch, each with the user's stored policy; the leader commits it
+with the attempt's ``start`` and the migration applies exactly that plan.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from qonnect.controller.detector import Replanner
@@ -100,3 +105,98 @@ def engine_feasibility(scorer: str = "weighted") -> Feasibility | None:
         return None
 
     return feasible
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """One application of a batch to place: its KB record, the clusters to avoid (the decision's
+    and the user's stored exclusions) and the user's stored scorer and hysteresis (None: the
+    controller's defaults)."""
+
+    record: dict[str, Any]
+    exclude: tuple[str, ...]
+    scorer: str | None = None
+    hysteresis: float | None = None
+
+
+@dataclass
+class BatchPlan:
+    """What the planner found: a services mapping per placed application, and why each other
+    one cannot be placed now (an application in neither had no usable fleet to be judged on)."""
+
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unplaceable: dict[str, str] = field(default_factory=dict)
+
+
+# plan(requests, inventory) -> one plan for all of them, in one pass over the inventory
+Planner = Callable[[list[PlanRequest], dict[str, Any]], BatchPlan]
+
+
+def engine_planner(default_scorer: str = "weighted", default_hysteresis: float = 0.1) -> Planner | None:
+    """A planner backed by the engine's ``place_many``: the inventory is built once and every
+    application of the batch is placed on it in order, each with its own policy, against the
+    capacity the earlier ones took. None if the engine is not installed."""
+    try:
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.batch import place_many
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.engine import check_request
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
+        from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+    except ImportError as exc:
+        log.warning("placement engine unavailable (%s): migrations place for themselves", exc)
+        return None
+
+    def why_not(req: PlanRequest, exc: Exception) -> str:
+        service = getattr(exc, "service", None)
+        if service is None:
+            return str(exc)
+        without = f" without {', '.join(req.exclude)}" if req.exclude else ""
+        return f"{service}: no eligible cluster ({getattr(exc, 'constraint', exc)}){without}"
+
+    def plan(requests: list[PlanRequest], inventory: dict[str, Any]) -> BatchPlan:
+        out = BatchPlan()
+        batch: list[tuple[PlanRequest, dict[str, Any]]] = []
+        for req in requests:
+            name = str(req.record.get("name"))
+            scorer = req.scorer or default_scorer
+            hysteresis = default_hysteresis if req.hysteresis is None else req.hysteresis
+            try:
+                app = Application.from_dict(req.record["application"])
+                check_request(scorer, None, hysteresis)  # one bad stored policy spoils no batch
+            except (KeyError, TypeError, ValueError) as exc:
+                out.unplaceable[name] = f"cannot be planned: {exc}"
+                continue
+            batch.append(
+                (req, {"app": app, "scorer": scorer, "hysteresis": hysteresis, "exclude": tuple(req.exclude)})
+            )
+        if not batch:
+            return out
+        try:
+            result = place_many([item for _req, item in batch], inventory, explain=False)
+        except InventoryError as exc:  # no usable fleet: nothing is judged; the run reports it
+            log.info("batch plan skipped: %s", exc)
+            return out
+        except ValueError as exc:  # e.g. the exact scorer's time limit: each one on its own
+            log.warning("batch plan failed (%s); planning its %d applications one by one", exc, len(batch))
+            for req, item in batch:
+                try:
+                    one = place_many([item], inventory, explain=False)
+                except (InventoryError, ValueError) as err:
+                    out.unplaceable[item["app"].name] = why_not(req, err)
+                    continue
+                _collect(one, req, item, out, why_not)
+            return out
+        for req, item in batch:
+            _collect(result, req, item, out, why_not)
+        return out
+
+    return plan
+
+
+def _collect(
+    result: Any, req: PlanRequest, item: dict[str, Any], out: BatchPlan, why_not: Callable[..., str]
+) -> None:
+    name = item["app"].name
+    if name in result.plans:
+        out.services[name] = result.plans[name].services
+    elif name in result.errors:
+        out.unplaceable[name] = why_not(req, result.errors[name])

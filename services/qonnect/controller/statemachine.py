@@ -44,6 +44,16 @@ def _need(cmd: dict[str, Any], field: str, kind: type | tuple[type, ...]) -> Any
     return value
 
 
+def _is_services(plan: Any) -> bool:
+    """A plan's services mapping: service -> list of {cluster, replicas, nodes}."""
+    return isinstance(plan, dict) and all(
+        isinstance(svc, str)
+        and isinstance(entries, list)
+        and all(isinstance(e, dict) and isinstance(e.get("cluster"), str) for e in entries)
+        for svc, entries in plan.items()
+    )
+
+
 class DecisionLog:
     """The state every replica agrees on: decisions, in-flight migrations, fencing counters."""
 
@@ -207,6 +217,9 @@ class DecisionLog:
         return {"ok": True, "id": decision_id, "token": token}
 
     def _op_start(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
+        plan = cmd.get("plan")  # checked before anything changes: a refusal leaves no trace
+        if plan is not None and not _is_services(plan):
+            raise CommandError("start: field 'plan' must map each service to a list of {cluster, ...}")
         decision = self._open(cmd)
         if isinstance(decision, str):
             return {"ok": False, "why": decision}
@@ -230,6 +243,12 @@ class DecisionLog:
         decision["started_at"] = float(cmd.get("ts", 0.0))
         if isinstance(cmd.get("policy"), dict):  # the user's stored policy this attempt runs with
             decision["policy"] = copy.deepcopy(cmd["policy"])
+        # the placement this attempt applies ({service: [{cluster, replicas, nodes}]}), computed by
+        # the leader on its snapshot; an attempt without one (no engine) lets the playbook place
+        if plan is not None:
+            decision["plan"] = copy.deepcopy(plan)
+        else:
+            decision.pop("plan", None)  # never an earlier attempt's plan: it was computed for then
         self.counters["attempts"] += 1
         return {
             "ok": True,

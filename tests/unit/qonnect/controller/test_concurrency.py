@@ -90,6 +90,7 @@ def controller(**cfg: Any) -> Controller:
     c.cfg = Config("127.0.0.1:1", [], "http://kb", "t", "/t", "s" * 32, "/d", "migrate.yml", **cfg)
     c.node, c.kb, c.executor = Node(), KB(), Runner()
     c.feasible, c.replan, c.apps, c.lead_token = None, None, None, {"term": 1, "seq": 1}
+    c.planner = None
     c.memory, c.deferred_why, c.recorded = Memory(), {}, set()
     c.lead_since, c.lease_wait, c.wake_at = time.monotonic(), 0.0, None
     c.runs, c.waiting_slot, c.announced_wait, c.unreported = {}, [], set(), []

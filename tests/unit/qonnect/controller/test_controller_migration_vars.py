@@ -17,9 +17,11 @@ def config(**kw) -> Config:
     return Config("127.0.0.1:1", [], "http://kb", "t", "/t", "s" * 32, "/d", "migrate.yml", **kw)
 
 
-def test_the_detectors_hysteresis_and_the_scorer_reach_every_run():
+def test_the_detectors_hysteresis_reaches_every_run_and_no_scorer_is_forced():
     got = migration_vars(config(settings=Settings(hysteresis=0.35)))
-    assert got["hysteresis"] == 0.35 and got["scorer"] == "weighted"
+    # the scorer is the user's stored one (in the committed plan, or the run's own vars): a
+    # default here would override it for every application of a batch (issue 21)
+    assert got["hysteresis"] == 0.35 and "scorer" not in got
     assert migration_vars(config(extravars={"kb_ca_path": "/ca.pem"}))["kb_ca_path"] == "/ca.pem"
 
 
