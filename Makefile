@@ -37,9 +37,12 @@ test: setup services kube lint
 	$(MAKE) --no-print-directory ansible-lint
 
 ## kube: build the real engine's Kubernetes binaries once into a cache outside the checkout
-## (~/.cache/qonnect/kube/VERSION/bin; QONNECT_KUBE_CACHE moves it) and link .venv/bin/kubectl
+## (~/.cache/qonnect/kube/VERSION/bin; QONNECT_KUBE_CACHE moves it) and link .venv/bin/kubectl;
+## and helm, for {helm: CHART_DIR} manifest entries (~/.cache/qonnect/helm/VERSION/bin,
+## QONNECT_HELM_CACHE; .venv/bin/helm)
 kube: setup
 	@bash scripts/build-kube.sh >/dev/null
+	@bash scripts/build-helm.sh >/dev/null
 
 ## services: install and start what the tests need (PostgreSQL with the test role and database)
 services:

@@ -2,19 +2,22 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Reading and checking the Kubernetes manifests of a service (inline, by file, or YAML text).
 
-A manifest entry is an inline manifest, ``{file: PATH}`` (every document of a YAML file) or
+A manifest entry is an inline manifest, ``{file: PATH}`` (every document of a YAML file),
 ``{kustomize: DIR}`` (what ``kubectl kustomize DIR`` renders, as kubernetes.core's kustomize
-lookup does); the last two may pick documents with ``select: [{kind, name}, ...]`` and/or
-``selector: {matchLabels: {...}}``, so one upstream multi-document release file can be split
-over several services (and tiers) unchanged.
+lookup does) or ``{helm: CHART_DIR, release, values, valuesFiles}`` (what ``helm template``
+renders of a local chart); the last three may pick documents with ``select: [{kind, name}, ...]``
+and/or ``selector: {matchLabels: {...}}``, so one upstream multi-document release file (or
+chart) can be split over several services (and tiers) unchanged.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils import spec_yaml
@@ -36,18 +39,30 @@ from ansible_collections.qonnect.core.plugins.module_utils.spec_yaml import (
 )
 
 # The keys of a manifest entry that refers to documents instead of being one.
-SOURCE_KEYS = ("file", "kustomize")
+SOURCE_KEYS = ("file", "kustomize", "helm")
 PICK_KEYS = ("select", "selector")
+HELM_KEYS = ("release", "values", "valuesFiles")
 KUSTOMIZE_TIMEOUT = 60.0
+HELM_TIMEOUT = 60.0
+
+
+def tool_path(name: str) -> str | None:
+    """A tool (kubectl, helm) on PATH, else beside the running Python (a virtualenv's bin)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    return beside if os.access(beside, os.X_OK) else None
 
 
 def kubectl_path() -> str | None:
     """kubectl on PATH, else beside the running Python (a virtualenv's bin)."""
-    found = shutil.which("kubectl")
-    if found:
-        return found
-    beside = os.path.join(os.path.dirname(sys.executable), "kubectl")
-    return beside if os.access(beside, os.X_OK) else None
+    return tool_path("kubectl")
+
+
+def helm_path() -> str | None:
+    """helm on PATH, else beside the running Python (a virtualenv's bin)."""
+    return tool_path("helm")
 
 
 # Top-level keys that make a mapping an (inline) manifest, even an incomplete one.
@@ -55,12 +70,12 @@ MANIFEST_KEYS = ("apiVersion", "kind", "metadata")
 
 
 def is_reference(entry: Any) -> bool:
-    """A {file: ...} or {kustomize: ...} entry (not an inline manifest)."""
+    """A {file: ...}, {kustomize: ...} or {helm: ...} entry (not an inline manifest)."""
     return isinstance(entry, dict) and "apiVersion" not in entry and any(k in entry for k in SOURCE_KEYS)
 
 
 def is_unknown_entry(entry: Any) -> bool:
-    """A mapping that is neither a manifest nor a reference ({fiel: x}, {helm: x}, {select: ...}):
+    """A mapping that is neither a manifest nor a reference ({fiel: x}, {chart: x}, {select: ...}):
     reported by its keys, not as a manifest lacking apiVersion."""
     return isinstance(entry, dict) and not is_reference(entry) and not any(k in entry for k in MANIFEST_KEYS)
 
@@ -73,6 +88,17 @@ class ManifestReader(SpecChecker):
         self.base_dir = base_dir  # manifest files are relative to the spec's folder
         self.bytes_read = 0
         self.namespaces_checked: set[str] = set()  # paths check_namespaces saw (each once)
+        # The application's name and namespace, once its metadata is read: a Helm chart is
+        # rendered as release <name> in <namespace>, as `helm install NAME -n NAMESPACE` would.
+        self.app_name: str | None = None
+        self.app_namespace: str | None = None
+
+    def metadata(self, data: dict, allowed: tuple[str, ...]) -> tuple[str, str, dict, dict]:
+        """The application's metadata (both formats read it before any manifest), kept for
+        rendering Helm charts."""
+        name, namespace, labels, meta = super().metadata(data, allowed)
+        self.app_name, self.app_namespace = name or None, namespace or None
+        return name, namespace, labels, meta
 
     def read_manifest_file(self, rel: Any, path: str) -> list[dict]:
         if not isinstance(rel, str) or not rel:
@@ -223,44 +249,100 @@ class ManifestReader(SpecChecker):
         if kubectl is None:
             self.err(path, "kubectl is needed to render a Kustomize directory and was not found on PATH")
             return []
+        return self.rendered([kubectl, "kustomize", full], "kubectl kustomize", rel, full, path)
+
+    def rendered(self, argv: list[str], what: str, rel: str, full: str, path: str) -> list[dict]:
+        """The documents a renderer (kubectl kustomize, helm template) prints, or an error naming
+        the path and the renderer's last line of output."""
         try:
             done = subprocess.run(
-                [kubectl, "kustomize", full],
+                argv,
                 capture_output=True,
                 text=True,
-                timeout=KUSTOMIZE_TIMEOUT,
+                timeout=HELM_TIMEOUT if what == "helm template" else KUSTOMIZE_TIMEOUT,
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            self.err(path, f"kubectl kustomize {rel!r} failed: {exc}")
+            self.err(path, f"{what} {rel!r} failed: {exc}")
             return []
         if done.returncode != 0:
-            detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-            self.err(path, f"kubectl kustomize {rel!r} failed: {detail[0]}")
+            lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+            # helm's cause is its "Error: ..." line (a hint about --debug follows it)
+            errors = [line[len("Error: ") :] for line in lines if line.startswith("Error: ")]
+            detail = errors[-1] if errors else lines[-1] if lines else f"exit {done.returncode}"
+            self.err(path, f"{what} {rel!r} failed: {detail}")
             return []
         budget = min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - self.bytes_read)
         if len(done.stdout) > budget:
-            self.err(path, f"{rel!r}: what kubectl kustomize renders is larger than the limit")
+            self.err(path, f"{rel!r}: what {what} renders is larger than the limit")
             return []
         self.bytes_read += len(done.stdout)
         return self.parse_manifest_text(done.stdout, path, source=full)
 
+    def render_helm(self, entry: dict, path: str) -> list[dict]:
+        """The documents ``helm template RELEASE CHART_DIR`` renders (CHART_DIR and valuesFiles
+        relative to the spec's folder; ``values`` is given last, so it wins, as with helm -f)."""
+        rel = entry.get("helm")
+        hpath = f"{path}.helm"
+        if not isinstance(rel, str) or not rel:
+            self.err(hpath, f"{rel!r} is not a directory path")
+            return []
+        full = rel if os.path.isabs(rel) else os.path.join(self.base_dir, rel)
+        if not os.path.isfile(os.path.join(full, "Chart.yaml")):
+            self.err(hpath, f"{rel!r} is not a chart directory (a directory with Chart.yaml)")
+            return []
+        release = entry.get("release", self.app_name or "release")
+        if not isinstance(release, str) or not release:
+            self.err(f"{path}.release", f"{release!r} is not a release name")
+            return []
+        files = entry.get("valuesFiles", [])
+        if not isinstance(files, list) or not all(isinstance(f, str) and f for f in files):
+            self.err(f"{path}.valuesFiles", "expected a list of values file paths")
+            return []
+        values = entry.get("values")
+        if values is not None and not isinstance(values, dict):
+            self.err(f"{path}.values", f"expected a mapping of chart values, got {typename(values)}")
+            return []
+        argv = [release, full, "--skip-tests"]
+        if self.app_namespace:
+            argv += ["--namespace", self.app_namespace]
+        for i, name in enumerate(files):
+            fpath = name if os.path.isabs(name) else os.path.join(self.base_dir, name)
+            if not os.path.isfile(fpath):
+                self.err(f"{path}.valuesFiles[{i}]", f"cannot read values file {name!r}")
+                return []
+            argv += ["--values", fpath]
+        helm = helm_path()
+        if helm is None:
+            self.err(hpath, f"helm is needed to render the chart {rel!r} and was not found on PATH")
+            return []
+        with tempfile.TemporaryDirectory(prefix="qonnect-helm-") as scratch:
+            if values:
+                inline = os.path.join(scratch, "values.json")  # JSON is YAML to helm
+                with open(inline, "w", encoding="utf-8") as out:
+                    out.write(json.dumps(values))
+                argv += ["--values", inline]
+            return self.rendered([helm, "template", *argv], "helm template", rel, full, hpath)
+
     def reference(self, entry: dict, path: str) -> list[dict]:
-        """The documents of a {file|kustomize: ..., select, selector} entry; unknown keys are errors."""
+        """The documents of a {file|kustomize|helm: ..., select, selector} entry; unknown keys
+        are errors."""
         sources = [k for k in SOURCE_KEYS if k in entry]
         if len(sources) > 1:
-            self.err(path, "give one of file or kustomize, not both")
+            self.err(path, f"give one of file, kustomize or helm, not {' and '.join(sources)}")
             return []
         source = sources[0]
-        self.mapping(entry, path, (source, *PICK_KEYS))
+        self.mapping(entry, path, (source, *PICK_KEYS, *(HELM_KEYS if source == "helm" else ())))
         if source == "file":
             docs = self.read_manifest_file(entry["file"], f"{path}.file")
-        else:
+        elif source == "kustomize":
             docs = self.render_kustomize(entry["kustomize"], f"{path}.kustomize")
+        else:
+            docs = self.render_helm(entry, path)
         return self.pick(docs, entry.get("select"), entry.get("selector"), path)
 
     def unknown_entry(self, entry: dict, path: str) -> None:
-        """Name every key of an entry that is neither a manifest nor a file/kustomize reference."""
+        """Name every key of an entry that is neither a manifest nor a file/kustomize/helm reference."""
         if not entry:
             self.err(path, "an empty mapping is neither a manifest nor a {file: PATH} entry")
             return
@@ -269,10 +351,10 @@ class ManifestReader(SpecChecker):
             self.err(
                 f"{path}.{key}",
                 "unknown field; a manifest entry is an inline manifest (apiVersion, kind, metadata) "
-                "or one of file or kustomize, with select or selector",
+                "or one of file, kustomize or helm, with select or selector",
             )
         if picks:
-            self.err(path, f"{' and '.join(picks)} needs file or kustomize beside it")
+            self.err(path, f"{' and '.join(picks)} needs file, kustomize or helm beside it")
 
     def pick(self, docs: list[dict], select: Any, selector: Any, path: str) -> list[dict]:
         """The documents matching any {kind, name} of ``select`` and ``selector``'s labels."""

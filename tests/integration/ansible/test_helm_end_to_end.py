@@ -1,0 +1,119 @@
+"""Issue 23, end to end on the emulator: a local Helm chart (tests/integration/ansible/charts/
+twotier), rendered by the project's helm (scripts/build-helm.sh) through {helm: CHART_DIR}
+entries, split over two tiers with selector/select, deployed with the deploy playbook, idempotent
+on a second run, and removed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_federation import ROOT, recap
+
+pytestmark = pytest.mark.timeout(300)
+
+CHART = ROOT / "tests" / "integration" / "ansible" / "charts" / "twotier"
+
+
+@pytest.fixture
+def helm_on_path(monkeypatch) -> Path:
+    """The project's helm, built once into its cache (warm: nothing is built); a failed build
+    fails the test."""
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-helm.sh")],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"scripts/build-helm.sh failed: {done.stderr[-2000:]}")
+    bin_dir = Path(done.stdout.strip().splitlines()[-1])
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    return bin_dir
+
+
+def ready(k8s, cluster: str, namespace: str, name: str, timeout: float = 60.0) -> bool:
+    apps = k8s(cluster)[1]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = {d.metadata.name: d for d in apps.list_namespaced_deployment(namespace).items}
+        if name in found and (found[name].status.ready_replicas or 0) >= 1:
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def test_chart_deployed_over_two_tiers(federation, k8s, tmp_path, helm_on_path):
+    (tmp_path / "cache-values.yaml").write_text("cache: {cpu: 20m}\n")
+    chart = {"helm": str(CHART), "valuesFiles": ["cache-values.yaml"], "values": {"team": "qonnect"}}
+    spec = tmp_path / "charted.yml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "qonnect.io/v1",
+                "kind": "Application",
+                "metadata": {"name": "charted", "namespace": "charted"},
+                "spec": {
+                    "objective": {"latency": 1.0},
+                    "services": [
+                        {
+                            "name": "web",
+                            "tier": "edge",
+                            "dependsOn": ["cache"],
+                            "manifests": [
+                                {**chart, "selector": {"matchLabels": {"app.kubernetes.io/component": "web"}}}
+                            ],
+                        },
+                        {
+                            "name": "cache",
+                            "tier": "fog",
+                            "manifests": [
+                                {
+                                    **chart,
+                                    "select": [
+                                        {"kind": "Deployment", "name": "charted-cache"},
+                                        {"kind": "Service", "name": "charted-cache"},
+                                    ],
+                                }
+                            ],
+                        },
+                    ],
+                },
+            },
+            sort_keys=False,
+        )
+    )
+    result = federation.playbook("qonnect.core.deploy", "-e", f"app_file={spec}")
+    assert recap(result)["failed"] == 0, result.stdout + result.stderr
+    current = federation.kb().get_placement("charted")["current"]
+    web, cache = current["web"][0]["cluster"], current["cache"][0]["cluster"]
+    assert web.startswith("edge-") and cache.startswith("fog-")
+
+    assert ready(k8s, web, "charted", "charted-web") and ready(k8s, cache, "charted", "charted-cache")
+    core_web, apps_web = k8s(web)
+    deployment = apps_web.read_namespaced_deployment("charted-web", "charted")
+    assert deployment.metadata.labels["team"] == "qonnect"  # the inline value
+    assert deployment.metadata.labels["qonnect.io/application"] == "charted"
+    assert deployment.metadata.annotations["qonnect.io/owner"] == "charted/charted"
+    assert core_web.read_namespaced_service_account("charted-web", "charted")
+    assert "charted-cache" not in {
+        d.metadata.name for d in apps_web.list_namespaced_deployment("charted").items
+    }
+    # web reaches its cache on the fog cluster through the address stub
+    stub = core_web.read_namespaced_service("charted-cache", "charted")
+    assert stub.spec.type == "ExternalName" and cache in stub.spec.external_name
+    cache_pod = k8s(cache)[1].read_namespaced_deployment("charted-cache", "charted").spec.template.spec
+    assert cache_pod.containers[0].resources.requests["cpu"] == "20m"  # the values file
+
+    again = federation.playbook("qonnect.core.deploy", "-e", f"app_file={spec}")
+    assert recap(again)["changed"] == 0 and recap(again)["failed"] == 0, again.stdout
+
+    gone = federation.playbook("qonnect.core.remove", "-e", "app=charted")
+    assert recap(gone)["failed"] == 0, gone.stdout + gone.stderr
+    for cluster in (web, cache):
+        assert not k8s(cluster)[1].list_namespaced_deployment("charted").items
