@@ -1,5 +1,5 @@
-"""Issue 23, end to end on the emulator: a local Helm chart (tests/integration/ansible/charts/
-twotier), rendered by the project's helm (scripts/build-helm.sh) through {helm: CHART_DIR}
+"""Issue 23, end to end on the emulator: a local Helm chart (tests/unit/plugins/module_utils/
+charts/twotier), rendered by the project's helm (scripts/build-helm.sh) through {helm: CHART_DIR}
 entries, split over two tiers with selector/select, deployed with the deploy playbook, idempotent
 on a second run, and removed."""
 
@@ -16,7 +16,7 @@ from ansible_federation import ROOT, recap
 
 pytestmark = pytest.mark.timeout(300)
 
-CHART = ROOT / "tests" / "integration" / "ansible" / "charts" / "twotier"
+CHART = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "twotier"
 
 
 @pytest.fixture
