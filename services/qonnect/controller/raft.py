@@ -38,10 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj import pickle as _pickle
 from pysyncobj import tcp_connection as _tcp
 from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.monotonic import monotonic
-from pysyncobj.syncobj import SyncObjException
+from pysyncobj.syncobj import _RAFT_STATE, SyncObjException
+from pysyncobj.syncobj import logger as _pysyncobj_log
 from pysyncobj.transport import TCPTransport
 
 from qonnect.controller.statemachine import DecisionLog
@@ -273,7 +275,13 @@ class ReplicatedDecisions(SyncObjConsumer):
 class RaftNode(SyncObj):
     """One replica of the decision log."""
 
-    _SyncObj__raftElectionDeadline: float  # pysyncobj's (untyped) next election time
+    # pysyncobj's private (untyped) state this class reads and writes
+    _SyncObj__raftElectionDeadline: float  # next election time
+    _SyncObj__raftLeader: Any
+    _SyncObj__raftCommitIndex: int
+    _SyncObj__leaderCommitIndex: int | None
+    _SyncObj__recvTransmission: Any
+    _SyncObj__transferInProgress: bool
 
     def __init__(
         self,
@@ -336,6 +344,129 @@ class RaftNode(SyncObj):
             soon = monotonic() + random.uniform(0.02, 0.4)
             if soon < self._SyncObj__raftElectionDeadline:
                 self._SyncObj__raftElectionDeadline = soon
+
+    # -- log replication (Raft 5.3), replacing pysyncobj's follower and leader bookkeeping ------
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
+        """Entries appended by the leader, and the leader's view of a follower's log, handled as
+        Raft (section 5.3) says; everything else is pysyncobj's.
+
+        pysyncobj 0.3.17's follower deletes every entry after ``prevLogIdx`` whenever its log is
+        longer, even when those entries match the leader's. The leader resends a suffix the
+        follower already holds whenever it sees a reply late (a ``next_node_idx`` success that
+        moves its optimistic next index back, or a stale reset), which under load and leader
+        churn is routine; the follower then deleted entries it had already applied, logging
+        ``truncating already-applied log entries ... state machine may have diverged``, acked
+        less than it held and, until the entries came back, could vote as if it lacked them."""
+        if isinstance(message, dict):
+            kind = message.get("type")
+            if (
+                kind == "append_entries"
+                and "prevLogIdx" in message
+                and message["term"] >= self._SyncObj__raftCurrentTerm
+            ):
+                self._append_entries(node, message)
+                return
+            if kind == "next_node_idx" and self._SyncObj__raftState == _RAFT_STATE.LEADER:
+                self._next_node_idx(node, message)
+                return
+        super()._SyncObj__onMessageReceived(node, message)
+
+    def _append_entries(self, node: Any, message: dict[str, Any]) -> None:
+        """pysyncobj's append-entries branch, except that an entry already in the log with the
+        same term is kept: only the first conflicting entry and those after it are deleted, and
+        the commit index never covers entries past the last one this message vouched for."""
+        if message["term"] > self._SyncObj__raftCurrentTerm:
+            self._SyncObj__transferInProgress = False  # a newer leader supersedes a transfer
+        if not self._SyncObj__transferInProgress:
+            self._SyncObj__raftElectionDeadline = monotonic() + self._SyncObj__generateRaftTimeout()
+        if self._SyncObj__raftLeader != node:
+            self._SyncObj__onLeaderChanged()
+        self._SyncObj__raftLeader = node
+        if message["term"] > self._SyncObj__raftCurrentTerm:
+            self._SyncObj__setCurrentTerm(message["term"], None)
+        self._SyncObj__setState(_RAFT_STATE.FOLLOWER)
+        self._SyncObj__leaderCommitIndex = leader_commit = message["commit_index"]
+        entries = self._reassembled(message)
+        if entries is None:  # a chunk of one big entry: acknowledged, nothing appended yet
+            self._SyncObj__sendNextNodeIdx(node, success=False, reset=False)
+            return
+        prev_idx, prev_term = message["prevLogIdx"], message["prevLogTerm"]
+        held = self._SyncObj__getEntries(prev_idx)
+        if not held:
+            self._SyncObj__sendNextNodeIdx(node, success=False, reset=True)
+            return
+        if held[0][2] != prev_term:
+            self._SyncObj__sendNextNodeIdx(node, nextNodeIdx=prev_idx, success=False, reset=True)
+            return
+        self._merge(prev_idx, held[1:], entries)
+        last_new = prev_idx + len(entries)  # the log matches the leader's up to here
+        self._SyncObj__sendNextNodeIdx(node, nextNodeIdx=last_new + 1, success=True)
+
+        commit = min(self._SyncObj__raftCommitIndex, self._SyncObj__getCurrentLogIndex())
+        if leader_commit > commit:
+            commit = max(commit, min(leader_commit, last_new))
+        self._SyncObj__raftCommitIndex = commit
+        self._SyncObj__raftLog.setRaftCommitIndex(commit)
+
+    def _reassembled(self, message: dict[str, Any]) -> list[Any] | None:
+        """The message's entries; None while an entry too big for one frame arrives in chunks."""
+        transmission = message.get("transmission")
+        if transmission is None:
+            return list(message.get("entries", []))
+        if transmission == "start":
+            self._SyncObj__recvTransmission = message["data"]
+            return None
+        if transmission not in ("process", "finish"):
+            raise ValueError(f"unknown append_entries transmission {transmission!r}")
+        self._SyncObj__recvTransmission += message["data"]
+        if transmission == "process":
+            return None
+        entry = _pickle.loads(self._SyncObj__recvTransmission)
+        self._SyncObj__recvTransmission = ""
+        return [entry]
+
+    def _merge(self, prev_idx: int, after: list[Any], entries: list[Any]) -> None:
+        """Raft 5.3 steps 3-4: ``after`` (the log past ``prev_idx``) keeps every entry that has
+        the term of the message's entry at its index; from the first that does not, the log is
+        replaced by the message's entries. Nothing is deleted when every entry matches."""
+        same = 0
+        while same < len(after) and same < len(entries) and after[same][2] == entries[same][2]:
+            same += 1
+        dynamic = self._SyncObj__conf.dynamicMembershipChange
+        if same < len(after) and same < len(entries):  # a conflict: drop it and what follows
+            cut = prev_idx + 1 + same
+            if dynamic:
+                for entry in reversed(after[same:]):
+                    change = self._SyncObj__parseChangeClusterRequest(entry[0])
+                    if change is not None:
+                        self._SyncObj__doChangeCluster(change, reverse=True)
+            if cut <= self._SyncObj__raftLastApplied:  # only a real safety violation gets here
+                _pysyncobj_log.critical(
+                    "truncating already-applied log entries from index %d (last applied: %d) - "
+                    "state machine may have diverged from other cluster members",
+                    cut,
+                    self._SyncObj__raftLastApplied,
+                )
+            self._SyncObj__deleteEntriesFrom(cut)
+        for entry in entries[same:]:
+            self._SyncObj__raftLog.add(*entry)
+            if dynamic:
+                change = self._SyncObj__parseChangeClusterRequest(entry[0])
+                if change is not None:
+                    self._SyncObj__doChangeCluster(change)
+
+    def _next_node_idx(self, node: Any, message: dict[str, Any]) -> None:
+        """pysyncobj's leader bookkeeping, except that a late success never moves the next index
+        back: the entries after it were already sent (a loss shows up as a reset reply)."""
+        next_idx = message["next_node_idx"]
+        if message["reset"]:
+            self._SyncObj__raftNextIndex[node] = next_idx
+        if message["success"] and self._SyncObj__raftMatchIndex[node] < next_idx - 1:
+            self._SyncObj__raftMatchIndex[node] = next_idx - 1
+            if self._SyncObj__raftNextIndex[node] < next_idx:
+                self._SyncObj__raftNextIndex[node] = next_idx
+        self._SyncObj__lastResponseTime[node] = monotonic()
 
     # -- views used by the controller --------------------------------------------------------
 
