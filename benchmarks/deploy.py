@@ -522,6 +522,7 @@ def run_shop(reps: int) -> dict:
             "reps": reps,
             **{key: summary(values) for key, values in times.items()},
             "cpus": os.cpu_count(),
+            "loadavg": [round(x, 2) for x in os.getloadavg()],  # the machine is shared
         }
 
 
