@@ -17,9 +17,9 @@ import pytest
 import yaml
 from ansible_collections.qonnect.core.plugins.module_utils.placement import batch as batch_module
 from ansible_collections.qonnect.core.plugins.module_utils.qos import Application, Service
+from qonnect.controller import replan
 from qonnect.controller.detector import Settings, Snapshot
 from qonnect.controller.executor import FAILED, SUCCEEDED, Outcome, decision_vars
-from qonnect.controller import replan
 from qonnect.controller.statemachine import RETRY, RUNNING, CommandError, DecisionLog
 from test_concurrency import _intent, controller, decide, finish_all, settle
 
@@ -157,6 +157,26 @@ def test_an_application_that_cannot_be_placed_waits_and_the_others_start(calls):
     assert waiting["status"] == RETRY and waiting["attempts"] == 0 and "plan" not in waiting
     assert waiting["detail"].startswith("unplaceable: web: no eligible cluster")
     assert any(e.get("application") == "stuck" and "waits" in e.get("message", "") for e in c.kb.events)
+    finish_all(c, c.executor, 1)
+
+
+def test_healing_beats_stability_when_only_a_just_recovered_cluster_fits(calls):
+    """As the feasibility check did: a cluster back for less than the stabilisation window is
+    avoided, unless the application fits nowhere else; then the decision is retargeted to the
+    clusters it must avoid and the plan uses the recovered cluster."""
+    apps = [one_service("shop", "any"), one_service("edgy", "edge")]
+    snap = snapshot(apps)
+    c = planning_controller(max_concurrent_runs=1, batch_size=10)
+    c.memory.recovered_at["edge-3"] = snap.now - 1.0  # back a second ago
+    _intent(c.kb, "edgy", "admin", exclude=["edge-2"])
+    shop, edgy = decide(c, [a.name for a in apps])
+    c._drive_open(snap)
+    settle(c, c.executor, 1)
+    assert [d["id"] for d in c.executor.runs[0]] == [shop, edgy]
+    decision = c.node.machine.get(edgy)
+    assert clusters(decision["plan"]) == {"edge-3"} and decision["exclude"] == ["edge-1"]
+    assert "edge-3" not in clusters(c.node.machine.get(shop)["plan"])  # the others stay off it
+    assert c.node.machine.get(shop)["exclude"] == ["edge-1", "edge-3"]
     finish_all(c, c.executor, 1)
 
 
