@@ -9,6 +9,7 @@ never put in an exception message and never shown by ``repr``.
 
 from __future__ import annotations
 
+import copy
 import http.client
 import json
 import select
@@ -308,6 +309,28 @@ class KBClient:
     # -- whole inventory -------------------------------------------------------------------
     def inventory(self) -> dict[str, Any]:
         return self.request("GET", f"{API}/inventory")
+
+    def changes(self, cursor: str | None = None, stale_after: float | None = None) -> dict[str, Any]:
+        """The KB's change feed: everything without ``cursor`` (``full``), else what changed
+        materially since it, plus the ``stale`` clusters; KBError 410 when the KB does not know
+        the cursor (it restarted): read again without one."""
+        return self.request("GET", f"{API}/changes", params={"cursor": cursor, "stale_after": stale_after})
+
+    def inventory_page(self, limit: int = 200, after: str | None = None) -> dict[str, Any]:
+        """One page of the inventory's clusters (by name) and the ``next`` page's ``after``."""
+        return self.request("GET", f"{API}/inventory/page", params={"limit": limit, "after": after})
+
+    def summary(self) -> dict[str, Any]:
+        """Cluster counts by tier and health, and the clusters that are not healthy."""
+        return self.request("GET", f"{API}/summary")
+
+    def with_timeout(self, timeout: float) -> KBClient:
+        """The same KB and token with another per-request timeout (its own connections)."""
+        other = copy.copy(self)
+        other.timeout = float(timeout)
+        other._idle = []
+        other._lock = threading.Lock()
+        return other
 
     def healthz(self) -> dict[str, Any]:
         return self.request("GET", "/healthz")

@@ -6,6 +6,8 @@ the same results and the same KBError statuses."""
 from __future__ import annotations
 
 import copy
+import time
+import uuid
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
@@ -27,6 +29,20 @@ class MemoryKB:
         self.fence = {"term": 0, "seq": 0, "updated": None}
         self.inventory_doc: dict[str, Any] = {"clusters": [], "latency_ms": {}, "placements": {}}
         self.writes = 0
+        # the change feed: a revision per write; what each record last changed at, and removals
+        self.instance = uuid.uuid4().hex[:12]
+        self.rev = 0
+        self.stamps: dict[tuple[str, str], int] = {}
+        self.removals: dict[tuple[str, str], int] = {}
+
+    def _touch(self, kind: str, name: str, removed: bool = False) -> None:
+        self.rev += 1
+        if removed:
+            self.stamps.pop((kind, name), None)
+            self.removals[(kind, name)] = self.rev
+        else:
+            self.stamps[(kind, name)] = self.rev
+            self.removals.pop((kind, name), None)
 
     @staticmethod
     def _get(table: dict, name: str, what: str) -> dict:
@@ -46,18 +62,21 @@ class MemoryKB:
             raise KBError(409, f"cluster {body['name']!r} already exists")
         self.writes += 1
         self.clusters[body["name"]] = dict(copy.deepcopy(body), status={"healthy": False})
+        self._touch("cluster", body["name"])
         return copy.deepcopy(self.clusters[body["name"]])
 
     def update_cluster(self, name: str, changes: dict) -> dict:
         self._get(self.clusters, name, "cluster")
         self.writes += 1
         self.clusters[name].update(copy.deepcopy(changes))
+        self._touch("cluster", name)
         return copy.deepcopy(self.clusters[name])
 
     def delete_cluster(self, name: str) -> None:
         self._get(self.clusters, name, "cluster")
         self.writes += 1
         del self.clusters[name]
+        self._touch("cluster", name, removed=True)
 
     # -- applications ------------------------------------------------------------------------
     def get_application(self, name: str) -> dict:
@@ -79,6 +98,7 @@ class MemoryKB:
         self.writes += 1
         version = (old or {"version": 0})["version"] + 1
         self.apps[name] = {"name": name, "version": version, "spec": copy.deepcopy(spec), "application": app}
+        self._touch("application", name)
         return dict(copy.deepcopy(self.apps[name]), changed=True)
 
     def delete_application(self, name: str) -> None:
@@ -86,6 +106,8 @@ class MemoryKB:
         self.writes += 1
         del self.apps[name]
         self.placements.pop(name, None)
+        self._touch("application", name, removed=True)
+        self.stamps.pop(("placement", name), None)
 
     # -- placements and the controller fence ---------------------------------------------------
     def get_placement(self, app: str) -> dict:
@@ -112,6 +134,7 @@ class MemoryKB:
         if fencing is not None:
             record["fencing"] = {"term": token[0], "seq": token[1]}
         self.placements[app] = record
+        self._touch("placement", app)
         return copy.deepcopy(record)
 
     def get_fence(self) -> dict:
@@ -139,3 +162,94 @@ class MemoryKB:
 
     def inventory(self) -> dict:
         return copy.deepcopy(self.inventory_doc)
+
+    def inventory_page(self, limit: int = 200, after: str | None = None) -> dict:
+        doc = self.inventory()
+        clusters = sorted(
+            (c for c in doc["clusters"] if after is None or c["name"] > after), key=lambda c: c["name"]
+        )
+        doc["clusters"] = clusters[:limit]
+        doc["next"] = clusters[limit - 1]["name"] if len(clusters) > limit else None
+        return doc
+
+    def _entry(self, name: str) -> dict:
+        """A registered cluster's inventory entry: the inventory document's, else one without reports."""
+        for entry in self.inventory_doc["clusters"]:
+            if entry["name"] == name:
+                return dict(copy.deepcopy(entry), heartbeat=None, nodes_received=None)
+        record = self.clusters[name]
+        return {
+            "name": name,
+            "tier": record.get("tier"),
+            "location": record.get("location") or name,
+            "labels": copy.deepcopy(record.get("labels") or {}),
+            "healthy": False,
+            "heartbeat_age": None,
+            "reachable": None,
+            "error": None,
+            "credentials_broken": False,
+            "nodes": [],
+            "capacity_baseline": None,
+            "free": {"cpu": 0.0, "memory": 0.0, "ephemeral_storage": 0.0},
+            "heartbeat": None,
+            "nodes_received": None,
+        }
+
+    def summary(self) -> dict:
+        tiers: dict[str, dict[str, int]] = {}
+        unhealthy = []
+        for name in sorted(self.clusters):
+            entry = self._entry(name)
+            counts = tiers.setdefault(entry["tier"], {"clusters": 0, "healthy": 0})
+            counts["clusters"] += 1
+            counts["healthy"] += int(bool(entry["healthy"]))
+            if not entry["healthy"]:
+                unhealthy.append(
+                    {k: entry[k] for k in ("name", "tier", "heartbeat_age", "reachable", "error")}
+                )
+        return {
+            "clusters": len(self.clusters),
+            "healthy": sum(t["healthy"] for t in tiers.values()),
+            "tiers": tiers,
+            "unhealthy": unhealthy,
+        }
+
+    def changes(self, cursor: str | None = None, stale_after: float | None = None) -> dict:
+        """The change feed over this KB's writes (it has no agent reports: clusters change only
+        by registration); 410 for a cursor it did not give."""
+        since = None
+        if cursor is not None:
+            instance, _, rev = cursor.partition(":")
+            if instance != self.instance or not rev.isdigit() or int(rev) > self.rev:
+                raise KBError(410, "cursor: not known to this KB instance; read without one")
+            since = int(rev)
+
+        def new(kind: str, name: str) -> bool:
+            return since is None or self.stamps.get((kind, name), 0) > since
+
+        clusters = [self._entry(n) for n in sorted(self.clusters) if new("cluster", n)]
+        removed: dict[str, list[str]] = {"clusters": [], "applications": []}
+        if since is not None:
+            for (kind, name), rev in sorted(self.removals.items()):
+                if rev > since:
+                    removed[kind + "s"].append(name)
+        return {
+            "full": since is None,
+            "now": time.time(),
+            "heartbeat_timeout": 15.0,
+            "stale_after": 3.0 if stale_after is None else stale_after,
+            "clusters": clusters,
+            "removed": removed,
+            "workloads": [],
+            "latencies": [],
+            "placements": [
+                copy.deepcopy(self.placements[a]) for a in sorted(self.placements) if new("placement", a)
+            ],
+            "applications": [copy.deepcopy(self.apps[a]) for a in sorted(self.apps) if new("application", a)],
+            "stale": [
+                {"name": c["name"], "heartbeat": None, "nodes_received": None, "reachable": None}
+                for c in map(self._entry, sorted(self.clusters))
+                if not c["healthy"]
+            ],
+            "cursor": f"{self.instance}:{self.rev}",
+        }

@@ -18,7 +18,9 @@ anew for every batch, where this text never changes and runs as a prepared state
 
 from __future__ import annotations
 
+import hashlib
 import json
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +42,7 @@ class _Newest:
 
     beat: dict[str, tuple] = field(default_factory=dict)  # cluster, seq, now, ts, reachable, error
     nodes: dict[str, tuple[int, float, list[NodeReport]]] = field(default_factory=dict)  # seq, now, nodes
-    workloads: dict[str, tuple[int, list[WorkloadReport]]] = field(default_factory=dict)
+    workloads: dict[str, tuple[int, list[WorkloadReport], float]] = field(default_factory=dict)  # seq, ., now
     latencies: dict[tuple[str, str], tuple] = field(default_factory=dict)  # cluster, peer, seq, ms, now
 
 
@@ -64,11 +66,16 @@ class ReportMerger:
 
 
 def apply_reports(
-    conn: Conn, items: list[tuple[str, Report, float]], cache: Bounds | None = None
+    conn: Conn,
+    items: list[tuple[str, Report, float]],
+    cache: Bounds | None = None,
+    stamp: float | None = None,
 ) -> list[Any]:
     """Merge agent reports (cluster, report, receive time). Returns, per item, its
     acknowledgement or an HTTPException (422: beyond the bounds of trust.py; 404: unknown
-    cluster). ``cache``: bounds remembered from earlier batches (PostgreSQL only)."""
+    cluster). ``cache``: bounds remembered from earlier batches (PostgreSQL only). ``stamp``:
+    the KB time a cluster this batch changes materially is marked ``changed`` at (default now)."""
+    stamp = time.time() if stamp is None else stamp
     refused: dict[int, HTTPException] = {}
     for i, (_cluster, rep, now) in enumerate(items):
         problem = trust.report_problem(rep, now)
@@ -88,13 +95,13 @@ def apply_reports(
         if bounds.get(cluster, (None, None))[0] is None and (base := trust.baseline_of(nodes)) is not None
     }
     if postgresql:
-        known, stored, found = _write_postgresql(conn, newest, baselines)
+        known, stored, found = _write_postgresql(conn, newest, baselines, stamp)
         if cache is not None:
             for cluster in newest.beat.keys() - found.keys():
                 cache.pop(cluster, None)  # deregistered
             cache.update(found)
     else:
-        stored = _write_sqlite(conn, newest, baselines)
+        stored = _write_sqlite(conn, newest, baselines, stamp)
     return [
         refused[i]
         if i in refused
@@ -153,7 +160,7 @@ def _reduce(items: list[tuple[str, Report, float]], known: set[str] | None) -> _
         if rep.workloads is not None and (
             cluster not in out.workloads or rep.seq > out.workloads[cluster][0]
         ):
-            out.workloads[cluster] = (rep.seq, rep.workloads)
+            out.workloads[cluster] = (rep.seq, rep.workloads, now)
         for peer, ms in rep.latencies.items():
             key = (cluster, peer)
             if key not in out.latencies or rep.seq > out.latencies[key][2]:
@@ -209,6 +216,19 @@ def nodes_json(nodes: list[NodeReport]) -> str:
     )
 
 
+def digest(text: str) -> str:
+    """A short digest of a stored node or workload list: a report compares digests, not lists,
+    to tell whether it changed the cluster (the change feed, queries.changes)."""
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def _workload_rows(workloads: list[WorkloadReport]) -> tuple[list[tuple[WorkloadReport, str]], str]:
+    """Each workload with its stored JSON, and the digest of the list (in key order)."""
+    rows = [(w, w.model_dump_json()) for w in workloads]
+    keyed = sorted((w.namespace, w.kind, w.name, text) for w, text in rows)
+    return rows, digest("\n".join(k[3] for k in keyed))
+
+
 def _json(value: Any) -> str:
     # validated models' fields only: finite numbers, text without NUL or unpaired surrogates
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -221,7 +241,8 @@ incoming AS (
     SELECT (e->>0)::text AS name, (e->>1)::int8 AS seq, (e->>2)::float8 AS heartbeat,
            (e->>3)::float8 AS report_ts, (e->>4)::int4 AS reachable, e->>5 AS error,
            (e->>6)::int8 AS nodes_seq, (e->>7)::float8 AS nodes_received, e->>8 AS nodes_json,
-           (e->>9)::int8 AS workloads_seq, e->>10 AS baseline
+           (e->>9)::int8 AS workloads_seq, e->>10 AS baseline, e->>11 AS nodes_digest,
+           e->>12 AS workloads_digest, (e->>13)::float8 AS stamp
     FROM batch, jsonb_array_elements(batch.j->'clusters') AS e
 ),
 locked AS MATERIALIZED (
@@ -252,7 +273,17 @@ updated AS (
         nodes = CASE WHEN n.nodes THEN n.nodes_json ELSE c.nodes END,
         workloads_seq = CASE WHEN n.workloads THEN n.workloads_seq ELSE c.workloads_seq END,
         capacity_baseline = CASE WHEN n.nodes THEN coalesce(c.capacity_baseline, n.baseline)
-                                 ELSE c.capacity_baseline END
+                                 ELSE c.capacity_baseline END,
+        nodes_digest = CASE WHEN n.nodes THEN n.nodes_digest ELSE c.nodes_digest END,
+        workloads_digest = CASE WHEN n.workloads THEN n.workloads_digest ELSE c.workloads_digest END,
+        -- a material change (not a heartbeat alone): reachability, error, nodes or workloads
+        -- (stamped with the KB's time of this write, so a reader's cursor misses it only if the
+        -- write commits more than the feed's overlap after it, routes/system.py OVERLAP)
+        changed = CASE WHEN (n.beat AND (c.heartbeat IS NULL OR c.reachable IS DISTINCT FROM n.reachable
+                                         OR c.error IS DISTINCT FROM n.error))
+                            OR (n.nodes AND c.nodes_digest IS DISTINCT FROM n.nodes_digest)
+                            OR (n.workloads AND c.workloads_digest IS DISTINCT FROM n.workloads_digest)
+                       THEN greatest(c.changed, n.stamp) ELSE c.changed END
     FROM newer n
     WHERE c.name = n.name AND (n.beat OR n.nodes OR n.workloads)
     RETURNING c.name, n.beat, n.workloads, c.capacity_baseline
@@ -290,31 +321,36 @@ FROM locked o LEFT JOIN updated u ON u.name = o.name
 
 
 def _write_postgresql(
-    conn: Conn, newest: _Newest, baselines: dict[str, dict[str, float]]
+    conn: Conn, newest: _Newest, baselines: dict[str, dict[str, float]], stamp: float
 ) -> tuple[set[str], set[str], Bounds]:
     """Write the batch with one statement: the clusters that exist, those whose heartbeat it
     stored, and their bounds as they are now."""
     clusters = []
+    workload_rows: list[list[Any]] = []
     for cluster, row in newest.beat.items():
         nodes = newest.nodes.get(cluster)
         workloads = newest.workloads.get(cluster)
+        nodes_text = nodes_json(nodes[2]) if nodes else None
+        workloads_digest = None
+        if workloads:
+            dumped, workloads_digest = _workload_rows(workloads[1])
+            workload_rows += [[cluster, w.namespace, w.kind, w.name, w.application, t] for w, t in dumped]
         clusters.append(
             [
                 *row,
                 nodes[0] if nodes else None,
                 nodes[1] if nodes else None,
-                nodes_json(nodes[2]) if nodes else None,
+                nodes_text,
                 workloads[0] if workloads else None,
                 _json(baselines[cluster]) if cluster in baselines else None,
+                digest(nodes_text) if nodes_text is not None else None,
+                workloads_digest,
+                stamp,
             ]
         )
     batch = {
         "clusters": clusters,
-        "workloads": [
-            [c, w.namespace, w.kind, w.name, w.application, w.model_dump_json()]
-            for c, (_s, ws) in newest.workloads.items()
-            for w in ws
-        ],
+        "workloads": workload_rows,
         "latencies": sorted(newest.latencies.values()),
     }
     rows = conn.all(_POSTGRESQL, (_json(batch),))
@@ -329,12 +365,28 @@ def _values(width: int, rows: Sequence[tuple]) -> Iterator[tuple[str, list]]:
         yield f"(VALUES {', '.join([row] * len(part))}) AS v", [x for r in part for x in r]
 
 
-def _newer(conn: Conn, column: str, extra: tuple[str, ...], rows: list[tuple]) -> set[str]:
-    """For rows (cluster, seq, *extra values): set ``column`` = seq and the extra columns where
-    seq is newer than the stored one; return the clusters that were updated."""
-    sets = ", ".join([f"{column} = v.column2", *(f"{c} = v.column{i + 3}" for i, c in enumerate(extra))])
+def _newer(
+    conn: Conn,
+    column: str,
+    extra: tuple[str, ...],
+    rows: list[tuple],
+    changed: tuple[str, int] | None = None,
+) -> set[str]:
+    """For rows (cluster, seq, *extra values[, stamp]): set ``column`` = seq and the extra columns
+    where seq is newer than the stored one; return the clusters that were updated. ``changed``:
+    (condition on the old row ``clusters`` and the new one ``v``, column number of the receive
+    time) that makes the row's ``changed`` that time."""
+    parts = [f"{column} = v.column2", *(f"{c} = v.column{i + 3}" for i, c in enumerate(extra))]
+    if changed is not None:
+        condition, stamp = changed
+        parts.append(
+            f"changed = CASE WHEN {condition} THEN max(v.column{stamp}, coalesce(clusters.changed, 0))"
+            " ELSE clusters.changed END"
+        )
+    sets = ", ".join(parts)
+    width = len(rows[0]) if rows else 2 + len(extra)
     done: set[str] = set()
-    for source, params in _values(2 + len(extra), rows):
+    for source, params in _values(width, rows):
         done.update(
             r[0]
             for r in conn.all(
@@ -362,17 +414,32 @@ def _replace_rows(
     _insert(conn, table, columns, rows)
 
 
-def _write_sqlite(conn: Conn, newest: _Newest, baselines: dict[str, dict[str, float]]) -> set[str]:
+def _write_sqlite(
+    conn: Conn, newest: _Newest, baselines: dict[str, dict[str, float]], stamp: float
+) -> set[str]:
     """Write the batch; the clusters whose heartbeat it stored."""
     stored = _newer(
-        conn, "report_seq", ("heartbeat", "report_ts", "reachable", "error"), list(newest.beat.values())
+        conn,
+        "report_seq",
+        ("heartbeat", "report_ts", "reachable", "error"),
+        [(*row, stamp) for row in newest.beat.values()],
+        (
+            "clusters.heartbeat IS NULL OR clusters.reachable IS NOT v.column5"
+            " OR clusters.error IS NOT v.column6",
+            7,
+        ),
     )
     nodes = newest.nodes
+    node_rows = []
+    for c, (s, t, n) in nodes.items():
+        text = nodes_json(n)
+        node_rows.append((c, s, t, text, digest(text), stamp))
     fresh_nodes = _newer(
         conn,
         "nodes_seq",
-        ("nodes_received", "nodes"),
-        [(c, s, t, nodes_json(n)) for c, (s, t, n) in nodes.items()],
+        ("nodes_received", "nodes", "nodes_digest"),
+        node_rows,
+        ("clusters.nodes_digest IS NOT v.column5", 6),
     )
     for cluster in sorted(fresh_nodes & baselines.keys()):  # once per epoch
         conn.execute(
@@ -380,17 +447,22 @@ def _write_sqlite(conn: Conn, newest: _Newest, baselines: dict[str, dict[str, fl
             (_json(baselines[cluster]), cluster),
         )
     workloads = newest.workloads
-    fresh = sorted(_newer(conn, "workloads_seq", (), [(c, s) for c, (s, _w) in workloads.items()]))
+    dumped = {c: _workload_rows(ws) for c, (_s, ws, _t) in workloads.items()}
+    fresh = sorted(
+        _newer(
+            conn,
+            "workloads_seq",
+            ("workloads_digest",),
+            [(c, s, dumped[c][1], stamp) for c, (s, _w, _t) in workloads.items()],
+            ("clusters.workloads_digest IS NOT v.column3", 4),
+        )
+    )
     _replace_rows(
         conn,
         "workloads",
         fresh,
         ("cluster", "namespace", "kind", "name", "application", "data"),
-        [
-            (c, w.namespace, w.kind, w.name, w.application, w.model_dump_json())
-            for c in fresh
-            for w in workloads[c][1]
-        ],
+        [(c, w.namespace, w.kind, w.name, w.application, text) for c in fresh for w, text in dumped[c][0]],
     )
     _insert(
         conn,

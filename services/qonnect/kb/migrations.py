@@ -188,6 +188,28 @@ MIGRATIONS: list[tuple[int, str, list[str | tuple[str, str]]]] = [
         # JSON {"failing": v, "restores": k, "by": role, "reason": text}; NULL for a user's version
         ["ALTER TABLE application_versions ADD COLUMN rollback TEXT"],
     ),
+    (
+        8,
+        "a change feed: when a cluster last changed materially, digests of its nodes and workloads,"
+        " and tombstones of removed records",
+        [
+            # the KB's receive time of the newest report that changed the cluster's reachability,
+            # error, node list or workload list (a heartbeat-only report leaves it); registrations
+            # stamp ``updated`` as before
+            "ALTER TABLE clusters ADD COLUMN changed DOUBLE PRECISION",
+            # short digests of the stored node list and workload list, so a report compares them
+            # without reading the (TOASTed) node list
+            "ALTER TABLE clusters ADD COLUMN nodes_digest TEXT",
+            "ALTER TABLE clusters ADD COLUMN workloads_digest TEXT",
+            # kind: cluster | application; name; when it was removed (pruned after an hour)
+            """CREATE TABLE removals (
+                kind TEXT NOT NULL,
+                name TEXT NOT NULL,
+                ts DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (kind, name)
+            )""",
+        ],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

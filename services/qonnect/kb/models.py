@@ -538,3 +538,29 @@ class Inventory(Out):
     clusters: list[InventoryCluster]
     latency_ms: dict[str, dict[str, float]]
     placements: dict[str, dict[str, list[dict[str, Any]]]]
+
+
+class InventoryPage(Inventory):
+    next: str | None = Field(
+        description="the ``after`` of the next page (the last cluster of this one); null on the last page"
+    )
+
+
+class TierCount(Out):
+    clusters: int
+    healthy: int
+
+
+class UnhealthyCluster(Out):
+    name: str
+    tier: Tier
+    heartbeat_age: float | None = None
+    reachable: bool | None = None
+    error: str | None = None
+
+
+class Summary(Out):
+    clusters: int
+    healthy: int
+    tiers: dict[str, TierCount]
+    unhealthy: list[UnhealthyCluster] = Field(description="every cluster that is not healthy, by name")

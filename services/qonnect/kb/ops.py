@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from typing import Any
 
 from fastapi import HTTPException
@@ -100,12 +101,26 @@ def _for_update(conn: Conn) -> str:
     return " ORDER BY name FOR UPDATE" if conn.dialect == "postgresql" else ""
 
 
-def delete_cluster(conn: Conn, name: str) -> None:
+REMOVALS_KEPT = 3600.0  # seconds a removal is remembered for the change feed (queries.changes)
+
+
+def record_removal(conn: Conn, kind: str, name: str, now: float) -> None:
+    """A tombstone for the change feed: ``kind`` (cluster, application) ``name`` is gone."""
+    conn.execute("DELETE FROM removals WHERE ts < ?", (now - REMOVALS_KEPT,))
+    conn.execute(
+        "INSERT INTO removals (kind, name, ts) VALUES (?, ?, ?)"
+        " ON CONFLICT (kind, name) DO UPDATE SET ts = excluded.ts",
+        (kind, name, now),
+    )
+
+
+def delete_cluster(conn: Conn, name: str, now: float | None = None) -> None:
     if conn.one("SELECT 1 FROM clusters WHERE name = ?" + _for_update(conn), (name,)) is None:
         raise not_found("cluster", name)
     for table in ("workloads", "latencies"):
         conn.execute(f"DELETE FROM {table} WHERE cluster = ?", (name,))
     conn.execute("DELETE FROM clusters WHERE name = ?", (name,))
+    record_removal(conn, "cluster", name, time.time() if now is None else now)
 
 
 # -- applications -------------------------------------------------------------------------
@@ -178,7 +193,7 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def delete_application(conn: Conn, name: str) -> None:
+def delete_application(conn: Conn, name: str, now: float | None = None) -> None:
     conn.lock("application", name)
     if conn.one("SELECT 1 FROM applications WHERE name = ?", (name,)) is None:
         raise not_found("application", name)
@@ -188,6 +203,7 @@ def delete_application(conn: Conn, name: str) -> None:
         ("applications", "name"),
     ):
         conn.execute(f"DELETE FROM {table} WHERE {col} = ?", (name,))
+    record_removal(conn, "application", name, time.time() if now is None else now)
 
 
 # -- placements ---------------------------------------------------------------------------

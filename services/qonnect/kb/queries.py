@@ -358,22 +358,58 @@ def list_events(
 
 
 # -- the inventory ------------------------------------------------------------------------
-def inventory(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
-    """Everything the placement engine needs, in the contract's format, from one snapshot.
+_INVENTORY_COLS = (
+    "name, tier, location, labels, heartbeat, reachable, error, capacity_baseline,"
+    " nodes, nodes_received, economics, node_economics"
+)
 
-    Each cluster carries its ``free`` capacity (placement/model.py, the one definition the web UI
-    shows) and each application the placement it runs on (``current_placement``: current, else
-    desired), as the controller and the deploy module read it; and what its agent last said:
-    ``reachable``, ``error`` and ``credentials_broken`` (the API refuses the agent's credentials:
-    its nodes are the last observed ones, kept usable while the agent still reports).
-    """
-    nodes = _nodes_by_cluster(conn, now)
+
+def _inventory_clusters(
+    conn: Conn,
+    now: float,
+    timeout: float,
+    where: str = "",
+    args: Any = (),
+    raw: bool = False,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """The inventory's cluster entries (of the rows ``where`` selects), sorted by name; ``raw``
+    adds the KB's receive times ``heartbeat`` and ``nodes_received`` (for the change feed)."""
     clusters = []
-    for name, tier, location, labels, heartbeat, reachable, error, baseline in conn.all(
-        "SELECT name, tier, location, labels, heartbeat, reachable, error, capacity_baseline"
-        " FROM clusters ORDER BY name"
+    for (
+        name,
+        tier,
+        location,
+        labels,
+        heartbeat,
+        reachable,
+        error,
+        baseline,
+        data,
+        received,
+        economics,
+        node_economics,
+    ) in conn.all(
+        f"SELECT {_INVENTORY_COLS} FROM clusters {where} ORDER BY name"
+        + ("" if limit is None else " LIMIT ?"),
+        (*args, limit) if limit is not None else args,
     ):
         broken = credentials_broken(reachable, error)
+        nodes: list[dict[str, Any]] = []
+        if data is not None:
+            default = json.loads(economics) if economics else {}
+            per_node = json.loads(node_economics) if node_economics else {}
+            unlisted = _unlisted_node_economics(per_node)
+            nodes = json.loads(data)
+            for node in nodes:
+                own = per_node.get(node["name"]) or {}
+                for key in ECONOMICS:  # never a reported value (rows stored before migration 6 hold some)
+                    value = own[key] if own.get(key) is not None else default.get(key, unlisted.get(key))
+                    if value is None:
+                        node.pop(key, None)
+                    else:
+                        node[key] = value
+                node["heartbeat_age"] = age(now, received)
         cluster = {
             "name": name,
             "tier": tier,
@@ -384,21 +420,168 @@ def inventory(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
             "reachable": None if reachable is None else bool(reachable),
             "error": error,
             "credentials_broken": broken,
-            "nodes": nodes.get(name, []),
+            "nodes": nodes,
             "capacity_baseline": json.loads(baseline) if baseline else None,
         }
         if broken:  # the agent hears the cluster but may not read it: its last-known nodes stand
             for node in cluster["nodes"]:
                 node["heartbeat_age"] = cluster["heartbeat_age"]
         cluster["free"] = free_capacity(cluster)
+        if raw:
+            cluster["heartbeat"] = heartbeat
+            cluster["nodes_received"] = received
         clusters.append(cluster)
+    return clusters
+
+
+def inventory(
+    conn: Conn, now: float, timeout: float, limit: int | None = None, after: str | None = None
+) -> dict[str, Any]:
+    """Everything the placement engine needs, in the contract's format, from one snapshot.
+
+    Each cluster carries its ``free`` capacity (placement/model.py, the one definition the web UI
+    shows) and each application the placement it runs on (``current_placement``: current, else
+    desired), as the controller and the deploy module read it; and what its agent last said:
+    ``reachable``, ``error`` and ``credentials_broken`` (the API refuses the agent's credentials:
+    its nodes are the last observed ones, kept usable while the agent still reports).
+
+    ``limit``/``after``: one page of clusters (by name, after the cluster ``after``); the answer
+    then names the ``next`` page's ``after`` (null on the last page).
+    """
+    where, args = "", []
+    if after is not None:
+        where, args = "WHERE name > ?", [after]
+    clusters = _inventory_clusters(
+        conn, now, timeout, where, args, limit=None if limit is None else limit + 1
+    )
     placements = {}
     for app, desired, current in conn.all(
         "SELECT application, desired, current FROM placements ORDER BY application"
     ):
-        where = current_placement(
+        where_ = current_placement(
             {"current": current and json.loads(current), "desired": desired and json.loads(desired)}
         )
-        if where:
-            placements[app] = where
-    return {"clusters": clusters, "latency_ms": latency_matrix(conn), "placements": placements}
+        if where_:
+            placements[app] = where_
+    out: dict[str, Any] = {"clusters": clusters, "latency_ms": latency_matrix(conn), "placements": placements}
+    if limit is not None:
+        more = len(clusters) > limit
+        out["clusters"] = clusters[:limit]
+        out["next"] = clusters[limit - 1]["name"] if more and limit > 0 else None
+    return out
+
+
+def summary(conn: Conn, now: float, timeout: float) -> dict[str, Any]:
+    """Counts of clusters by tier and health, and the clusters that are not healthy (by name),
+    without node lists: what ``qonnect status`` shows of a large federation."""
+    tiers: dict[str, dict[str, int]] = {}
+    unhealthy = []
+    for name, tier, heartbeat, reachable, error in conn.all(
+        "SELECT name, tier, heartbeat, reachable, error FROM clusters ORDER BY name"
+    ):
+        ok = healthy(now, heartbeat, reachable, timeout)
+        counts = tiers.setdefault(tier, {"clusters": 0, "healthy": 0})
+        counts["clusters"] += 1
+        counts["healthy"] += int(ok)
+        if not ok:
+            unhealthy.append(
+                {
+                    "name": name,
+                    "tier": tier,
+                    "heartbeat_age": age(now, heartbeat),
+                    "reachable": None if reachable is None else bool(reachable),
+                    "error": error,
+                }
+            )
+    return {
+        "clusters": sum(t["clusters"] for t in tiers.values()),
+        "healthy": sum(t["healthy"] for t in tiers.values()),
+        "tiers": tiers,
+        "unhealthy": unhealthy,
+    }
+
+
+# -- the change feed ------------------------------------------------------------------------
+def _in(column: str, names: list[str]) -> str:
+    return f"{column} IN ({', '.join('?' * len(names))})" if names else "1 = 0"
+
+
+def changes(
+    conn: Conn, now: float, timeout: float, since: float | None, stale_after: float
+) -> dict[str, Any]:
+    """What changed materially since the KB time ``since`` (everything when None), plus the
+    clusters whose heartbeat or nodes are older than ``stale_after`` or whose agent says the
+    cluster is unreachable (computed from the KB's receive times: a silent cluster shows without
+    any write). A heartbeat-only report is no change: a cluster changes when it is (re-)registered
+    or its reachability, error, node list or workload list changes (merge.py stamps ``changed``).
+
+    Cluster entries are the inventory's, with the receive times ``heartbeat`` and
+    ``nodes_received``; ``latencies`` are the raw (cluster, peer, ms) rows of the changed
+    clusters; ``removed`` the clusters and applications deleted since (and not back)."""
+    full = since is None
+    if full:
+        clusters = _inventory_clusters(conn, now, timeout, raw=True)
+        latencies = conn.all("SELECT cluster, peer, ms FROM latencies ORDER BY cluster, peer")
+        workloads = list_workloads(conn, None, None)
+        placements = list_placements(conn)
+        applications = list_applications(conn)
+        removed: dict[str, list[str]] = {"clusters": [], "applications": []}
+    else:
+        clusters = _inventory_clusters(
+            conn, now, timeout, "WHERE changed > ? OR updated > ?", (since, since), raw=True
+        )
+        names = [c["name"] for c in clusters]
+        latencies, workload_rows = [], []
+        for part in range(0, len(names), 300):
+            chunk = names[part : part + 300]
+            latencies += conn.all(
+                f"SELECT cluster, peer, ms FROM latencies WHERE {_in('cluster', chunk)}", chunk
+            )
+            workload_rows += conn.all(
+                f"SELECT cluster, data FROM workloads WHERE {_in('cluster', chunk)}"
+                " ORDER BY cluster, namespace, kind, name",
+                chunk,
+            )
+        workloads = [{"cluster": c, **json.loads(d)} for c, d in workload_rows]
+        placements = [
+            _placement(r)
+            for r in conn.all(_PLACEMENT_SQL + " WHERE updated > ? ORDER BY application", (since,))
+        ]
+        applications = []
+        for row in conn.all(_APP_SQL + " WHERE a.updated > ? ORDER BY a.name", (since,)):
+            try:
+                record = _application(row)
+            except (ValueError, RecursionError):
+                continue
+            if _unservable(row[0], row[1], record) is None:
+                applications.append(record)
+        removed = {"clusters": [], "applications": []}
+        for kind, name in conn.all(
+            "SELECT kind, name FROM removals r WHERE ts > ? AND NOT EXISTS"
+            " (SELECT 1 FROM clusters c WHERE r.kind = 'cluster' AND c.name = r.name) AND NOT EXISTS"
+            " (SELECT 1 FROM applications a WHERE r.kind = 'application' AND a.name = r.name)"
+            " ORDER BY kind, name",
+            (since,),
+        ):
+            removed[kind + "s"].append(name)
+    stale = [
+        {"name": n, "heartbeat": hb, "nodes_received": nr, "reachable": None if r is None else bool(r)}
+        for n, hb, nr, r in conn.all(
+            "SELECT name, heartbeat, nodes_received, reachable FROM clusters WHERE heartbeat IS NULL"
+            " OR heartbeat < ? OR reachable = 0 OR nodes_received < ? ORDER BY name",
+            (now - stale_after, now - stale_after),
+        )
+    ]
+    return {
+        "full": full,
+        "now": now,
+        "heartbeat_timeout": timeout,
+        "stale_after": stale_after,
+        "clusters": clusters,
+        "removed": removed,
+        "workloads": workloads,
+        "latencies": [list(r) for r in latencies],
+        "placements": placements,
+        "applications": applications,
+        "stale": stale,
+    }

@@ -142,3 +142,38 @@ def test_placements_are_fenced(kb: Impl):
     assert status_of(kb.controller.raise_fence, {"term": term - 1, "seq": 1}) == 409
     assert kb.controller.put_placement(name, b, {"term": term, "seq": 6})["current"] == b["current"]
     assert kb.admin.get_placement(name)["current"] == b["current"]
+
+
+def test_the_change_feed_names_what_changed(kb: Impl):
+    name, app = fresh("feed"), fresh("feed")
+    kb.admin.register_cluster({"name": name, "tier": "edge"})
+    full = kb.controller.changes()
+    assert full["full"] and not full["removed"]["clusters"]
+    entry = {c["name"]: c for c in full["clusters"]}[name]
+    assert (entry["tier"], entry["nodes"], entry["healthy"], entry["heartbeat"]) == ("edge", [], False, None)
+    assert name in {s["name"] for s in full["stale"]}  # registered, never reported
+    kb.admin.put_application(app, spec(app))
+    kb.admin.delete_cluster(name)
+    got = kb.controller.changes(full["cursor"])
+    assert not got["full"]
+    assert name in got["removed"]["clusters"] and name not in {c["name"] for c in got["clusters"]}
+    assert app in {a["name"] for a in got["applications"]}
+    assert status_of(kb.controller.changes, "unknown:1") == 410
+
+
+def test_the_inventory_pages_and_summarises(kb: Impl):
+    names = [fresh("page") for _ in range(3)]
+    for name in names:
+        kb.admin.register_cluster({"name": name, "tier": "fog"})
+    seen, after = [], None
+    while True:
+        page = kb.controller.inventory_page(limit=2, after=after)
+        assert len(page["clusters"]) <= 2 and "placements" in page
+        seen += [c["name"] for c in page["clusters"]]
+        after = page["next"]
+        if after is None:
+            break
+    assert seen == [c["name"] for c in kb.controller.inventory()["clusters"]]
+    summary = kb.controller.summary()
+    assert set(names) <= {u["name"] for u in summary["unhealthy"]}
+    assert summary["tiers"]["fog"]["clusters"] >= 3 and summary["clusters"] >= 3

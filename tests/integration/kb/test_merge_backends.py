@@ -71,7 +71,7 @@ item = st.tuples(st.sampled_from([*CLUSTERS, "ghost"]), report, st.floats(1e9, 2
 def _state(conn) -> dict:
     clusters = conn.all(
         "SELECT name, report_seq, heartbeat, report_ts, reachable, error, nodes_seq, nodes_received,"
-        " workloads_seq FROM clusters ORDER BY name"
+        " workloads_seq, changed, nodes_digest, workloads_digest FROM clusters ORDER BY name"
     )
     return {
         "clusters": [tuple(r) for r in clusters],
@@ -100,7 +100,13 @@ def test_both_backends_store_the_same_merge(backends, batches):
         for batch in batches:
             conn.begin()
             got.append(
-                _acks(merge.apply_reports(conn, [(c, Report.model_validate(r), t) for c, r, t in batch]))
+                _acks(
+                    merge.apply_reports(
+                        conn,
+                        [(c, Report.model_validate(r), t) for c, r, t in batch],
+                        stamp=sum(t for *_x, t in batch),
+                    )
+                )
             )
             conn.commit()
         states.append(_state(conn))

@@ -15,6 +15,7 @@ _TEXT = {
     403: "the token's role may not do this",
     404: "no such resource",
     409: "conflict with the stored state",
+    410: "the cursor is not known to this KB (restarted, or too old): read again without one",
     413: "request body too large",
     422: "invalid request: detail names the field",
     503: "database unavailable",

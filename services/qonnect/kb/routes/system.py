@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import math
 import time
+import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response
@@ -19,6 +22,9 @@ from qonnect.kb.models import (
     Fencing,
     Health,
     Inventory,
+    InventoryCluster,
+    InventoryPage,
+    Summary,
     TokenIn,
     TokenList,
     TokenOut,
@@ -93,6 +99,84 @@ def inventory(who: Who, kb: KB) -> dict:
     the placement engine needs, from one consistent snapshot."""
     with kb.db.reader() as conn:
         return queries.inventory(conn, time.time(), kb.settings.heartbeat_timeout)
+
+
+@router.get("/inventory/page", response_model=InventoryPage, responses=errors(), tags=["inventory"])
+def inventory_page(
+    who: Who,
+    kb: KB,
+    limit: Annotated[int, Query(ge=1, le=1000, description="clusters per page")] = 200,
+    after: Annotated[QueryText, Query(description="the previous page's ``next``: clusters after it")] = None,
+) -> dict:
+    """The inventory one page of clusters at a time (by name); latency and placements whole on
+    every page. ``next`` is the ``after`` of the next page, null on the last one."""
+    with kb.db.reader() as conn:
+        return queries.inventory(conn, time.time(), kb.settings.heartbeat_timeout, limit, after)
+
+
+@router.get("/summary", response_model=Summary, responses=errors(), tags=["inventory"])
+def summary(who: Who, kb: KB) -> dict:
+    """Cluster counts by tier and health and the clusters that are not healthy, without nodes."""
+    with kb.db.reader() as conn:
+        return queries.summary(conn, time.time(), kb.settings.heartbeat_timeout)
+
+
+# The change feed's cursor is "<instance>:<KB time of the read>". ``INSTANCE`` is new with every
+# KB process, so a cursor from before a restart (or from another instance) asks for a full read.
+INSTANCE = uuid.uuid4().hex[:12]
+OVERLAP = 2.0  # seconds re-read before a cursor: changes stamped before the read, committed after it
+STALE_AFTER = 3.0  # default: clusters whose heartbeat or nodes are older are listed as stale
+
+
+def _since(cursor: str, now: float) -> float:
+    """The KB time from which a cursor's changes are read again; 410 for a cursor not ours."""
+    instance, _, stamp = cursor.partition(":")
+    try:
+        at = float(stamp)
+    except ValueError:
+        at = math.nan
+    if (
+        instance != INSTANCE
+        or not math.isfinite(at)
+        or at > now + 1
+        or at < now - ops.REMOVALS_KEPT + OVERLAP
+    ):
+        raise HTTPException(
+            410,
+            "cursor: not known to this KB instance (it restarted, or the cursor is too old); "
+            "read without one",
+        )
+    return at - OVERLAP
+
+
+def _as_inventory(entry: dict) -> dict:
+    """A cluster entry exactly as ``GET /inventory`` answers it, plus the receive times."""
+    times = {"heartbeat": entry.pop("heartbeat"), "nodes_received": entry.pop("nodes_received")}
+    return {**InventoryCluster.model_validate(entry).model_dump(mode="json"), **times}
+
+
+@router.get("/changes", responses=errors(410), tags=["inventory"])
+def changes(
+    who: Who,
+    kb: KB,
+    cursor: Annotated[str | None, Query(max_length=100, description="the previous answer's cursor")] = None,
+    stale_after: Annotated[float, Query(ge=0.5, le=3600, description="seconds")] = STALE_AFTER,
+) -> Response:
+    """The change feed: without ``cursor`` everything (``full``), else what changed materially
+    since that cursor (a heartbeat alone is no change), and always the clusters whose heartbeat or
+    nodes are older than ``stale_after`` or whose agent cannot reach them (``stale``). 410: the
+    cursor is not known here (the KB restarted): read again without one."""
+    now = time.time()
+    since = None if cursor is None else _since(cursor, now)
+    # below the KB's heartbeat timeout: a cluster not listed is then healthy as far as its
+    # heartbeat goes (the caller caps its age at the answer's stale_after)
+    stale_after = min(stale_after, kb.settings.heartbeat_timeout / 2)
+    with kb.db.reader() as conn:
+        doc = queries.changes(conn, now, kb.settings.heartbeat_timeout, since, stale_after)
+    doc["clusters"] = [_as_inventory(c) for c in doc["clusters"]]
+    doc["cursor"] = f"{INSTANCE}:{now!r}"
+    body = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return Response(body, media_type="application/json")
 
 
 @router.post("/tokens", status_code=201, response_model=TokenOut, responses=errors(413), tags=["tokens"])
