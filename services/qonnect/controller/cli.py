@@ -19,6 +19,7 @@ from qonnect.controller.detector import (
     MAX_VERSION_FAILURES,
     PROGRESSING_BACKSTOP,
 )
+from qonnect.controller.proctree import DEFAULT_MIGRATION_NICE, MAX_NICE, set_migration_nice
 from qonnect.controller.timeouts import DEFAULT_WAIT_TIMEOUT, OWN_VARS, RUN_OVERHEAD, run_timeout_for
 from qonnect.errors import UserError
 
@@ -145,6 +146,14 @@ def add_parser(subparsers: Any) -> None:
         help="extra variable for every migration run (not for secrets)",
     )
     run.add_argument(
+        "--migration-nice",
+        type=int,
+        default=DEFAULT_MIGRATION_NICE,
+        metavar="N",
+        help="run every migration process N nice levels below this replica (0..19, default "
+        "%(default)s), so a busy host slows playbooks, not Raft heartbeats and elections",
+    )
+    run.add_argument(
         "--ready-file", help="write {'http': PORT, ...} here once serving (for supervisors and tests)"
     )
     run.set_defaults(func=_run)
@@ -244,6 +253,9 @@ def _run(args: argparse.Namespace) -> int:
             raise UserError(f"--extra-var: {key} is set by the controller itself ({OWN_VARS[key]})")
         extravars[key] = value
     wait_timeout = _positive(args.wait_timeout, "--wait-timeout")
+    if not 0 <= args.migration_nice <= MAX_NICE:
+        raise UserError(f"--migration-nice: expected an integer in 0..{MAX_NICE}, got {args.migration_nice}")
+    set_migration_nice(args.migration_nice)
     playbook = args.playbook or default_playbook()
     if not Path(playbook).is_file():
         raise UserError(f"--playbook: {playbook} does not exist")

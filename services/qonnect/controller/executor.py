@@ -143,7 +143,8 @@ class Executor:
             return cancelled.is_set()
 
         try:
-            runner = ansible_runner.run(
+            runner = proctree.run_niced(  # migrations below the replica's CPU priority (issue 21)
+                ansible_runner.run,
                 private_data_dir=str(pdd),
                 playbook=self.playbook,
                 ident="run",

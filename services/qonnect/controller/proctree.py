@@ -11,20 +11,87 @@ A replica killed with SIGKILL cannot clean up, so each replica starts a small wa
 (``python -m qonnect.controller.proctree OWNER``) holding the read end of a pipe whose write end only
 the replica holds: when the replica dies the pipe closes and the watchdog kills every process
 marked with the replica's owner id.
+
+Every run also starts at a lower CPU priority than the replica (``run_niced``, nice +10 by
+default, ``--migration-nice``): on a busy host the playbooks wait, not the replica's Raft
+heartbeats and elections. The run is started from a short-lived thread whose own nice value is
+raised (Linux sets the priority of one thread, and every process it forks inherits it), so the
+replica's other threads keep their priority and nothing has to be raised back (an unprivileged
+process cannot lower a nice value again).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 MARK = "QONNECT_RLA_RUN"
+DEFAULT_MIGRATION_NICE = 10  # added to the replica's nice value for every migration process
+MAX_NICE = 19
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+_migration_nice = DEFAULT_MIGRATION_NICE
+
+
+def set_migration_nice(increment: int) -> None:
+    """How much lower than the replica's the CPU priority of migration processes is (0: same)."""
+    global _migration_nice
+    if not 0 <= increment <= MAX_NICE:
+        raise ValueError(f"expected a nice increment in 0..{MAX_NICE}, got {increment}")
+    _migration_nice = increment
+
+
+def migration_nice() -> int:
+    return _migration_nice
+
+
+def _lower_this_thread(increment: int) -> int | None:
+    """Raise the calling thread's nice value by ``increment`` (capped at 19); the new value, or
+    None where a thread's priority cannot be set on its own (not Linux)."""
+    if not sys.platform.startswith("linux") or increment <= 0:
+        return None
+    tid = threading.get_native_id()
+    target = min(MAX_NICE, os.getpriority(os.PRIO_PROCESS, tid) + increment)
+    os.setpriority(os.PRIO_PROCESS, tid, target)  # on Linux: this thread only
+    return target
+
+
+def run_niced(func: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``func(*args, **kwargs)`` in a thread of its own at the migration priority, waited for
+    here: whatever it forks (ansible-playbook, its workers, their modules) inherits the
+    lowered priority; its result or exception is the caller's."""
+    increment = _migration_nice
+    if increment <= 0 or not sys.platform.startswith("linux"):
+        return func(*args, **kwargs)
+    box: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            _lower_this_thread(increment)
+        except OSError as exc:  # a seccomp'd container: run anyway, at the replica's priority
+            log.warning("could not lower the priority of a migration run: %s", exc)
+        try:
+            box["result"] = func(*args, **kwargs)
+        except BaseException as exc:  # handed to the caller as is
+            box["error"] = exc
+
+    worker = threading.Thread(target=body, name=f"niced-{getattr(func, '__name__', 'run')}", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
 
 
 def new_owner(name: str) -> str:
