@@ -320,7 +320,8 @@ class ManifestReader(SpecChecker):
             if values:
                 inline = os.path.join(scratch, "values.json")  # JSON is YAML to helm
                 with open(inline, "w", encoding="utf-8") as out:
-                    out.write(json.dumps(values))
+                    # a YAML date or timestamp (since: 2024-01-01) goes as the string helm reads
+                    out.write(json.dumps(values, default=str))
                 argv += ["--values", inline]
             return self.rendered([helm, "template", *argv], "helm template", rel, full, hpath)
 

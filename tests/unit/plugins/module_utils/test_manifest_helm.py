@@ -14,7 +14,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from ansible_collections.qonnect.core.plugins.module_utils.qos import QosSpecError, load_application
+from ansible_collections.qonnect.core.plugins.module_utils.qos import (
+    QosSpecError,
+    load_application,
+    load_application_file,
+)
 from ansible_collections.qonnect.core.plugins.module_utils.qos import manifests as manifests_module
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -113,6 +117,19 @@ def test_values_files_then_values_and_release(helm_on_path, tmp_path):
     assert doc["metadata"]["labels"]["team"] == "b"
     assert doc["spec"]["template"]["spec"]["containers"][0]["image"] == "docker.io/library/nginx:1.27-alpine"
     assert app.services[0].requests["cpu"] == pytest.approx(0.2)
+
+
+def test_values_from_yaml_text_with_a_date(helm_on_path, tmp_path):
+    """values as the spec's YAML gives them: an unquoted date is a date to the YAML reader, and
+    goes to helm as the string helm itself would read."""
+    (tmp_path / "app.yml").write_text(
+        "apiVersion: qonnect.io/v1\nkind: Application\nmetadata: {name: shop}\nspec:\n  services:\n"
+        f"    - name: web\n      manifests:\n        - helm: {CHART}\n"
+        "          values: {team: 2024-01-01}\n"
+        "          select: [{kind: Deployment, name: shop-web}]\n"
+    )
+    (doc,) = load_application_file(str(tmp_path / "app.yml")).services[0].manifests
+    assert doc["metadata"]["labels"]["team"] == "2024-01-01"
 
 
 def test_whole_chart_without_select(helm_on_path):
