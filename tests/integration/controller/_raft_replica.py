@@ -1,0 +1,90 @@
+"""One real RaftNode in its own process, proposing continuously while it leads (test helper).
+
+    python _raft_replica.py SELF PEERS_COMMA DATA_DIR SECRET_FILE CONTROL_DIR
+
+Every 50 ms it writes CONTROL_DIR/<port>.json: its view (leader, term, commit and applied
+index) a digest of its state machine (DecisionLog.to_dict()) and the longest it went without running. While CONTROL_DIR/propose
+exists and it leads, it commits commands back to back (a `leader` entry issuing a fencing
+token, then `observe` entries), as a controller under migration load does. Logging (pysyncobj's
+included) goes to stderr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    self_addr, peers, data_dir, secret_file, control = sys.argv[1:6]
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    from qonnect.controller.raft import ProposalError, RaftNode, read_secret
+
+    node = RaftNode(self_addr, peers.split(","), read_secret(secret_file), data_dir)
+    ctl = Path(control)
+    me = self_addr.rsplit(":", 1)[1]
+    proposed = {"n": 0, "ok": 0}
+
+    def propose() -> None:
+        i = random.randrange(1000)
+        while True:
+            if not (ctl / "propose").exists() or not node.is_leader():
+                time.sleep(0.02)
+                continue
+            i += 1
+            cmd = (
+                {"op": "leader", "node": node.node_id}
+                if i % 10 == 0
+                else {"op": "observe", "app": f"a{i % 7}", "version": i}
+            )
+            proposed["n"] += 1
+            try:
+                if node.propose(cmd, timeout=2.0).get("ok"):
+                    proposed["ok"] += 1
+            except ProposalError:
+                time.sleep(0.05)
+
+    for _ in range(4):  # several commands in flight, as a loop with migrations running has
+        threading.Thread(target=propose, daemon=True).start()
+    last = time.monotonic()
+    max_gap = 0.0  # longest pause of this loop (it sleeps 50 ms): how long the process starved
+    while True:
+        now = time.monotonic()
+        max_gap, last = max(max_gap, now - last), now
+        try:  # the tick thread applies entries meanwhile: keep a reading taken at one index
+            applied = node.raftLastApplied
+            machine = json.dumps(node.machine.to_dict(), sort_keys=True, default=str)
+            if node.raftLastApplied != applied:
+                continue
+        except RuntimeError:  # changed while copied
+            continue
+        view = {
+            "pid": os.getpid(),
+            "leader": node.leader(),
+            "is_leader": node.is_leader(),
+            "term": node.term(),
+            "commit": node.raftCommitIndex,
+            "applied": applied,
+            "digest": hashlib.sha256(machine.encode()).hexdigest(),
+            "seq": node.machine.seq,
+            "proposed": proposed["n"],
+            "committed": proposed["ok"],
+            "max_gap": round(max_gap, 3),
+        }
+        tmp = ctl / f".{me}.json"
+        tmp.write_text(json.dumps(view))
+        tmp.replace(ctl / f"{me}.json")
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
