@@ -28,6 +28,8 @@ from qonnect.controller import journal
 
 TIERS = ("cloud", "fog", "edge")
 API = "/api/v1"
+SUMMARY_ABOVE = 100  # more clusters than this: counts and the unhealthy ones, unless --all
+PAGE = 500  # clusters per inventory page when every cluster of a large federation is shown
 
 
 def add_parser(subparsers: Any) -> None:
@@ -54,6 +56,23 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--events", type=int, default=10, metavar="N", help="how many recent events")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per request")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--all",
+        dest="clusters",
+        action="store_const",
+        const="all",
+        default="auto",
+        help=f"list every cluster (default: only up to {SUMMARY_ABOVE} clusters; above, "
+        "counts per tier and the clusters that are not healthy)",
+    )
+    shown.add_argument(
+        "--summary",
+        dest="clusters",
+        action="store_const",
+        const="summary",
+        help="counts per tier and the clusters that are not healthy, whatever the size",
+    )
     p.add_argument(
         "--watch",
         nargs="?",
@@ -84,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     while True:
         try:
-            doc = collect(kb, controllers, args.events, args.timeout)
+            doc = collect(kb, controllers, args.events, args.timeout, getattr(args, "clusters", "auto"))
         except KBError as exc:
             if args.watch is None:
                 raise UserError(f"cannot read the KB at {kb.url}: {exc}") from None
@@ -122,10 +141,60 @@ def _token(args: argparse.Namespace) -> str:
 # -- gathering ---------------------------------------------------------------------------------
 
 
-def collect(kb: KBClient, controllers: list[str], events: int = 10, timeout: float = 5.0) -> dict[str, Any]:
-    """One status document from the KB (and the controller replicas, if given)."""
-    clusters = kb.list_clusters()
-    inventory = kb.inventory()
+def collect(
+    kb: KBClient,
+    controllers: list[str],
+    events: int = 10,
+    timeout: float = 5.0,
+    clusters_shown: str = "auto",
+) -> dict[str, Any]:
+    """One status document from the KB (and the controller replicas, if given).
+
+    ``clusters_shown``: ``auto`` lists every cluster of a federation of up to SUMMARY_ABOVE
+    clusters, else summarises (counts per tier and health, the clusters that are not healthy:
+    the KB's ``GET /summary``); ``all`` lists every cluster (a large federation is read a page
+    at a time); ``summary`` always summarises."""
+    counts = None
+    try:
+        counts = kb.summary()
+    except KBError as exc:
+        if exc.status != 404:  # a KB older than the summary: read everything as before
+            raise
+    if counts is not None and (
+        clusters_shown == "summary" or (clusters_shown == "auto" and counts["clusters"] > SUMMARY_ABOVE)
+    ):
+        placements = kb.request("GET", f"{API}/placements")["placements"]
+        recent = kb.list_events(limit=events)
+        return {
+            "kb": kb.url,
+            "time": time.time(),
+            "summary": counts,
+            "applications": sorted(p["application"] for p in placements),
+            "controller": _controller(controllers, placements, recent, timeout),
+            "events": recent,
+        }
+    if counts is not None and counts["clusters"] > SUMMARY_ABOVE:  # every one, a page at a time
+        entries: list[dict[str, Any]] = []
+        after = None
+        while True:
+            page = kb.inventory_page(limit=PAGE, after=after)
+            entries += page["clusters"]
+            after = page.get("next")
+            if not after:
+                break
+        inventory: dict[str, Any] = {"clusters": entries}
+        clusters = [
+            {
+                "name": e["name"],
+                "tier": e["tier"],
+                "location": e.get("location"),
+                "status": {k: e.get(k) for k in ("healthy", "heartbeat_age", "reachable", "error")},
+            }
+            for e in entries
+        ]
+    else:
+        clusters = kb.list_clusters()
+        inventory = kb.inventory()
     placements = kb.request("GET", f"{API}/placements")["placements"]
     workloads = kb.list_workloads()
     recent = kb.list_events(limit=events)
@@ -288,7 +357,9 @@ def render(doc: dict[str, Any]) -> str:
         lines.append(
             f"  {r.get('name') or r['url']}: {state}" + (f" term {r['term']}" if r["reachable"] else "")
         )
-    for tier, clusters in doc["tiers"].items():
+    if "summary" in doc:
+        lines += _summary_lines(doc["summary"])
+    for tier, clusters in doc.get("tiers", {}).items():
         up = sum(1 for c in clusters if c["healthy"])
         lines += ["", f"{tier.upper()} ({up}/{len(clusters)} healthy)"]
         if not clusters:
@@ -311,6 +382,28 @@ def render(doc: dict[str, Any]) -> str:
         scope = "/".join(x for x in (e.get("application"), e.get("cluster")) if x)
         lines.append(f"  {stamp} {e['type']:<32} {scope:<20} {_short(e.get('message', ''))}".rstrip())
     return "\n".join(lines)
+
+
+def _summary_lines(summary: dict[str, Any]) -> list[str]:
+    """A large federation: counts per tier, then every cluster that is not healthy."""
+    lines = [
+        "",
+        f"clusters: {summary['healthy']}/{summary['clusters']} healthy "
+        "(a summary; --all lists every cluster)",
+    ]
+    tiers = summary.get("tiers") or {}
+    for tier in [*TIERS, *sorted(set(tiers) - set(TIERS))]:
+        counts = tiers.get(tier) or {"clusters": 0, "healthy": 0}
+        lines.append(f"  {tier.upper():<6} {counts['healthy']}/{counts['clusters']} healthy")
+    sick = summary.get("unhealthy") or []
+    lines += ["", f"not healthy ({len(sick)}):" if sick else "not healthy: none"]
+    for c in sick:
+        why = health(
+            {"healthy": False, "heartbeat_age": c.get("heartbeat_age"), "reachable": c.get("reachable")}
+        )
+        error = f"  {_short(c['error'], 60)}" if c.get("error") else ""
+        lines.append(f"  {c['name']:<14} {c['tier']:<6} {why:<11} {_age(c.get('heartbeat_age')):>6}{error}")
+    return lines
 
 
 def _age(age: float | None) -> str:

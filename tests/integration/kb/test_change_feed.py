@@ -176,3 +176,24 @@ def test_the_inventory_pages_and_summarises(live_kb, fresh):
     sick = {c["name"] for c in summary["unhealthy"]}
     assert set(made[1:]) <= sick and made[0] not in sick
     assert summary["tiers"]["cloud"]["clusters"] >= 5
+
+
+def test_qonnect_status_summarises_a_large_federation(live_kb, fresh, monkeypatch):
+    from qonnect import status
+
+    name = fresh("status")
+    live_kb.admin.register_cluster({"name": name, "tier": "edge"})
+    live_kb.admin.register_cluster({"name": fresh("status"), "tier": "cloud"})
+    kb = live_kb.client("reader")
+    doc = status.collect(kb, [], clusters_shown="summary")
+    assert "tiers" not in doc and name in {c["name"] for c in doc["summary"]["unhealthy"]}
+    text = status.render(doc)
+    assert "not healthy (" in text and name in text and "--all lists every cluster" in text
+
+    monkeypatch.setattr(status, "SUMMARY_ABOVE", 1)  # as if the federation were large
+    assert "summary" in status.collect(kb, [])
+    monkeypatch.setattr(status, "PAGE", 1)
+    every = status.collect(kb, [], clusters_shown="all")  # every cluster, a page at a time
+    listed = sorted(c["name"] for tier in every["tiers"].values() for c in tier)
+    assert listed == sorted(c["name"] for c in live_kb.admin.list_clusters())
+    assert name in status.render(every)
