@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install and start the services the test suite needs on a fresh Debian machine: a PostgreSQL
 # server on 127.0.0.1:5432 with a password role `qonnect` that may create databases, and the
-# database `test` that the KB tests connect to first (tests/integration/kb/conftest.py).
+# database `test` that the KB tests connect to first (tests/integration/kb/conftest.py); and
+# debootstrap and openssh-client for the real-target test.
 # Idempotent: a second run only checks that everything is up.
 set -euo pipefail
 
@@ -19,6 +20,14 @@ if ! command -v pg_ctlcluster >/dev/null || ! compgen -G "/usr/lib/postgresql/*/
   echo "services: installing PostgreSQL from Debian's packages" >&2
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
+
+# The real-target test (tests/integration/user_path/test_real_target.py) builds a Debian root with
+# debootstrap (scripts/target-root.sh) and reaches it over SSH with a generated key.
+if ! command -v debootstrap >/dev/null || ! command -v ssh-keygen >/dev/null; then
+  echo "services: installing debootstrap and openssh-client from Debian's packages" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap openssh-client >/dev/null
 fi
 
 version=$(find /etc/postgresql -mindepth 1 -maxdepth 1 -printf '%f\n' | sort -V | tail -n1)
