@@ -11,12 +11,14 @@ person cannot make the controller re-commit a decision.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 
 from qonnect.controller.detector import Memory, Notice, Snapshot
+from qonnect.controller.view import FleetView
 
 DECISION = "controller.decision"
 STARTED = "controller.migration.started"
@@ -88,8 +90,29 @@ def fence(kb: Any) -> tuple[int, int]:
     return int(found.get("term") or 0), int(found.get("seq") or 0)
 
 
+# one cached view per KB client (controller/view.py), kept current from the KB's change feed
+_VIEWS: weakref.WeakKeyDictionary[Any, FleetView] = weakref.WeakKeyDictionary()
+
+
+def view_of(kb: Any) -> FleetView:
+    """The cached view of this KB client (made, with a full read, on first use)."""
+    view = _VIEWS.get(kb)
+    if view is None:
+        view = _VIEWS[kb] = FleetView(kb)
+    return view
+
+
 def read_snapshot(kb: Any, now: float) -> tuple[Snapshot, list[dict[str, Any]]]:
-    """One consistent-enough view of the KB for the detector, plus the raw placement records."""
+    """One consistent-enough view of the KB for the detector, plus the raw placement records:
+    from the cached view that the KB's change feed keeps current (a tick reads what changed, not
+    the whole fleet); a KB client without the feed is read whole."""
+    if hasattr(kb, "changes"):
+        return view_of(kb).read(now)
+    return read_whole(kb, now)
+
+
+def read_whole(kb: Any, now: float) -> tuple[Snapshot, list[dict[str, Any]]]:
+    """The Snapshot from full reads of the inventory, placements, workloads and applications."""
     inventory = kb.inventory()
     placements = kb.request("GET", "/api/v1/placements")["placements"]
     inventory = dict(inventory)
