@@ -5,8 +5,11 @@ Safety rules (why the code is shaped like this):
 - Only the leader acts, and only after committing a 'leader' entry in its term: that proves a
   majority accepted it and that its state machine holds every earlier decision.
 - Nothing runs on an uncommitted decision: 'decide', then 'start' (which issues the attempt's
-  fencing token) are committed first, and each is written to the KB (the durable record) before
-  the playbook runs.
+  fencing token and carries the plan the attempt applies) are committed first, and each is
+  written to the KB (the durable record) before the playbook runs.
+- One plan per attempt: the leader places every application of a batch once, in one pass over
+  its snapshot's inventory with each application's stored policy; the run applies exactly that
+  plan. A plan gone stale fails its run, and the next attempt plans afresh.
 - A run is cancelled as soon as this replica stops being leader of the term that started it.
 - A new leader takes over another leader's running attempt only after that leader's lease ran
   out (it has stepped down and cancelled by then), and first asks the KB whether the attempt
