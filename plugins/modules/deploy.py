@@ -93,6 +93,20 @@ options:
         C(--wait-timeout) to every migration.
     type: float
     default: 300
+  min_ready_seconds:
+    description:
+      - A rollout succeeds only when every pod of the new revision of a workload has been Ready
+        continuously for this many seconds with no container restart since (the later of the
+        pod's Ready condition C(lastTransitionTime) and each container's C(startedAt)), so a
+        version whose pods crash-loop, each start briefly Ready, fails its rollout. Applies to
+        workloads that set no C(minReadySeconds) of their own; those are ready when Kubernetes
+        counts their pods available.
+      - A new pod in C(CrashLoopBackOff) after two restarts fails the rollout at once.
+      - V(0) turns the window off (readiness as C(kubectl rollout status) sees it).
+      - When not set, V(3) for a deploy and V(0) for a controller's migration (O(fencing) given),
+        which judges a new version by the agents' reports instead (the workload's failure grace,
+        the controller's bound on clusters a version may fail on, then a rollback).
+    type: float
   adopt:
     description:
       - Take over objects on the clusters that have the kind, namespace and name of an object of
@@ -246,6 +260,7 @@ def main() -> None:
             plan={"type": "dict"},
             wait={"type": "bool", "default": True},
             wait_timeout={"type": "float", "default": 300.0},
+            min_ready_seconds={"type": "float"},
             adopt={"type": "bool", "default": False},
             record={"type": "bool", "default": True},
             fencing={

@@ -221,6 +221,7 @@ class Deployer:
         fencing: dict | None = None,
         adopt: bool | set[str] | frozenset[str] = False,
         unavailable: set[str] | frozenset[str] = frozenset(),
+        min_ready_seconds: float = 0.0,
     ):
         self.application = application
         self.namespace = namespace
@@ -233,6 +234,9 @@ class Deployer:
         self.check_mode = check_mode
         self.wait = wait
         self.wait_timeout = wait_timeout
+        # a workload without minReadySeconds is ready once its pods stayed Ready this long
+        # (k8s/readiness.ReadyWindow; deploy's option min_ready_seconds)
+        self.min_ready_seconds = max(0.0, float(min_ready_seconds or 0.0))
         self.client_factory = client_factory or (lambda t: get_client(t.name, t.kubeconfig, t.context))
         self.before_step = before_step  # e.g. the controller's fence check; raises to stop
         # the controller's token, stamped on every object written (a fence guard carries it)
@@ -480,17 +484,23 @@ class Deployer:
     def _wait(self, work: _ClusterWork, deadline: float) -> None:
         if self.check_mode or not self.wait:
             return
+        started = time.monotonic()
         pending = wait_ready(
             work.client,
             self.namespace,
             self.application,
             work.workloads,
             max(0.0, deadline - time.monotonic()),
+            min_ready=self.min_ready_seconds,
         )
         if pending:
             work.result.status = "failed"
             work.result.not_ready = pending
-            work.result.error = "not ready after {:.0f}s: {}".format(self.wait_timeout, "; ".join(pending))
+            waited = time.monotonic() - started
+            # a rollout Kubernetes (or a crash loop) declared failed returns before the timeout
+            work.result.error = "not ready after {:.0f}s: {}".format(
+                min(waited, self.wait_timeout), "; ".join(pending)
+            )
 
     def _switch(self, work: _ClusterWork) -> None:
         for obj in work.desired:

@@ -23,6 +23,7 @@ Counts the API server leaves out (it omits zeros) count as 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.keys import GRACE_ANNOTATION
@@ -222,3 +223,191 @@ def with_grace(manifest: dict, seconds: float | None) -> dict:
         **manifest,
         "metadata": {**meta, "annotations": {**annotations, GRACE_ANNOTATION: f"{seconds:g}"}},
     }
+
+
+# -- a minimum time Ready (the default when a workload sets no minReadySeconds) -----------------
+#
+# A rollout whose pods crash-loop looks done for a moment: each start is briefly Ready, and
+# without ``minReadySeconds`` Kubernetes counts such a pod available at once. Deploy's waiter
+# therefore also asks, for a workload without its own ``minReadySeconds``, that every pod of the
+# new revision has been Ready continuously for ``min_ready`` seconds with no restart since.
+# "Since" is the later of the pod's Ready condition ``lastTransitionTime`` and every container's
+# ``state.running.startedAt`` (a restart that did not flip Ready still counts), read against this
+# host's clock as the Deployment controller reads it against its own; the waiter's own sight of
+# the pod (same restart count, Ready at every poll) counts too, so a host clock behind the
+# cluster's only makes the wait as long as the window.
+
+# A container of a new pod waiting in CrashLoopBackOff after this many restarts fails the
+# rollout at once (one restart at start-up, e.g. a dependency not up yet, is forgiven).
+CRASH_LOOP_RESTARTS = 2
+
+
+def own_min_ready_seconds(obj: dict) -> float:
+    """The workload's own ``spec.minReadySeconds`` (0 when unset or invalid)."""
+    try:
+        return max(0.0, float((obj.get("spec") or {}).get("minReadySeconds") or 0))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def parse_time(value: Any) -> float | None:
+    """An RFC 3339 timestamp of the API (``2026-12-04T22:38:31Z``, fractions allowed) as epoch
+    seconds, or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip().replace("Z", "+00:00")
+    if "." in text:  # fractions: at most microseconds for fromisoformat on Python 3.10
+        head, _, rest = text.partition(".")
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        text = f"{head}.{(digits + '000000')[:6]}{rest[len(digits) :]}"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def selector_matches(selector: Any, labels: dict) -> bool:
+    """True when a label selector (``matchLabels`` and ``matchExpressions``) selects ``labels``;
+    an empty or missing selector selects nothing (the API refuses those for workloads)."""
+    if not isinstance(selector, dict):
+        return False
+    match = selector.get("matchLabels") or {}
+    expressions = selector.get("matchExpressions") or []
+    if not match and not expressions:
+        return False
+    if any(labels.get(k) != v for k, v in match.items()):
+        return False
+    for expr in expressions:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def pods_of(obj: dict, pods: list[dict]) -> list[dict]:
+    """The live pods of a workload: selected by its selector, not being deleted, not finished.
+
+    Called once the workload itself is rolled out (no old replica left), so these are the new
+    revision's pods.
+    """
+    selector = (obj.get("spec") or {}).get("selector")
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        if selector_matches(selector, meta.get("labels") or {}):
+            out.append(pod)
+    return out
+
+
+def restarts(pod: dict) -> int:
+    """The pod's restarts, all containers together."""
+    return sum(_count(c, "restartCount") for c in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
+def _crash_loop(pod: dict) -> str:
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (c.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") == "CrashLoopBackOff" and _count(c, "restartCount") >= CRASH_LOOP_RESTARTS:
+            last = ((c.get("lastState") or {}).get("terminated")) or {}
+            exit_text = (
+                f", last exit {last.get('exitCode')} {last.get('reason', '')}".rstrip() if last else ""
+            )
+            return f"container {c.get('name')} CrashLoopBackOff (restarted {_count(c, 'restartCount')} times{exit_text})"
+    return ""
+
+
+def ready_since(pod: dict) -> float | None:
+    """When the pod last became Ready with its containers running as now (epoch seconds), or
+    None when it is not Ready now."""
+    status = pod.get("status") or {}
+    ready = next((c for c in _conditions(status) if c.get("type") == "Ready"), None)
+    if ready is None or ready.get("status") != "True":
+        return None
+    moments = [parse_time(ready.get("lastTransitionTime"))]
+    for c in status.get("containerStatuses") or []:
+        running = (c.get("state") or {}).get("running")
+        if not c.get("ready") or not isinstance(running, dict):
+            return None
+        moments.append(parse_time(running.get("startedAt")))
+    known = [m for m in moments if m is not None]
+    return max(known) if known else None
+
+
+class ReadyWindow:
+    """Tracks, across polls, how long each pod has been Ready with no restart (see above).
+
+    ``check(obj, pods, now, clock)`` says whether every pod of a rolled-out workload has been
+    Ready for ``seconds``: ``now`` is the wall clock (compared with the API's timestamps),
+    ``clock`` a monotonic one (the waiter's own sight of each pod).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = max(0.0, float(seconds))
+        self._seen: dict[str, tuple[int, float]] = {}  # pod uid -> (restarts, first seen Ready)
+
+    def applies(self, obj: dict) -> bool:
+        """The window applies to workloads that set no minReadySeconds of their own."""
+        return self.seconds > 0 and own_min_ready_seconds(obj) == 0
+
+    def crash_loop(self, obj: dict, pods: list[dict]) -> str:
+        """Why a workload still rolling out fails: a pod of it that runs the template's images
+        (the new revision) crash-loops; '' when none does."""
+        template = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+        images = {c.get("name"): c.get("image") for c in template if isinstance(c, dict)}
+        for pod in pods_of(obj, pods):
+            containers = ((pod.get("spec") or {}).get("containers")) or []
+            if images and any(images.get(c.get("name")) != c.get("image") for c in containers):
+                continue  # an older revision's pod
+            crash = _crash_loop(pod)
+            if crash:
+                return f"crash-looping: pod {(pod.get('metadata') or {}).get('name', '?')}: {crash}"
+        return ""
+
+    def check(self, obj: dict, pods: list[dict], now: float, clock: float) -> Readiness:
+        desired = readiness(obj).desired
+        mine = pods_of(obj, pods)
+        if not mine and desired == 0:
+            return Readiness(True, 0, 0)
+        waiting: list[str] = []
+        failed: list[str] = []
+        settled = 0
+        for pod in sorted(mine, key=lambda p: (p.get("metadata") or {}).get("name", "")):
+            meta = pod.get("metadata") or {}
+            name, uid = meta.get("name", "?"), meta.get("uid") or meta.get("name", "?")
+            count = restarts(pod)
+            crash = _crash_loop(pod)
+            if crash:
+                failed.append(f"pod {name}: {crash}")
+                self._seen.pop(uid, None)
+                continue
+            since = ready_since(pod)
+            if since is None:
+                self._seen.pop(uid, None)
+                waiting.append(f"pod {name} not Ready" + (f" (restarted {count} times)" if count else ""))
+                continue
+            seen = self._seen.get(uid)
+            if seen is None or seen[0] != count:
+                seen = self._seen[uid] = (count, clock)
+            held = max(now - since, clock - seen[1])
+            if held >= self.seconds:
+                settled += 1
+            else:
+                waiting.append(f"pod {name} Ready for {max(0.0, held):.1f}s of {self.seconds:g}s")
+        if failed:
+            reason = "crash-looping: " + "; ".join(failed)
+            return Readiness(False, desired, settled, reason, reason)
+        if waiting or not mine:
+            reason = "; ".join(waiting) or "no pod of the workload found"
+            return Readiness(False, desired, settled, f"minimum ready time: {reason}")
+        return Readiness(True, desired, settled)

@@ -187,6 +187,20 @@ def remove(module: QonnectModule, kb: Any) -> dict:
     return result
 
 
+# Seconds every new pod must stay Ready, no restart, for a deploy's rollout to count (option
+# min_ready_seconds; k8s/readiness.ReadyWindow). A controller's fenced migration uses 0 unless
+# given: it judges a version by the agents' reports (failure grace, version bound, rollback).
+DEFAULT_MIN_READY_SECONDS = 3.0
+
+
+def min_ready_seconds(params: dict) -> float:
+    """The minimum-ready window of this run (see DEFAULT_MIN_READY_SECONDS)."""
+    value = params.get("min_ready_seconds")
+    if value is None:
+        return 0.0 if params.get("fencing") else DEFAULT_MIN_READY_SECONDS
+    return max(0.0, float(value))
+
+
 def deployer_for(
     module: QonnectModule, kb: Any, app: Application, chosen: dict, old_clusters: set
 ) -> Deployer:
@@ -201,6 +215,7 @@ def deployer_for(
         check_mode=module.check_mode,
         wait=params["wait"],
         wait_timeout=params["wait_timeout"],
+        min_ready_seconds=min_ready_seconds(params),
         before_step=fence_guard(kb, params.get("fencing")),
         adopt=params.get("adopt") or None,
     )

@@ -55,6 +55,8 @@ class MemoryCluster:
 
     def list(self, api_version, kind, namespace=None, label_selector=None):
         self._check()
+        if (api_version, kind) == ("v1", "Pod") and self.ready:
+            return self._pods(namespace)
         wanted = dict(p.split("=", 1) for p in (label_selector or "").split(",") if p)
         out = []
         for (av, k, ns, _name), obj in sorted(self.objects.items(), key=lambda kv: str(kv[0])):
@@ -66,6 +68,40 @@ class MemoryCluster:
                 and all(labels.get(a) == b for a, b in wanted.items())
             ):
                 out.append(self._with_status(copy.deepcopy(obj)))
+        return out
+
+    def _pods(self, namespace):
+        """One Ready pod (Ready for long: deploy's minimum-ready window passes at once) per
+        replica of each Deployment, owned by it; stored Pods too."""
+        out = [
+            copy.deepcopy(o) for (av, k, ns, _n), o in self.objects.items() if k == "Pod" and ns == namespace
+        ]
+        for (_av, kind, ns, name), obj in sorted(self.objects.items(), key=lambda kv: str(kv[0])):
+            if kind != "Deployment" or ns != namespace:
+                continue
+            labels = ((obj["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
+            for i in range(obj["spec"].get("replicas", 1)):
+                out.append(
+                    {
+                        "metadata": {
+                            "name": f"{name}-{i}",
+                            "namespace": ns,
+                            "uid": f"{self.name}/{ns}/{name}-{i}",
+                            "labels": dict(labels),
+                            "ownerReferences": [{"kind": "ReplicaSet", "name": name}],
+                        },
+                        "status": {
+                            "phase": "Running",
+                            "conditions": [
+                                {
+                                    "type": "Ready",
+                                    "status": "True",
+                                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                                }
+                            ],
+                        },
+                    }
+                )
         return out
 
     def _with_status(self, obj):
