@@ -239,6 +239,14 @@ class ChrootTarget:
             return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         return ""
 
+    def log_tails(self, lines: int = 15) -> str:
+        """The last lines of every service log on the target (for a failure's message)."""
+        parts = []
+        for log in sorted(self.root.glob("var/lib/qonnect/*/*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"--- {log.relative_to(self.root)}\n" + "\n".join(tail))
+        return "\n".join(parts) or "(no service logs on the target)"
+
     # -- teardown ------------------------------------------------------------------------------
 
     def close(self) -> None:

@@ -210,8 +210,15 @@ def deployments(kubeconfig: Path, namespace: str) -> dict[str, int]:
 
 
 def test_site_on_a_fresh_target_heals_a_failover(target: ChrootTarget, installed: Path, tmp_path: Path):
+    try:
+        story(target, installed, tmp_path)
+    except (AssertionError, subprocess.SubprocessError) as exc:
+        # the target's root goes with the fixture: keep what its services said in the failure
+        raise AssertionError(f"{exc}\n\nservice logs on the target:\n{target.log_tails()}") from exc
+
+
+def story(target: ChrootTarget, installed: Path, base: Path) -> None:
     started = time.monotonic()
-    base = tmp_path
     kb_port = free_port()
     kb_url = f"http://127.0.0.1:{kb_port}"
     raft_secret = secrets.token_hex(32)
