@@ -310,11 +310,19 @@ class KBClient:
     def inventory(self) -> dict[str, Any]:
         return self.request("GET", f"{API}/inventory")
 
-    def changes(self, cursor: str | None = None, stale_after: float | None = None) -> dict[str, Any]:
-        """The KB's change feed: everything without ``cursor`` (``full``), else what changed
+    def changes(
+        self,
+        cursor: str | None = None,
+        stale_after: float | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> dict[str, Any]:
+        """The KB's change feed: everything without ``cursor`` (``full``; in pages of ``limit``
+        clusters after ``after`` when given, ``next`` naming the next page), else what changed
         materially since it, plus the ``stale`` clusters; KBError 410 when the KB does not know
         the cursor (it restarted): read again without one."""
-        return self.request("GET", f"{API}/changes", params={"cursor": cursor, "stale_after": stale_after})
+        params = {"cursor": cursor, "stale_after": stale_after, "limit": limit, "after": after}
+        return self.request("GET", f"{API}/changes", params=params)
 
     def inventory_page(self, limit: int = 200, after: str | None = None) -> dict[str, Any]:
         """One page of the inventory's clusters (by name) and the ``next`` page's ``after``."""

@@ -214,7 +214,13 @@ class MemoryKB:
             "unhealthy": unhealthy,
         }
 
-    def changes(self, cursor: str | None = None, stale_after: float | None = None) -> dict:
+    def changes(
+        self,
+        cursor: str | None = None,
+        stale_after: float | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> dict:
         """The change feed over this KB's writes (it has no agent reports: clusters change only
         by registration); 410 for a cursor it did not give."""
         since = None
@@ -227,7 +233,13 @@ class MemoryKB:
         def new(kind: str, name: str) -> bool:
             return since is None or self.stamps.get((kind, name), 0) > since
 
-        clusters = [self._entry(n) for n in sorted(self.clusters) if new("cluster", n)]
+        if cursor is not None and (limit is not None or after is not None):
+            raise KBError(422, "limit: pages are for a full read (without a cursor)")
+        names = [n for n in sorted(self.clusters) if new("cluster", n) and (after is None or n > after)]
+        following = names[limit - 1] if limit is not None and len(names) > limit else None
+        names = names if limit is None else names[:limit]
+        clusters = [self._entry(n) for n in names]
+        first = after is None
         removed: dict[str, list[str]] = {"clusters": [], "applications": []}
         if since is not None:
             for (kind, name), rev in sorted(self.removals.items()):
@@ -243,13 +255,18 @@ class MemoryKB:
             "workloads": [],
             "latencies": [],
             "placements": [
-                copy.deepcopy(self.placements[a]) for a in sorted(self.placements) if new("placement", a)
+                copy.deepcopy(self.placements[a])
+                for a in sorted(self.placements)
+                if first and new("placement", a)
             ],
-            "applications": [copy.deepcopy(self.apps[a]) for a in sorted(self.apps) if new("application", a)],
+            "applications": [
+                copy.deepcopy(self.apps[a]) for a in sorted(self.apps) if first and new("application", a)
+            ],
             "stale": [
                 {"name": c["name"], "heartbeat": None, "nodes_received": None, "reachable": None}
                 for c in map(self._entry, sorted(self.clusters))
                 if not c["healthy"]
             ],
             "cursor": f"{self.instance}:{self.rev}",
+            "next": following,
         }

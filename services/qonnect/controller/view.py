@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 RESYNC_EVERY = 60.0  # seconds between full reads (a safety net: the feed alone is complete)
 STALE_AFTER = 3.0  # clusters older than this are listed by the KB with their receive times
 FULL_TIMEOUT = 60.0  # seconds a full read may take (its own client)
+PAGE = 250  # clusters per page of a full read: the KB answers other readers between pages
 RAW = ("heartbeat", "nodes_received")
 
 
@@ -109,8 +110,21 @@ class FleetView:
         return self.snapshot(now), self.placement_records()
 
     def _full(self) -> dict[str, Any]:
-        doc = self.full_kb.changes(stale_after=self.stale_after)
+        doc = self._fetch_full()
         self.synced_at = time.monotonic()
+        return doc
+
+    def _fetch_full(self) -> dict[str, Any]:
+        """Everything, a page of clusters at a time; the first page's cursor covers the whole read
+        (what changed while the pages were read comes again with the next changes)."""
+        doc = self.full_kb.changes(stale_after=self.stale_after, limit=PAGE)
+        following = doc.get("next")
+        while following:
+            page = self.full_kb.changes(stale_after=self.stale_after, limit=PAGE, after=following)
+            for key in ("clusters", "workloads", "latencies"):
+                doc[key] = doc[key] + page[key]
+            doc["stale"], doc["now"] = page["stale"], page["now"]
+            following = page.get("next")
         return doc
 
     def _resync_later(self, mono: float) -> None:
@@ -124,7 +138,7 @@ class FleetView:
 
         def fetch() -> None:
             try:
-                doc = self.full_kb.changes(stale_after=self.stale_after)
+                doc = self._fetch_full()
             except KBError as exc:
                 log.warning("periodic full read of the KB failed (retried in 5 s): %s", exc)
                 return

@@ -507,7 +507,13 @@ def _in(column: str, names: list[str]) -> str:
 
 
 def changes(
-    conn: Conn, now: float, timeout: float, since: float | None, stale_after: float
+    conn: Conn,
+    now: float,
+    timeout: float,
+    since: float | None,
+    stale_after: float,
+    limit: int | None = None,
+    after: str | None = None,
 ) -> dict[str, Any]:
     """What changed materially since the KB time ``since`` (everything when None), plus the
     clusters whose heartbeat or nodes are older than ``stale_after`` or whose agent says the
@@ -517,32 +523,41 @@ def changes(
 
     Cluster entries are the inventory's, with the receive times ``heartbeat`` and
     ``nodes_received``; ``latencies`` are the raw (cluster, peer, ms) rows of the changed
-    clusters; ``removed`` the clusters and applications deleted since (and not back)."""
+    clusters; ``removed`` the clusters and applications deleted since (and not back).
+
+    A full read may come in pages (``limit`` clusters by name, after the cluster ``after``;
+    ``next`` names the next page's ``after``): each page carries its clusters' workloads and
+    latencies, the first one the placements and applications."""
     full = since is None
-    if full:
+    following = None
+    if full and limit is not None:
+        page = _inventory_clusters(
+            conn,
+            now,
+            timeout,
+            "" if after is None else "WHERE name > ?",
+            () if after is None else (after,),
+            raw=True,
+            limit=limit + 1,
+        )
+        following = page[limit - 1]["name"] if len(page) > limit else None
+        clusters = page[:limit]
+        latencies, workloads = _of_clusters(conn, [c["name"] for c in clusters])
+        placements = list_placements(conn) if after is None else []
+        applications = list_applications(conn) if after is None else []
+        removed: dict[str, list[str]] = {"clusters": [], "applications": []}
+    elif full:
         clusters = _inventory_clusters(conn, now, timeout, raw=True)
         latencies = conn.all("SELECT cluster, peer, ms FROM latencies ORDER BY cluster, peer")
         workloads = list_workloads(conn, None, None)
         placements = list_placements(conn)
         applications = list_applications(conn)
-        removed: dict[str, list[str]] = {"clusters": [], "applications": []}
+        removed = {"clusters": [], "applications": []}
     else:
         clusters = _inventory_clusters(
             conn, now, timeout, "WHERE changed > ? OR updated > ?", (since, since), raw=True
         )
-        names = [c["name"] for c in clusters]
-        latencies, workload_rows = [], []
-        for part in range(0, len(names), 300):
-            chunk = names[part : part + 300]
-            latencies += conn.all(
-                f"SELECT cluster, peer, ms FROM latencies WHERE {_in('cluster', chunk)}", chunk
-            )
-            workload_rows += conn.all(
-                f"SELECT cluster, data FROM workloads WHERE {_in('cluster', chunk)}"
-                " ORDER BY cluster, namespace, kind, name",
-                chunk,
-            )
-        workloads = [{"cluster": c, **json.loads(d)} for c, d in workload_rows]
+        latencies, workloads = _of_clusters(conn, [c["name"] for c in clusters])
         placements = [
             _placement(r)
             for r in conn.all(_PLACEMENT_SQL + " WHERE updated > ? ORDER BY application", (since,))
@@ -584,4 +599,22 @@ def changes(
         "placements": placements,
         "applications": applications,
         "stale": stale,
+        "next": following,
     }
+
+
+def _of_clusters(conn: Conn, names: list[str]) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The raw latency rows and the workloads of these clusters."""
+    latencies, rows = [], []
+    for part in range(0, len(names), 300):
+        chunk = names[part : part + 300]
+        latencies += conn.all(
+            f"SELECT cluster, peer, ms FROM latencies WHERE {_in('cluster', chunk)} ORDER BY cluster, peer",
+            chunk,
+        )
+        rows += conn.all(
+            f"SELECT cluster, data FROM workloads WHERE {_in('cluster', chunk)}"
+            " ORDER BY cluster, namespace, kind, name",
+            chunk,
+        )
+    return latencies, [{"cluster": c, **json.loads(d)} for c, d in rows]

@@ -197,3 +197,22 @@ def test_qonnect_status_summarises_a_large_federation(live_kb, fresh, monkeypatc
     listed = sorted(c["name"] for tier in every["tiers"].values() for c in tier)
     assert listed == sorted(c["name"] for c in live_kb.admin.list_clusters())
     assert name in status.render(every)
+
+
+def test_a_full_read_comes_in_pages(live_kb, fresh):
+    admin = live_kb.admin
+    for _ in range(3):
+        admin.register_cluster({"name": fresh("paged"), "tier": "edge"})
+    whole = admin.changes()
+    first = admin.changes(limit=2)
+    pages, seen, following = 1, [c["name"] for c in first["clusters"]], first["next"]
+    assert first["placements"] == whole["placements"] and first["full"]
+    while following:
+        page = admin.changes(limit=2, after=following)
+        assert page["placements"] == [] and page["applications"] == []  # with the first page only
+        seen += [c["name"] for c in page["clusters"]]
+        following, pages = page["next"], pages + 1
+    assert seen == [c["name"] for c in whole["clusters"]] and pages >= 2
+    with pytest.raises(KBError) as err:  # pages are for a full read
+        admin.changes(first["cursor"], limit=2)
+    assert err.value.status == 422

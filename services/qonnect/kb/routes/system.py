@@ -161,18 +161,23 @@ def changes(
     kb: KB,
     cursor: Annotated[str | None, Query(max_length=100, description="the previous answer's cursor")] = None,
     stale_after: Annotated[float, Query(ge=0.5, le=3600, description="seconds")] = STALE_AFTER,
+    limit: Annotated[int | None, Query(ge=1, le=5000, description="a full read: clusters per page")] = None,
+    after: Annotated[QueryText, Query(description="a full read: the previous page's ``next``")] = None,
 ) -> Response:
     """The change feed: without ``cursor`` everything (``full``), else what changed materially
     since that cursor (a heartbeat alone is no change), and always the clusters whose heartbeat or
     nodes are older than ``stale_after`` or whose agent cannot reach them (``stale``). 410: the
-    cursor is not known here (the KB restarted): read again without one."""
+    cursor is not known here (the KB restarted): read again without one. A full read may be paged
+    (``limit``, ``after``; ``next``): the first page's cursor then covers the whole read."""
+    if cursor is not None and (limit is not None or after is not None):
+        raise HTTPException(422, "limit: pages are for a full read (without a cursor)")
     now = time.time()
     since = None if cursor is None else _since(cursor, now)
     # below the KB's heartbeat timeout: a cluster not listed is then healthy as far as its
     # heartbeat goes (the caller caps its age at the answer's stale_after)
     stale_after = min(stale_after, kb.settings.heartbeat_timeout / 2)
     with kb.db.reader() as conn:
-        doc = queries.changes(conn, now, kb.settings.heartbeat_timeout, since, stale_after)
+        doc = queries.changes(conn, now, kb.settings.heartbeat_timeout, since, stale_after, limit, after)
     doc["clusters"] = [_as_inventory(c) for c in doc["clusters"]]
     doc["cursor"] = f"{INSTANCE}:{now!r}"
     body = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
