@@ -327,6 +327,16 @@ def _crash_loop(pod: dict) -> str:
     return ""
 
 
+def _latest(value: Any) -> float | None:
+    """The latest moment a timestamp may stand for: the API writes these conditions' times in
+    whole seconds, so ``...:10Z`` is any moment of that second; taking its end keeps the window
+    at least as long as asked (a crash loop's one-second Ready never passes as two)."""
+    moment = parse_time(value)
+    if moment is None or "." in str(value):
+        return moment
+    return moment + 1.0
+
+
 def ready_since(pod: dict) -> float | None:
     """When the pod last became Ready with its containers running as now (epoch seconds), or
     None when it is not Ready now."""
@@ -334,12 +344,12 @@ def ready_since(pod: dict) -> float | None:
     ready = next((c for c in _conditions(status) if c.get("type") == "Ready"), None)
     if ready is None or ready.get("status") != "True":
         return None
-    moments = [parse_time(ready.get("lastTransitionTime"))]
+    moments = [_latest(ready.get("lastTransitionTime"))]
     for c in status.get("containerStatuses") or []:
         running = (c.get("state") or {}).get("running")
         if not c.get("ready") or not isinstance(running, dict):
             return None
-        moments.append(parse_time(running.get("startedAt")))
+        moments.append(_latest(running.get("startedAt")))
     known = [m for m in moments if m is not None]
     return max(known) if known else None
 

@@ -57,7 +57,8 @@ def wait_ready(
     workloads the application has. ``min_ready`` > 0: a rolled-out workload without its own
     ``minReadySeconds`` is ready only once every pod of it has been Ready that long with no
     restart (readiness.ReadyWindow; one pod list per poll while any workload is in that
-    window); a pod crash-looping meanwhile fails the rollout at once.
+    window), and a new pod crash-looping while any workload still rolls out (its own
+    ``minReadySeconds`` or not) fails that rollout at once.
     """
     if not names:
         return []
@@ -69,15 +70,17 @@ def wait_ready(
     window = ReadyWindow(min_ready)
     while True:
         settling: list[tuple[tuple[str, str], dict]] = []  # rolled out, in the minimum-ready window
-        rolling: list[tuple[tuple[str, str], dict]] = []  # still rolling out, window applies
+        rolling: list[tuple[tuple[str, str], dict]] = []  # still rolling out
         for kind in kinds:
             for obj in client.list("apps/v1", kind, namespace, selector):
                 key = (kind, obj["metadata"]["name"])
                 if key not in pending:
                     continue
                 state = readiness(obj, kind)
-                if window.applies(obj) and not state.failed:
-                    (settling if state.ready else rolling).append((key, obj))
+                if state.ready and window.applies(obj):
+                    settling.append((key, obj))
+                elif not state.ready and not state.failed and window.seconds > 0:
+                    rolling.append((key, obj))  # a crash loop of its new pods fails it at once
                 _mark(pending, failed, key, state, settle=state.ready and window.applies(obj))
         if settling or rolling:
             pods = client.list("v1", "Pod", namespace)

@@ -108,26 +108,33 @@ def test_parse_time_and_selector():
 
 
 def test_ready_since_is_the_later_of_ready_and_the_last_container_start():
-    # a restart that did not flip the Ready condition still restarts the window
-    assert ready_since(pod(ready_at=100.0, started_at=130.0)) == 130.0
-    assert ready_since(pod(ready_at=100.0)) == 100.0
+    # a restart that did not flip the Ready condition still restarts the window; whole-second
+    # stamps count from the end of their second
+    assert ready_since(pod(ready_at=100.0, started_at=130.0)) == 131.0
+    assert ready_since(pod(ready_at=100.0)) == 101.0
     assert ready_since(pod(ready_at=None)) is None
+    precise = pod(ready_at=100.0)
+    precise["status"]["conditions"][0]["lastTransitionTime"] = "1970-01-01T00:01:40.250000Z"
+    precise["status"]["containerStatuses"][0]["state"]["running"]["startedAt"] = "1970-01-01T00:01:39.5Z"
+    assert ready_since(precise) == 100.25
 
 
 def test_a_pod_ready_long_enough_passes_at_once():
     window = ReadyWindow(3)
     now = 1_000_000.0
     assert window.check(deployment(), [pod(ready_at=now - 60)], now, 0.0).ready
+    assert not window.check(deployment(), [pod(ready_at=now - 2.5)], now, 0.0).ready  # 1.5 s at least
 
 
 def test_a_just_ready_pod_waits_for_the_window_then_passes():
     window = ReadyWindow(3)
     now = 1_000_000.0
-    fresh = pod(ready_at=now - 1)
+    fresh = pod(ready_at=now - 1)  # whole seconds: since now
     state = window.check(deployment(), [fresh], now, 10.0)
     assert not state.ready and not state.failed
-    assert "Ready for 1.0s of 3s" in state.reason
-    assert window.check(deployment(), [fresh], now + 2.5, 12.5).ready
+    assert "Ready for 0.0s of 3s" in state.reason
+    assert not window.check(deployment(), [fresh], now + 2.5, 12.5).ready
+    assert window.check(deployment(), [fresh], now + 3, 13.0).ready
 
 
 def test_the_waiter_s_own_sight_counts_when_the_host_clock_is_behind():
@@ -231,3 +238,19 @@ def test_the_module_s_window_a_deploy_3s_a_controller_migration_none_unless_give
     assert min_ready_seconds({"fencing": {"term": 2, "seq": 5}}) == 0.0
     assert min_ready_seconds({"fencing": {"term": 2, "seq": 5}, "min_ready_seconds": 4}) == 4.0
     assert min_ready_seconds({"min_ready_seconds": 0}) == 0.0
+
+
+def test_a_crash_loop_fails_a_workload_with_its_own_min_ready_seconds_too():
+    class Own(Cluster):
+        def list(self, api_version, kind, namespace=None, label_selector=None):
+            out = super().list(api_version, kind, namespace, label_selector)
+            if kind == "Deployment":
+                for d in out:
+                    d["spec"]["minReadySeconds"] = 10
+                    d["status"].pop("availableReplicas", None)  # Kubernetes holds it back
+            return out
+
+    cluster = Own(crash=True)
+    pending = waiter.wait_ready(cluster, "shop", "shop", [("Deployment", "web")], timeout=20, min_ready=3)
+    assert len(pending) == 1 and "crash-looping" in pending[0], pending
+    assert time.time() - cluster.start < 5
