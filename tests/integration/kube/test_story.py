@@ -439,3 +439,111 @@ def test_two_applications_upstream_manifests_and_adoption_on_real_clusters(story
     assert _changed(adopted) > 0
     web = yaml.safe_load(kubectl("fog-1", "-n", "team", "get", "deployment", "web", "-o", "yaml"))
     assert web["metadata"]["labels"]["qonnect.io/application"] == "team-web"
+
+
+def _spread_callers_app(name: str) -> dict:
+    """front (cloud) calls back, whose two replicas are spread over fog-1 and edge-1; a long
+    clusterGraceSeconds keeps the controller from migrating within the test, so what changes on
+    the caller's cluster is the self-heal's doing alone."""
+
+    def objects(svc: str, replicas: int) -> list[dict]:
+        labels = {"app": svc}
+        container = {
+            "name": svc,
+            "image": "nginx",
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+        }
+        return [
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": svc},
+                "spec": {"ports": [{"port": 80}], "selector": labels},
+            },
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": svc},
+                "spec": {
+                    "replicas": replicas,
+                    "selector": {"matchLabels": labels},
+                    "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+                },
+            },
+        ]
+
+    return {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterGraceSeconds": 600,
+            "services": [
+                {"name": "front", "tier": "cloud", "dependsOn": ["back"], "manifests": objects("front", 1)},
+                {
+                    "name": "back",
+                    "replicas": 2,
+                    "spread": 2,
+                    "constraints": {"filter": "tier != 'cloud'"},
+                    "manifests": objects("back", 1),
+                },
+            ],
+        },
+    }
+
+
+def test_callers_of_a_spread_service_follow_its_live_instance_on_real_clusters(
+    story: KubeStack, tmp_path: Path
+):
+    """Issue 23.6 on real API servers: the caller's address stub (an ExternalName Service on a
+    real cluster) names one instance of a spread service; when that instance's API server is
+    stopped, the stub is pointed at the live instance while the placement still lists the failed
+    cluster (no migration waited for), and points back into the list once it recovers."""
+    from kubernetes import client, config
+
+    app = "spread-calls"
+    story.start_kb()
+    story.start_testbed()
+    story.start_agents(1.0)
+    spec = tmp_path / f"{app}.yml"
+    spec.write_text(yaml.safe_dump(_spread_callers_app(app)))
+    placement = story.deploy(spec, timeout=300)
+    assert placement["front"][0]["cluster"] == "cloud-1", placement
+    backs = sorted({e["cluster"] for e in placement["back"]})
+    assert backs == ["edge-1", "fog-1"], placement
+    deploy_kubeconfig = story.admin.get_cluster("cloud-1")["kubeconfig"]  # qonnect-deploy's rights
+    core = client.CoreV1Api(config.new_client_from_config(config_file=deploy_kubeconfig))
+
+    def stub() -> tuple[str, str]:
+        svc = core.read_namespaced_service("back", app)
+        assert svc.spec.type == "ExternalName" and not svc.spec.cluster_ip, (
+            svc.spec
+        )  # as a real server keeps it
+        return svc.spec.external_name or "", (svc.metadata.annotations or {}).get("qonnect.io/addresses", "")
+
+    named, listed = stub()
+    target = next(b for b in backs if f".{b}." in named)
+    survivor = next(b for b in backs if b != target)
+    assert all(f".{b}." in listed for b in backs), listed
+    story.start_replicas(3, ["--agent-interval", "1"])
+    try:
+        story.wait_leader(60)
+        story.testbed("fail", target)
+        try:
+            wait_for(lambda: f".{survivor}." in stub()[0], 90, 0.5, "the caller's stub on the live instance")
+            still = sorted({e["cluster"] for e in story.placement(app)["back"]})
+            assert still == backs, f"the stub switched with the placement unchanged: {still}"
+            assert not [
+                e
+                for e in story.events(app)
+                if e["type"] == "controller.decision" and e.get("role") == "controller"
+            ], "no migration was decided within the application's grace"
+        finally:
+            story.testbed("recover", target)
+        wait_for(
+            lambda: all(c["healthy"] for c in story.admin.inventory()["clusters"]), 120, 1.0, "recovered"
+        )
+        named, listed = stub()
+        assert all(f".{b}." in listed for b in backs), listed
+    finally:
+        story.stop_replicas()
