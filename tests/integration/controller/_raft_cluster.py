@@ -94,6 +94,14 @@ class Cluster:
         self.procs[port].send_signal(signal.SIGCONT)
         self.stopped.discard(port)
 
+    def slow(self, port: int, delay: float) -> None:
+        """Delay the replica's answers to appends by ``delay`` seconds (0: no longer)."""
+        path = self.ctl / f"slow-{port}"
+        if delay > 0:
+            path.write_text(str(delay))
+        else:
+            path.unlink(missing_ok=True)
+
     def kill(self, port: int) -> None:
         self.procs[port].kill()
         self.procs[port].wait()

@@ -11,6 +11,7 @@ included) goes to stderr.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import logging
@@ -20,6 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 
 def main() -> int:
@@ -53,6 +55,33 @@ def main() -> int:
             except ProposalError:
                 time.sleep(0.05)
 
+    # A slow way back (CONTROL_DIR/slow-<port> holds seconds): this replica's answers to the
+    # leader's appends leave late, in order, as from a host too busy to answer in time.
+    slow = {"delay": 0.0}
+    pending: collections.deque[tuple[float, Any, Any]] = collections.deque()
+    transport = node._SyncObj__transport
+    send = transport.send
+
+    def delayed_send(peer: Any, message: Any) -> Any:
+        if (
+            isinstance(message, dict)
+            and message.get("type") == "next_node_idx"
+            and (slow["delay"] or pending)
+        ):
+            due = time.monotonic() + slow["delay"]
+            pending.append((max(due, pending[-1][0]) if pending else due, peer, message))
+            return True
+        return send(peer, message)
+
+    def flush() -> None:  # on pysyncobj's own thread, like every send
+        now = time.monotonic()
+        while pending and pending[0][0] <= now:
+            _due, peer, message = pending.popleft()
+            send(peer, message)
+
+    transport.send = delayed_send
+    node.addOnTickCallback(flush)
+
     for _ in range(4):  # several commands in flight, as a loop with migrations running has
         threading.Thread(target=propose, daemon=True).start()
     last = time.monotonic()
@@ -60,6 +89,10 @@ def main() -> int:
     while True:
         now = time.monotonic()
         max_gap, last = max(max_gap, now - last), now
+        try:
+            slow["delay"] = float((ctl / f"slow-{me}").read_text())
+        except (OSError, ValueError):
+            slow["delay"] = 0.0
         try:  # the tick thread applies entries meanwhile: keep a reading taken at one index
             applied = node.raftLastApplied
             machine = json.dumps(node.machine.to_dict(), sort_keys=True, default=str)

@@ -37,15 +37,20 @@ class Follower:
         self.node = RaftNode(f"127.0.0.1:{_free_port()}", peers, "s3cr3t-" * 6, None, quiet)
         self.leader = sorted(self.node.otherNodes, key=lambda n: n.id)[0]
         self.replies: list[dict[str, Any]] = []
-        transport = self.node._SyncObj__transport  # type: ignore[attr-defined]
-        transport.send = lambda node, message: self.replies.append(message) or True
+        transport = self.node._SyncObj__transport
+
+        def record(node: Any, message: dict[str, Any]) -> bool:
+            self.replies.append(message)
+            return True
+
+        transport.send = record
         self.inbox: queue.Queue[tuple[dict[str, Any], threading.Event]] = queue.Queue()
         self.node.addOnTickCallback(self._deliver)
 
     def _deliver(self) -> None:
         while not self.inbox.empty():
             message, done = self.inbox.get()
-            self.node._SyncObj__onMessageReceived(self.leader, message)  # type: ignore[attr-defined]
+            self.node._SyncObj__onMessageReceived(self.leader, message)
             done.set()
 
     def append(
@@ -65,7 +70,7 @@ class Follower:
         return self.replies[-1]
 
     def log(self) -> list[tuple[int, int]]:
-        return [(e[1], e[2]) for e in self.node._SyncObj__raftLog]  # type: ignore[attr-defined]
+        return [(e[1], e[2]) for e in self.node._SyncObj__raftLog]
 
     def wait_applied(self, index: int) -> None:
         deadline = time.monotonic() + 5
