@@ -394,13 +394,23 @@ class Kubelets:
         reason = "" if all_ready else "ContainersNotReady"
         message = "" if all_ready else f"containers with unready status: [{' '.join(not_ready)}]"
         start = _stamp(bound)
+        # Ready and ContainersReady changed when the last container (re)started, or when one
+        # last exited (a crash loop), as a kubelet records them: the Deployment controller's
+        # minReadySeconds and deploy's minimum-ready window count from this moment
+        if all_ready:
+            moments = [(v.state.get("running") or {}).get("startedAt") for _c, v in views]
+        else:
+            moments = [
+                ((v.last_state.get("terminated") or {}).get("finishedAt")) for _c, v in views if not v.ready
+            ]
+        changed = max([m for m in moments if m] + [start])
 
         def cond(kind: str, ok: bool) -> dict[str, Any]:
             c = {
                 "type": kind,
                 "status": "True" if ok else "False",
                 "lastProbeTime": None,
-                "lastTransitionTime": start,
+                "lastTransitionTime": changed if kind in ("Ready", "ContainersReady") else start,
             }
             if not ok:
                 c.update(reason=reason, message=message)
