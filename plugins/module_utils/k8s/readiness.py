@@ -257,9 +257,9 @@ def parse_time(value: Any) -> float | None:
         return None
     text = value.strip().replace("Z", "+00:00")
     if "." in text:  # fractions: at most microseconds for fromisoformat on Python 3.10
-        head, _, rest = text.partition(".")
-        digits = "".join(ch for ch in rest if ch.isdigit())
-        text = f"{head}.{(digits + '000000')[:6]}{rest[len(digits) :]}"
+        head, rest = text.split(".", 1)
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        text = f"{head}.{(rest[:digits] + '000000')[:6]}{rest[digits:]}"
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:

@@ -34,7 +34,8 @@ def kubeconfig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     directory = tmp_path_factory.mktemp("min-ready-emulator")
     args = ("--profile", "tiers", "--clusters", "1", "--start-delay", "0.3")
     with started_testbed(directory, *args) as doc:
-        yield next(c["kubeconfig"] for c in doc["clusters"] if c["name"] == CLUSTER)
+        (entry,) = [c for c in doc["clusters"] if c["name"] == CLUSTER]
+        yield entry["kubeconfig"]
 
 
 def deployment(image: str) -> dict:

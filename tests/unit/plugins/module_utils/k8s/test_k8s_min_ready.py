@@ -98,6 +98,7 @@ def pod(
 def test_parse_time_and_selector():
     assert parse_time("1970-01-01T00:00:10Z") == 10.0
     assert parse_time("1970-01-01T00:00:10.123456789Z") == 10.123456
+    assert parse_time("1970-01-01T01:00:10.5+01:00") == 10.5
     assert parse_time("") is None and parse_time("yesterday") is None
     assert selector_matches({"matchLabels": {"app": "web"}}, {"app": "web", "x": "y"})
     assert not selector_matches({"matchLabels": {"app": "web"}}, {"app": "db"})
