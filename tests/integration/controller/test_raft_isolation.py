@@ -1,8 +1,9 @@
 """Migrations run below the replica's CPU priority, so a host they saturate keeps its leader.
 
 Real migration runs (the controller's Executor, ansible-runner, ansible-playbook, a module
-that keeps every core busy, as migrations did in issue 21) run beside three real RaftNode
-replicas (``_raft_replica.py``) that commit commands back to back. The runs' processes carry
+that keeps every core busy, as migrations did in issue 21) run inside the leader of three real
+RaftNode replicas (``_raft_replica.py``), as the controller loop runs them, while the leader
+commits commands back to back. The runs' processes carry
 the lowered priority; no replica sees a new term while they run.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from _raft_cluster import Cluster
 from qonnect.controller import proctree
-from qonnect.controller.executor import SUCCEEDED, Executor
+from qonnect.controller.executor import SUCCEEDED
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -47,31 +47,9 @@ PLAYBOOK = """
 """
 
 
-def _executor(tmp_path: Path, index: int, procs: int) -> Executor:
-    playbook = tmp_path / "busy.yml"
-    playbook.write_text(PLAYBOOK)
-    token = tmp_path / "token"
-    token.write_text("unused-kb-token")
-    token.chmod(0o600)
-    return Executor(
-        str(playbook),
-        str(tmp_path / f"runs-{index}"),
-        "http://127.0.0.1:9",
-        str(token),
-        timeout=120,
-        extra={"out": str(tmp_path / f"nice-{index}"), "procs": procs, "seconds": BUSY_SECONDS},
-        owner=proctree.new_owner(f"isolation-{index}"),
-    )
-
-
-def _decision(index: int) -> dict[str, Any]:
-    return {"id": f"d{index}", "app": f"app{index}", "reason": "load", "exclude": [], "service": None}
-
-
 def test_migrations_run_niced_and_a_saturated_host_keeps_its_leader(tmp_path: Path) -> None:
     base = os.getpriority(os.PRIO_PROCESS, 0)
     cluster = Cluster(tmp_path / "raft")
-    runs: list[threading.Thread] = []
     try:
         for port in cluster.ports:
             cluster.start(port)
@@ -80,29 +58,34 @@ def test_migrations_run_niced_and_a_saturated_host_keeps_its_leader(tmp_path: Pa
         time.sleep(2.0)  # settled: every replica follows the leader and commits flow
         before = {p: cluster.view(p) for p in cluster.ports}
         assert all(before.values()), cluster.tails()
-        cores = os.cpu_count() or 2
-        outcomes: dict[int, Any] = {}
-        for index in range(3):  # three migrations at once, together 3 x cores busy processes
-            executor = _executor(tmp_path, index, cores)
 
-            def run(index: int = index, executor: Executor = executor) -> None:
-                outcomes[index] = executor.run(
-                    _decision(index), 1, {"term": 1, "seq": index + 1}, lambda: True
-                )
-
-            runs.append(threading.Thread(target=run))
-            runs[-1].start()
-        for thread in runs:
-            thread.join(timeout=180)
+        playbook = tmp_path / "busy.yml"
+        playbook.write_text(PLAYBOOK)
+        token = tmp_path / "token"
+        token.write_text("unused-kb-token")
+        token.chmod(0o600)
+        order = {  # three migrations at once in the leader's process, 3 x cores busy processes
+            "playbook": str(playbook),
+            "runs": str(tmp_path / "runs"),
+            "token": str(token),
+            "count": 3,
+            "extra": {"procs": os.cpu_count() or 2, "seconds": BUSY_SECONDS},
+        }
+        (cluster.ctl / "migrate").write_text(json.dumps(order))
+        deadline = time.monotonic() + 150
+        done: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            view = cluster.view(leader)
+            done = view["migrations"] if view else {}
+            if len(done) == 4:  # "started" and the three outcomes
+                break
+            time.sleep(0.2)
         after = {p: cluster.view(p) for p in cluster.ports}
 
-        assert all(o.result == SUCCEEDED for o in outcomes.values()) and len(outcomes) == 3, outcomes
-        niced = {int((tmp_path / f"nice-{i}").read_text()) for i in range(3)}
+        assert [done.get(str(i)) for i in range(3)] == [SUCCEEDED] * 3, f"{done}\n{cluster.tails()}"
+        niced = {int(f.read_text()) for f in (tmp_path / "runs").glob("nice-*")}
         assert niced == {min(19, base + proctree.DEFAULT_MIGRATION_NICE)}, (
             "migrations ran at the replica's priority"
-        )
-        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base, (
-            "the caller kept its priority"
         )
 
         assert all(after.values()), f"a replica stopped reporting under load:\n{cluster.tails()}"
@@ -113,6 +96,4 @@ def test_migrations_run_niced_and_a_saturated_host_keeps_its_leader(tmp_path: Pa
         assert after[leader]["committed"] > before[leader]["committed"], "commits kept flowing"  # type: ignore[index]
         assert not cluster.diverged()
     finally:
-        for thread in runs:
-            thread.join(timeout=60)
         cluster.close()
