@@ -21,8 +21,16 @@ connections are held at once (idle connections from an allowed address held one 
 The server binds exactly the ``--self`` address (pysyncobj would bind 0.0.0.0:<port>), and a
 bind failure stops the replica with an error naming the address instead of retrying silently.
 
-pysyncobj is used through private names (its transport, its TCP connection, one SyncObj method),
-so only the tested version range is accepted (``TESTED_PYSYNCOBJ``).
+Log replication follows Raft (section 5.3) where pysyncobj 0.3.17 does not: a follower keeps the
+entries it holds with the leader's term (pysyncobj deleted everything after ``prevLogIdx``
+whenever its log was longer, applied entries included, when the leader repeated entries after a
+late answer: ``truncating already-applied log entries ... state machine may have diverged``,
+issue 21), commits only entries the leader's message vouched for, and the leader does not move
+a follower's next index back on a late acknowledgement (``RaftNode._append_entries``,
+``RaftNode._next_node_idx``).
+
+pysyncobj is used through private names (its transport, its TCP connection, its message handler
+and state), so only the tested version range is accepted (``TESTED_PYSYNCOBJ``).
 """
 
 from __future__ import annotations
