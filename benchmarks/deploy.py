@@ -494,7 +494,7 @@ def run_shop(reps: int) -> dict:
             "--json",
         ]
         clusters_used = 0
-        for _ in range(reps):
+        for _rep in range(reps):
             times["plan_s"].append(timed(plan_cmd, env))
             times["deploy_s"].append(timed(deploy, env))
             late = not_ready(fed, SHOP)

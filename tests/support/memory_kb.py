@@ -225,7 +225,7 @@ class MemoryKB:
         by registration); 410 for a cursor it did not give."""
         since = None
         if cursor is not None:
-            instance, _, rev = cursor.partition(":")
+            instance, _sep, rev = cursor.partition(":")
             if instance != self.instance or not rev.isdigit() or int(rev) > self.rev:
                 raise KBError(410, "cursor: not known to this KB instance; read without one")
             since = int(rev)

@@ -17,7 +17,7 @@ DIVERGED = "state machine may have diverged"
 
 
 def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
+    socks = [socket.socket() for _i in range(n)]
     try:
         for s in socks:
             s.bind(("127.0.0.1", 0))
@@ -144,4 +144,4 @@ class Cluster:
 
 def busy_children(count: int) -> list[subprocess.Popen[bytes]]:
     """CPU-bound processes at normal priority, like migrations' ansible-playbook workers."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _i in range(count)]

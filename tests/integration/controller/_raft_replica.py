@@ -59,7 +59,7 @@ def main() -> int:
 
     slow = slow_answers(node)
 
-    for _ in range(4):  # several commands in flight, as a loop with migrations running has
+    for _i in range(4):  # several commands in flight, as a loop with migrations running has
         threading.Thread(target=propose, daemon=True).start()
     migrations: dict[str, Any] = {}  # run index -> outcome, once CONTROL_DIR/migrate asks for runs
 

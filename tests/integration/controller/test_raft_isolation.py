@@ -36,7 +36,7 @@ PLAYBOOK = """
             import os, sys, time
             open(sys.argv[1], "w").write(str(os.getpriority(os.PRIO_PROCESS, 0)))
             end = time.monotonic() + float(sys.argv[3])
-            for _ in range(int(sys.argv[2]) - 1):
+            for _i in range(int(sys.argv[2]) - 1):
                 if os.fork() == 0:
                     break
             while time.monotonic() < end:

@@ -201,7 +201,7 @@ def test_qonnect_status_summarises_a_large_federation(live_kb, fresh, monkeypatc
 
 def test_a_full_read_comes_in_pages(live_kb, fresh):
     admin = live_kb.admin
-    for _ in range(3):
+    for _i in range(3):
         admin.register_cluster({"name": fresh("paged"), "tier": "edge"})
     whole = admin.changes()
     first = admin.changes(limit=2)

@@ -162,7 +162,7 @@ def test_the_change_feed_names_what_changed(kb: Impl):
 
 
 def test_the_inventory_pages_and_summarises(kb: Impl):
-    names = [fresh("page") for _ in range(3)]
+    names = [fresh("page") for _i in range(3)]
     for name in names:
         kb.admin.register_cluster({"name": name, "tier": "fog"})
     seen, after = [], None

@@ -130,7 +130,7 @@ STALE_AFTER = 3.0  # default: clusters whose heartbeat or nodes are older are li
 
 def _since(cursor: str, now: float) -> float:
     """The KB time from which a cursor's changes are read again; 410 for a cursor not ours."""
-    instance, _, stamp = cursor.partition(":")
+    instance, _sep, stamp = cursor.partition(":")
     try:
         at = float(stamp)
     except ValueError:

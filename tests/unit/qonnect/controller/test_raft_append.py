@@ -32,7 +32,7 @@ class Follower:
     the replica's own tick thread, and its replies are recorded."""
 
     def __init__(self) -> None:
-        peers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+        peers = [f"127.0.0.1:{_free_port()}" for _i in range(2)]
         quiet = Timing(election_min=600, election_max=1200, leader_fallback=1300, connection_timeout=1300)
         self.node = RaftNode(f"127.0.0.1:{_free_port()}", peers, "s3cr3t-" * 6, None, quiet)
         self.leader = sorted(self.node.otherNodes, key=lambda n: n.id)[0]
