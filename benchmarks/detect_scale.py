@@ -198,7 +198,7 @@ def run(n: int, args: argparse.Namespace) -> dict[str, Any]:
                     began = time.monotonic()
                     cpu0 = time.thread_time()
                     try:
-                        snapshot, _ = read(kb, time.time())
+                        snapshot, _placements = read(kb, time.time())
                     except KBError:
                         failures += 1
                         ok_since = None
