@@ -70,6 +70,7 @@ PLAY = """
         plan: "{{ omit if bystander else {'services': {'web': [{'cluster': target, 'replicas': 1}]}} }}"
         exclude: "{{ [target] if bystander else omit }}"
         wait_timeout: 60
+        min_ready_seconds: 0  # set-up, not measured: no minimum-ready window per application
       loop: "{{ apps }}"
       loop_control: {label: "{{ item.metadata.name }}"}
 """
@@ -181,7 +182,7 @@ def deploy_all(stack: Stack, names: list[str], target: str, workdir: Path, bysta
         [str(BIN / "ansible-playbook"), str(play), "-e", f"@{extra}"],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1800,
         env=stack.env,
         cwd=workdir,
         check=False,
