@@ -391,6 +391,46 @@ def recovery(stack: Stack, cluster: str, names: list[str], watch: float) -> dict
     }
 
 
+# Heal seconds (failure -> every application Healthy elsewhere) against k, as measured before:
+# issue 21's report (one playbook per decision, unbounded) and the batched executor of 2026-12-03.
+EARLIER = {
+    "issue 21 report (one run per decision)": [(1, 13.4), (5, 57.8), (20, 607.0)],
+    "2026-12-03 (batched runs)": [(1, 23.9), (10, 31.8), (20, 45.4)],
+}
+
+
+def chart(results: list[dict[str, Any]], path: Path, label: str) -> None:
+    """Heal seconds against k: this run's all-healed and p50, beside the earlier measurements."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, points in EARLIER.items():
+        ax.plot([k for k, _s in points], [s for _k, s in points], marker="o", linestyle="--", label=name)
+    done = [r for r in results if r.get("heal_all_seconds") is not None]
+    ax.plot(
+        [r["k"] for r in done],
+        [r["heal_all_seconds"] for r in done],
+        marker="o",
+        label=f"{label}: all healed",
+    )
+    ax.plot(
+        [r["k"] for r in done], [r["heal_seconds"]["p50"] for r in done], marker="x", label=f"{label}: p50"
+    )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("applications on the failed cluster (k)")
+    ax.set_ylabel("seconds from the failure")
+    ax.set_title("Healing a fleet: heal time against k")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ks", default="1,10,20", help="comma-separated application counts")
@@ -405,6 +445,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print JSON only")
     parser.add_argument("--out", help="also write the JSON here")
     parser.add_argument("--keep", help="keep each k's processes' logs and run artifacts under this directory")
+    parser.add_argument("--chart", help="also draw heal seconds against k (PNG) beside the earlier figures")
+    parser.add_argument("--label", default="this run", help="this run's name in the chart")
     args = parser.parse_args()
     results = []
     for k in [int(x) for x in args.ks.split(",") if x.strip()]:
@@ -424,6 +466,8 @@ def main() -> int:
             print(json.dumps(res), file=sys.stderr, flush=True)
         if args.out:
             Path(args.out).write_text(json.dumps({"checkout": str(ROOT), "results": results}, indent=2))
+    if args.chart:
+        chart(results, Path(args.chart), args.label)
     print(json.dumps({"checkout": str(ROOT), "results": results}, indent=2))
     return 0
 
