@@ -130,6 +130,25 @@ def current_placement(record: dict | None) -> dict:
     return record.get("current") or record.get("desired") or {}
 
 
+def latency_matrix(rows: Any, locations: dict) -> dict:
+    """The inventory's ``latency_ms`` from measured rows ``(cluster, peer, ms)``: keyed by
+    location, and a round trip is one path seen from both of its ends, so a pair's value is the
+    largest that any agent at either end measured (issue 25: one agent's token can make its own
+    paths look slower than its peers measure them, never faster). A path measured from one end
+    only keeps that end's value. The KB's inventory and the controller's cached view both use it."""
+    out: dict = {}
+    for cluster, peer, ms in rows:
+        row = out.setdefault(locations.get(cluster, cluster), {})
+        dst = locations.get(peer, peer)
+        row[dst] = max(ms, row.get(dst, ms))
+    for src, row in out.items():
+        for dst, ms in row.items():
+            back = out.get(dst, {}).get(src)
+            if back is not None and back > ms:
+                row[dst] = back
+    return out
+
+
 def free_capacity(cluster: Any) -> dict[str, float]:
     """:meth:`Cluster.free` of one cluster of an inventory dict (the KB's inventory format).
 

@@ -30,7 +30,10 @@ import time
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
-from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
+    current_placement,
+    latency_matrix,
+)
 
 from qonnect.controller.detector import Snapshot
 
@@ -242,21 +245,14 @@ class FleetView:
         }
 
     def latency_matrix(self) -> dict[str, dict[str, float]]:
-        """As the KB computes it (queries.latency_matrix): by location, the larger of both ends."""
+        """As the KB computes it: by location, the larger of both ends (placement.model.latency_matrix)."""
         found = self._cached.get("latency")
         if found is not None:
             return found
         locations = {n: c.get("location", n) for n, c in self.clusters.items()}
-        out: dict[str, dict[str, float]] = {}
-        for (cluster, peer), ms in sorted(self.latencies.items()):
-            row = out.setdefault(locations.get(cluster, cluster), {})
-            dst = locations.get(peer, peer)
-            row[dst] = max(ms, row.get(dst, ms))
-        for src, row in out.items():
-            for dst, ms in row.items():
-                back = out.get(dst, {}).get(src)
-                if back is not None and back > ms:
-                    row[dst] = back
+        out = latency_matrix(
+            ((cluster, peer, ms) for (cluster, peer), ms in sorted(self.latencies.items())), locations
+        )
         self._cached["latency"] = out
         return out
 

@@ -13,6 +13,9 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.model impor
     current_placement,
     free_capacity,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
+    latency_matrix as model_latency_matrix,
+)
 from fastapi import HTTPException
 
 from qonnect.kb.jsonsafe import storable_problems
@@ -115,20 +118,29 @@ def _nodes_by_cluster(conn: Conn, now: float, cluster: str | None = None) -> dic
         args = (cluster,)
     out: dict[str, list] = {}
     for name, data, received, economics, node_economics in conn.all(sql, args):
-        default = json.loads(economics) if economics else {}
-        per_node = json.loads(node_economics) if node_economics else {}
-        unlisted = _unlisted_node_economics(per_node)
-        nodes = out[name] = json.loads(data)
-        for node in nodes:
-            own = per_node.get(node["name"]) or {}
-            for key in ECONOMICS:  # never a reported value (rows stored before migration 6 hold some)
-                value = own[key] if own.get(key) is not None else default.get(key, unlisted.get(key))
-                if value is None:
-                    node.pop(key, None)
-                else:
-                    node[key] = value
-            node["heartbeat_age"] = age(now, received)
+        out[name] = stored_nodes(data, received, economics, node_economics, now)
     return out
+
+
+def stored_nodes(
+    data: str, received: float | None, economics: str | None, node_economics: str | None, now: float
+) -> list[dict[str, Any]]:
+    """A cluster's stored node list with the registered economics laid over it (a report's own
+    are never kept) and each node's age by the KB's clock."""
+    default = json.loads(economics) if economics else {}
+    per_node = json.loads(node_economics) if node_economics else {}
+    unlisted = _unlisted_node_economics(per_node)
+    nodes = json.loads(data)
+    for node in nodes:
+        own = per_node.get(node["name"]) or {}
+        for key in ECONOMICS:  # never a reported value (rows stored before migration 6 hold some)
+            value = own[key] if own.get(key) is not None else default.get(key, unlisted.get(key))
+            if value is None:
+                node.pop(key, None)
+            else:
+                node[key] = value
+        node["heartbeat_age"] = age(now, received)
+    return nodes
 
 
 def _unlisted_node_economics(per_node: dict[str, Any]) -> dict[str, float]:
@@ -172,17 +184,9 @@ def latency_matrix(conn: Conn) -> dict[str, dict[str, float]]:
     slower than its peers measure them, never faster (a forged 0 ms attracts nothing while the
     peer's agent measures the path). A path measured from one end only keeps that end's value."""
     locations = dict(conn.all("SELECT name, location FROM clusters"))
-    out: dict[str, dict[str, float]] = {}
-    for cluster, peer, ms in conn.all("SELECT cluster, peer, ms FROM latencies ORDER BY cluster, peer"):
-        row = out.setdefault(locations.get(cluster, cluster), {})
-        dst = locations.get(peer, peer)
-        row[dst] = max(ms, row.get(dst, ms))
-    for src, row in out.items():
-        for dst, ms in row.items():
-            back = out.get(dst, {}).get(src)
-            if back is not None and back > ms:
-                row[dst] = back
-    return out
+    return model_latency_matrix(
+        conn.all("SELECT cluster, peer, ms FROM latencies ORDER BY cluster, peer"), locations
+    )
 
 
 # -- applications -------------------------------------------------------------------------
@@ -395,21 +399,9 @@ def _inventory_clusters(
         (*args, limit) if limit is not None else args,
     ):
         broken = credentials_broken(reachable, error)
-        nodes: list[dict[str, Any]] = []
-        if data is not None:
-            default = json.loads(economics) if economics else {}
-            per_node = json.loads(node_economics) if node_economics else {}
-            unlisted = _unlisted_node_economics(per_node)
-            nodes = json.loads(data)
-            for node in nodes:
-                own = per_node.get(node["name"]) or {}
-                for key in ECONOMICS:  # never a reported value (rows stored before migration 6 hold some)
-                    value = own[key] if own.get(key) is not None else default.get(key, unlisted.get(key))
-                    if value is None:
-                        node.pop(key, None)
-                    else:
-                        node[key] = value
-                node["heartbeat_age"] = age(now, received)
+        nodes: list[dict[str, Any]] = (
+            [] if data is None else stored_nodes(data, received, economics, node_economics, now)
+        )
         cluster = {
             "name": name,
             "tier": tier,
