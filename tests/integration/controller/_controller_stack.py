@@ -65,6 +65,51 @@ def small_app(
     }
 
 
+def spread_app(name: str, back: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """front (cloud, one replica) calls back, whose two replicas are spread over two clusters
+    (``back``: the back service's placement fields, e.g. a tier or constraints; ``spec``: more
+    fields of the application's spec)."""
+
+    def objects(svc: str) -> list[dict[str, Any]]:
+        labels = {"app": svc}
+        container = {
+            "name": svc,
+            "image": "nginx",
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+        }
+        return [
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": svc},
+                "spec": {"ports": [{"port": 80}], "selector": labels},
+            },
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": svc},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": labels},
+                    "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+                },
+            },
+        ]
+
+    return {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": name},
+        "spec": {
+            **spec,
+            "services": [
+                {"name": "front", "tier": "cloud", "dependsOn": ["back"], "manifests": objects("front")},
+                {"name": "back", "replicas": 2, "spread": 2, **back, "manifests": objects("back")},
+            ],
+        },
+    }
+
+
 class Replica:
     """One `qonnect controller run` process."""
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
-from _controller_stack import BIN, REPO, Stack, small_app, wait_for
+from _controller_stack import BIN, REPO, Stack, small_app, spread_app, wait_for
 from ansible_collections.qonnect.core.plugins.module_utils.keys import GRACE_ANNOTATION
 from qonnect.controller import journal
 
@@ -211,48 +211,6 @@ def test_a_version_that_fails_everywhere_moves_once_then_rolls_back(fleet: Stack
         stack.stop_replicas()
 
 
-def _spread_app(name: str) -> dict:
-    """front (one replica) calls back, whose two replicas are spread over two clusters."""
-
-    def service(svc: str, replicas: int) -> list[dict]:
-        labels = {"app": svc}
-        container = {
-            "name": svc,
-            "image": "nginx",
-            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-        }
-        return [
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": svc},
-                "spec": {"ports": [{"port": 80}], "selector": labels},
-            },
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": svc},
-                "spec": {
-                    "replicas": replicas,
-                    "selector": {"matchLabels": labels},
-                    "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
-                },
-            },
-        ]
-
-    return {
-        "apiVersion": "qonnect.io/v1",
-        "kind": "Application",
-        "metadata": {"name": name},
-        "spec": {
-            "services": [
-                {"name": "front", "tier": "cloud", "dependsOn": ["back"], "manifests": service("front", 1)},
-                {"name": "back", "tier": "fog", "replicas": 2, "spread": 2, "manifests": service("back", 1)},
-            ]
-        },
-    }
-
-
 @pytest.fixture()
 def paper(tmp_path) -> Iterator[Stack]:
     """All nine clusters of the paper testbed: three per tier, so a fog service spread over two
@@ -277,7 +235,7 @@ def test_callers_of_a_spread_service_follow_its_live_instances_after_a_failover(
 
     stack = paper
     app = "spread-calls"
-    deploy(stack, _spread_app(app))
+    deploy(stack, spread_app(app, {"tier": "fog"}))
     placement = stack.placement(app)
     front = placement["front"][0]["cluster"]
     backs = sorted({e["cluster"] for e in placement["back"]})

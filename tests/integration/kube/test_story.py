@@ -24,7 +24,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
 
-from _controller_stack import REPO, Stack, wait_for
+from _controller_stack import REPO, Stack, spread_app, wait_for
 from ansible_collections.qonnect.core.plugins.module_utils.keys import SELF_HEAL_LABEL
 from support import run_qonnect
 from support.federation import registration
@@ -441,57 +441,6 @@ def test_two_applications_upstream_manifests_and_adoption_on_real_clusters(story
     assert web["metadata"]["labels"]["qonnect.io/application"] == "team-web"
 
 
-def _spread_callers_app(name: str) -> dict:
-    """front (cloud) calls back, whose two replicas are spread over fog-1 and edge-1; a long
-    clusterGraceSeconds keeps the controller from migrating within the test, so what changes on
-    the caller's cluster is the self-heal's doing alone."""
-
-    def objects(svc: str, replicas: int) -> list[dict]:
-        labels = {"app": svc}
-        container = {
-            "name": svc,
-            "image": "nginx",
-            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-        }
-        return [
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": svc},
-                "spec": {"ports": [{"port": 80}], "selector": labels},
-            },
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": svc},
-                "spec": {
-                    "replicas": replicas,
-                    "selector": {"matchLabels": labels},
-                    "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
-                },
-            },
-        ]
-
-    return {
-        "apiVersion": "qonnect.io/v1",
-        "kind": "Application",
-        "metadata": {"name": name},
-        "spec": {
-            "clusterGraceSeconds": 600,
-            "services": [
-                {"name": "front", "tier": "cloud", "dependsOn": ["back"], "manifests": objects("front", 1)},
-                {
-                    "name": "back",
-                    "replicas": 2,
-                    "spread": 2,
-                    "constraints": {"filter": "tier != 'cloud'"},
-                    "manifests": objects("back", 1),
-                },
-            ],
-        },
-    }
-
-
 def test_callers_of_a_spread_service_follow_its_live_instance_on_real_clusters(
     story: KubeStack, tmp_path: Path
 ):
@@ -506,7 +455,9 @@ def test_callers_of_a_spread_service_follow_its_live_instance_on_real_clusters(
     story.start_testbed()
     story.start_agents(1.0)
     spec = tmp_path / f"{app}.yml"
-    spec.write_text(yaml.safe_dump(_spread_callers_app(app)))
+    # a long clusterGraceSeconds: no migration within the test, what changes is the self-heal's doing
+    body = spread_app(app, {"constraints": {"filter": "tier != 'cloud'"}}, clusterGraceSeconds=600)
+    spec.write_text(yaml.safe_dump(body))
     placement = story.deploy(spec, timeout=300)
     assert placement["front"][0]["cluster"] == "cloud-1", placement
     backs = sorted({e["cluster"] for e in placement["back"]})
