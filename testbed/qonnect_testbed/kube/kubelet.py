@@ -31,6 +31,7 @@ LEASE_SECONDS = 40
 LEASE_RENEW = 10.0  # the kubelet's default: a quarter of the 40 s lease
 STATUS_EVERY = 60.0
 DELETE_AFTER = 0.3  # seconds a "killed" container takes before the kubelet confirms deletion
+DELETE_RETRY = 1.0  # seconds between tries to confirm a deletion the API server did not take
 
 
 class FaultPolicy(Protocol):
@@ -285,18 +286,28 @@ class Kubelets:
             self._tasks[uid] = asyncio.create_task(self._lifecycle(uid), name="run")
 
     async def _confirm_delete(self, pod: dict[str, Any]) -> None:
+        """Confirm a deletion as a kubelet does once the containers are gone, and keep trying
+        while the API server is away (a deletion it missed would leave the pod Terminating for
+        ever: its ReplicaSet makes a replacement beside it, its namespace never goes)."""
         meta = pod["metadata"]
         await asyncio.sleep(DELETE_AFTER)
-        with contextlib.suppress(KubeApiError):
-            await self.api.delete(
-                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
-                {
-                    "apiVersion": "v1",
-                    "kind": "DeleteOptions",
-                    "gracePeriodSeconds": 0,
-                    "preconditions": {"uid": meta["uid"]},
-                },
-            )
+        while True:
+            try:
+                await self.api.delete(
+                    f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "DeleteOptions",
+                        "gracePeriodSeconds": 0,
+                        "preconditions": {"uid": meta["uid"]},
+                    },
+                )
+                return
+            except KubeApiError as exc:
+                if exc.code in (404, 409):
+                    return  # already gone, or the name now belongs to a new pod
+                log.debug("%s: confirming the deletion of %s: %s", self.cluster.name, meta["name"], exc)
+                await asyncio.sleep(DELETE_RETRY)
 
     def _plan(self, pod: dict[str, Any]) -> list[tuple[dict[str, Any], str | None, float, float]]:
         """Per container: (container, fault kind, fault seconds, start delay)."""

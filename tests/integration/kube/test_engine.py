@@ -246,3 +246,49 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_after_an_api_server_restart_pods_match_what_the_controllers_want(tiers: KubeFederation):
+    """Issue 22.12: the kubelet recovers like a kubelet. A Deployment scaled to 0 just before its
+    API server is killed (the kubelet's confirmations of the deletions meet a stopped server),
+    then recovered: no pod is left Terminating; scaled to 2 again, exactly 2 pods run; its
+    namespace, deleted, goes with all its pods."""
+    with api(tiers.kubeconfig("edge-1")) as c:
+        core, apps = client.CoreV1Api(c), client.AppsV1Api(c)
+        ns = namespace(core)
+        apps.create_namespaced_deployment(ns, deployment("web", replicas=2))
+        wait_for(
+            lambda: apps.read_namespaced_deployment_status("web", ns).status.ready_replicas == 2, 60, "2/2"
+        )
+        apps.patch_namespaced_deployment_scale("web", ns, {"spec": {"replicas": 0}})
+        wait_for(
+            lambda: all(p.metadata.deletion_timestamp for p in core.list_namespaced_pod(ns).items),
+            30,
+            "the pods marked for deletion",
+        )
+    tiers.fail("edge-1")
+    time.sleep(2.0)  # the kubelet's confirmations meet the stopped server
+    tiers.recover("edge-1")
+    with api(tiers.kubeconfig("edge-1")) as c:
+        core, apps = client.CoreV1Api(c), client.AppsV1Api(c)
+        wait_for(
+            lambda: not core.list_namespaced_pod(ns).items, 45, "no pod left of the scaled-down Deployment"
+        )
+        apps.patch_namespaced_deployment_scale("web", ns, {"spec": {"replicas": 2}})
+        wait_for(
+            lambda: apps.read_namespaced_deployment_status("web", ns).status.ready_replicas == 2,
+            60,
+            "2/2 again",
+        )
+        time.sleep(2.0)
+        pods = core.list_namespaced_pod(ns).items
+        assert len(pods) == 2 and not any(p.metadata.deletion_timestamp for p in pods), [
+            (p.metadata.name, p.status.phase, p.metadata.deletion_timestamp) for p in pods
+        ]
+        assert {rs.status.replicas for rs in apps.list_namespaced_replica_set(ns).items} == {2}
+        core.delete_namespace(ns)
+        wait_for(
+            lambda: ns not in {n.metadata.name for n in core.list_namespace().items},
+            90,
+            f"namespace {ns} gone",
+        )
