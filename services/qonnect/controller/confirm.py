@@ -33,6 +33,9 @@ PROBE_PATH = "/api/v1/namespaces"  # served by every API server; reading it need
 PROBE_TIMEOUT = 2.0
 PROBE_TTL = 3.0
 MAX_PARALLEL = 4
+# a probe still running after this long is an answer too: none (the client retries a refused
+# connection 3 times with PROBE_TIMEOUT each, so a probe that can return has returned by then)
+PROBE_GIVE_UP = 4 * PROBE_TIMEOUT + 2.0
 
 
 def probe_cluster(name: str, record: dict[str, Any], timeout: float = PROBE_TIMEOUT) -> ApiProbe:
@@ -72,10 +75,14 @@ class Confirmer:
         probe: Callable[[str, dict[str, Any]], ApiProbe] = probe_cluster,
         ttl: float = PROBE_TTL,
         max_parallel: int = MAX_PARALLEL,
+        give_up: float = PROBE_GIVE_UP,
     ) -> None:
         self.records = as_cache(records)  # the KB's cluster records, with credentials
         self.probe = probe
         self.ttl = ttl
+        self.give_up = give_up
+        self.started: dict[str, tuple[float, int]] = {}  # cluster -> (start, generation) of its probe
+        self.generation = 0
         self.pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="confirm")
         self.lock = threading.Lock()
         self.results: dict[str, ApiProbe] = {}
@@ -91,14 +98,31 @@ class Confirmer:
                 if name not in wanted:
                     del self.results[name]  # a new suspicion gets a new probe
             for name in wanted:
+                began = self.started.get(name)
+                if name in self.running and began is not None and now - began[0] > self.give_up:
+                    # a probe that never returns must not freeze the judgement (no result would
+                    # keep the cluster "not confirmed yet" for ever): no answer in time is no answer
+                    del self.running[name]
+                    self.results[name] = ApiProbe(
+                        False,
+                        f"no answer from the API within {self.give_up:g}s (the probe did not return)",
+                        now,
+                    )
+                    log.warning(
+                        "probe of cluster %s did not return within %gs: taken as no answer",
+                        name,
+                        self.give_up,
+                    )
                 result = self.results.get(name)
                 if result is not None and now - result.at <= (3 * self.ttl if result.reachable else self.ttl):
                     fresh[name] = result  # refreshed below once older than ttl: no gap between probes
                 if (result is None or now - result.at > self.ttl) and name not in self.running:
-                    self.running[name] = self.pool.submit(self._probe, name)
+                    self.generation += 1
+                    self.started[name] = (now, self.generation)
+                    self.running[name] = self.pool.submit(self._probe, name, self.generation)
         return fresh
 
-    def _probe(self, name: str) -> ApiProbe:
+    def _probe(self, name: str, generation: int = 0) -> ApiProbe:
         try:
             record = self.records.get(name)
             result = (
@@ -110,8 +134,9 @@ class Confirmer:
             log.warning("probing cluster %s failed: %s", name, exc)
             result = ApiProbe(None, f"cannot probe: {exc}", time.time())
         with self.lock:
-            self.results[name] = result
-            self.running.pop(name, None)
+            if self.started.get(name, (0.0, generation))[1] == generation:  # not given up on since
+                self.results[name] = result
+                self.running.pop(name, None)
         return result
 
     def close(self) -> None:

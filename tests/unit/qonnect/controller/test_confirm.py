@@ -336,6 +336,43 @@ def test_a_result_is_refreshed_without_a_gap():
         confirmer.close()
 
 
+def test_a_probe_that_never_returns_is_no_answer_not_a_frozen_judgement():
+    """A probe stuck in its client must not keep the cluster "not confirmed yet" for ever (the
+    detector then neither moves nor says why): after give_up seconds it counts as no answer, and
+    the stuck probe's late result does not overwrite a newer one."""
+    gate = threading.Event()
+    calls: list[float] = []
+
+    def probe(name, record):
+        calls.append(time.time())
+        if len(calls) == 1:
+            gate.wait(5)  # the first probe hangs
+            return ApiProbe(True, "late answer", calls[0])
+        return ApiProbe(False, "refused", time.time())
+
+    confirmer = Confirmer(lambda: [{"name": "c1"}], probe, ttl=0.2, give_up=0.3)
+    try:
+        assert confirmer.probes(["c1"]) == {}
+        time.sleep(0.4)
+        result = confirmer.probes(["c1"])["c1"]
+        assert result.reachable is False and "did not return" in result.detail, result
+        time.sleep(0.3)  # older than ttl: a new probe starts, and answers
+        deadline = time.monotonic() + 5
+        while len(calls) < 2 and time.monotonic() < deadline:
+            confirmer.probes(["c1"])
+            time.sleep(0.05)
+        gate.set()  # the stuck probe returns now, late: its answer is not taken
+        seen = set()
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            seen |= {r.detail for r in confirmer.probes(["c1"]).values()}
+            time.sleep(0.02)
+        assert "refused" in seen and "late answer" not in seen, seen
+    finally:
+        gate.set()
+        confirmer.close()
+
+
 def test_down_is_confirmed_only_by_a_fresh_probe():
     """A "no answer" older than ttl is no evidence: the API may be back (a 15 s blip)."""
     results = iter([ApiProbe(False, "no answer", time.time()), None])
