@@ -101,6 +101,8 @@ class ClusterHost:
         server, self._server = self._server, None
         server.close()
         for handler in self.runner.server.connections if self.runner.server else ():
+            if handler.transport is not None:
+                handler.transport.abort()  # at once, as a dead process's sockets (no TLS goodbye)
             handler.force_close()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(server.wait_closed(), 2.0)
