@@ -86,6 +86,7 @@ class Notice:
     cluster: str
     text: str
     ts: float
+    episode: str = ""  # what makes it a new story (default: the kind); a 403 then a 401 are two
 
 
 @dataclass(frozen=True)
@@ -294,8 +295,9 @@ def confirmed_down(
 
 def _notice(memory: Memory, notice: Notice) -> None:
     """Queue a notice once per episode (a cluster's state, not every tick)."""
-    if memory.noticed.get(notice.cluster) != notice.kind:
-        memory.noticed[notice.cluster] = notice.kind
+    episode = notice.episode or notice.kind
+    if memory.noticed.get(notice.cluster) != episode:
+        memory.noticed[notice.cluster] = episode
         memory.notices.append(notice)
 
 
@@ -316,6 +318,9 @@ def update_memory(memory: Memory, snapshot: Snapshot, down: dict[str, tuple[str,
                 memory.recovered_at[name] = now
                 _notice(memory, Notice("cluster-recovered", name, f"cluster {name} is back", now))
         if credentials_broken(cluster):
+            # The refusal (forbidden / unauthorized) is part of the episode: credentials mended and
+            # broken another way between two looks are a new story, not the old one going on.
+            refusal = str(cluster.get("error") or "").split(":", 1)[0]
             _notice(
                 memory,
                 Notice(
@@ -325,9 +330,12 @@ def update_memory(memory: Memory, snapshot: Snapshot, down: dict[str, tuple[str,
                     f"({cluster.get('error') or 'no detail'}); the cluster is up, its last-known "
                     "capacity stands and nothing moves because of it",
                     now,
+                    episode=f"credentials-broken:{refusal}",
                 ),
             )
-        elif name not in down and memory.noticed.get(name) in ("agent-down", "credentials-broken"):
+        elif name not in down and memory.noticed.get(name, "").startswith(
+            ("agent-down", "credentials-broken")
+        ):
             memory.noticed.pop(name)  # the episode is over: the next one is announced again
         nodes = cluster.get("nodes") or []
         if nodes and not any(n.get("ready") and n.get("schedulable", True) for n in nodes):

@@ -194,6 +194,23 @@ def test_refused_credentials_are_announced_once_and_move_nothing():
     assert notice.kind == "credentials-broken" and "forbidden: the agent needs" in notice.text
 
 
+def test_a_403_then_a_401_are_two_episodes_even_unseen_in_between():
+    """Credentials mended and broken another way between two looks: announced again (CI saw a
+    403 trial, a repair and a 401 trial fall between two leader ticks and the 401 go unsaid)."""
+    log, memory = known(), Memory()
+    for t, error in (
+        (0, "forbidden: the agent needs these rights: list nodes"),
+        (5, "unauthorized: refused"),
+    ):
+        broken = cluster("edge-1", credentials_broken=True, reachable=True, error=error)
+        detect(snap([broken, cluster("edge-2")], 1000.0 + t), log, memory, S, Replanner("edge-2"))
+        detect(snap([broken, cluster("edge-2")], 1001.0 + t), log, memory, S, Replanner("edge-2"))
+    assert [(n.kind, n.text.split("(")[1][:9]) for n in memory.notices] == [
+        ("credentials-broken", "forbidden"),
+        ("credentials-broken", "unauthori"),
+    ]
+
+
 def test_nobody_moves_onto_a_cluster_whose_capacity_is_only_last_known():
     calls = []
 
