@@ -30,7 +30,7 @@ $(STAMP): requirements.txt test-requirements.txt services/pyproject.toml testbed
 ## test: everything CI runs — ruff, mypy, unit and integration tests (both engines), molecule, collection build +
 ## secret scan, ansible-test sanity and units, ansible-lint (production), antsibull-changelog lint
 test: setup services kube lint
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q --durations=30
 	$(MAKE) --no-print-directory molecule
 	$(MAKE) --no-print-directory check-build
 	$(MAKE) --no-print-directory sanity

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from qonnect_testbed import identities
 from qonnect_testbed.fleet import Fleet
 
 try:
@@ -56,6 +57,7 @@ def document(
     kubeconfigs: dict[str, Path],
     ca_file: Path,
     restricted_kubeconfigs: dict[str, Path] | None = None,
+    role_kubeconfigs: dict[str, dict[str, Path]] | None = None,
 ) -> dict[str, Any]:
     """The federation document for a running fleet (endpoints: cluster -> (address, port))."""
     clusters = []
@@ -76,6 +78,9 @@ def document(
         if restricted_kubeconfigs and spec.name in restricted_kubeconfigs:
             # a token with few rights (apiserver/authz.py), for 403 handling tests
             entry["restricted_kubeconfig"] = str(restricted_kubeconfigs[spec.name])
+        for role, paths in (role_kubeconfigs or {}).items():
+            if spec.name in paths:  # least privilege: docs/rbac/<role>-clusterrole.yml (identities.py)
+                entry[identities.kubeconfig_key(role)] = str(paths[spec.name])
         clusters.append(entry)
     return {
         "apiVersion": API_VERSION,

@@ -23,8 +23,9 @@ from typing import Any
 
 from aiohttp import web
 
-from qonnect_testbed import federation, kubeconfig, latency, pki
+from qonnect_testbed import federation, identities, kubeconfig, latency, pki
 from qonnect_testbed.apiserver import make_app
+from qonnect_testbed.apiserver.authz import RESTRICTED, Grant
 from qonnect_testbed.control import ControlEndpoint, ControlError, run_until_stopped
 from qonnect_testbed.federation import FEDERATION_FILE, STATE_FILE
 from qonnect_testbed.fleet import ClusterSpec, Fleet
@@ -57,6 +58,8 @@ class ClusterHost:
         self.port = 0
         self.token = token
         self.restricted_token = secrets.token_urlsafe(32)
+        # role -> token of the documented least-privilege identities (identities.py)
+        self.role_tokens = {role: secrets.token_urlsafe(32) for role in identities.ROLES}
         self.ssl_context = ssl_context
         self.store = Store(spec.name, root_ca=root_ca)
         self.sim = ClusterSim(
@@ -72,7 +75,10 @@ class ClusterHost:
             token,
             middlewares=(latency.middleware(latency_map, spec.location),),
             version=K8S_VERSION,
-            restricted_token=self.restricted_token,
+            grants={
+                self.restricted_token: RESTRICTED,
+                **{t: Grant.cluster_role(role) for role, t in self.role_tokens.items()},
+            },
         )
         self.runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         self._server: asyncio.AbstractServer | None = None
@@ -168,6 +174,7 @@ class FederationHost:
         for host in self.clusters.values():
             await host.start()
         kubeconfigs, restricted = {}, {}
+        roles: dict[str, dict[str, Path]] = {role: {} for role in identities.ROLES}
         for name, host in self.clusters.items():
             server = f"https://{host.address}:{host.port}"
             doc = kubeconfig.build(name, server, host.token, ca.cert_pem)
@@ -176,10 +183,15 @@ class FederationHost:
             restricted[name] = kubeconfig.write(
                 self.directory / "kubeconfigs" / "restricted" / f"{name}.yaml", doc
             )
+            for role, role_token in host.role_tokens.items():
+                doc = kubeconfig.build(name, server, role_token, ca.cert_pem)
+                roles[role][name] = kubeconfig.write(
+                    self.directory / "kubeconfigs" / role / f"{name}.yaml", doc
+                )
         endpoints = {n: (h.address, h.port) for n, h in self.clusters.items()}
         federation.write(
             self.directory / FEDERATION_FILE,
-            federation.document(self.fleet, endpoints, kubeconfigs, ca_file, restricted),
+            federation.document(self.fleet, endpoints, kubeconfigs, ca_file, restricted, roles),
         )
         await self._start_admin()
 

@@ -64,8 +64,11 @@ class Engine:
     def entry(self) -> dict[str, Any]:
         return next(c for c in self.doc["clusters"] if c["name"] == self.cluster)
 
-    def kubeconfig(self, restricted: bool = False) -> str:
+    def kubeconfig(self, restricted: bool = False, role: str | None = None) -> str:
+        """The admin kubeconfig, the restricted one, or a documented role's (agent, deploy)."""
         entry = self.entry()
+        if role is not None:
+            return str(entry[f"{role}_kubeconfig"])
         if restricted:
             path = entry.get("restricted_kubeconfig") or str(
                 self.directory / "kubeconfigs" / "restricted" / f"{self.cluster}.yaml"
@@ -73,20 +76,20 @@ class Engine:
             return str(path)
         return str(entry["kubeconfig"])
 
-    def api(self, restricted: bool = False) -> client.ApiClient:
-        key = "restricted" if restricted else "admin"
+    def api(self, restricted: bool = False, role: str | None = None) -> client.ApiClient:
+        key = role or ("restricted" if restricted else "admin")
         if key not in self._clients:
             cfg = client.Configuration()
-            config.load_kube_config(config_file=self.kubeconfig(restricted), client_configuration=cfg)
+            config.load_kube_config(config_file=self.kubeconfig(restricted, role), client_configuration=cfg)
             cfg.retries = 0
             self._clients[key] = client.ApiClient(cfg)
         return self._clients[key]
 
-    def core(self, restricted: bool = False) -> client.CoreV1Api:
-        return client.CoreV1Api(self.api(restricted))
+    def core(self, restricted: bool = False, role: str | None = None) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api(restricted, role))
 
-    def apps(self, restricted: bool = False) -> client.AppsV1Api:
-        return client.AppsV1Api(self.api(restricted))
+    def apps(self, restricted: bool = False, role: str | None = None) -> client.AppsV1Api:
+        return client.AppsV1Api(self.api(restricted, role))
 
     def testbed(self, *args: str) -> subprocess.CompletedProcess:
         """A testbed verb (node-down, node-up, ...) against this federation."""

@@ -28,6 +28,20 @@ if TYPE_CHECKING:
     from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
 
 AGENT_INTERVAL = 2.0  # seconds between agent reports
+
+
+def least_privilege(cluster: dict[str, Any], role: str) -> str:
+    """The testbed's kubeconfig for a documented least-privilege identity (docs/rbac/<role>-
+    clusterrole.yml): the demo's agents read with ``agent``, deploy and migrations write with ``deploy``."""
+    path = cluster.get(f"{role}_kubeconfig")
+    if not path:
+        raise StepFailed(
+            f"the testbed's federation file has no {role}_kubeconfig for cluster {cluster['name']}: "
+            "restart the testbed with this version (qonnect demo down, then up)"
+        )
+    return str(path)
+
+
 # A cluster whose agent cannot reach its API is reported unhealthy at once (reachable: false);
 # this timeout only covers a silent agent. It is generous because the demo shares small, busy
 # machines, where a report can arrive many seconds late and a tight timeout moves apps for nothing.
@@ -299,7 +313,7 @@ class Stack:
                     "--cluster",
                     c["name"],
                     "--kubeconfig",
-                    c["kubeconfig"],
+                    least_privilege(c, "agent"),
                     "--kb",
                     self.state["kb_url"],
                     "--token-file",
@@ -477,12 +491,15 @@ class Stack:
         return self.ansible(name, args)
 
     def register_clusters(self) -> None:
-        say("registering the clusters with the KB")
-        self.playbook(
-            "register-clusters",
-            "register_clusters",
-            federation_file=str(self.testbed_dir / "federation.yaml"),
-        )
+        """The KB holds each cluster with the deploy identity's kubeconfig (what deploy and the
+        controller's migrations use), never the testbed's admin one."""
+        import yaml
+
+        say("registering the clusters with the KB (least privilege: docs/rbac/deploy-clusterrole.yml)")
+        clusters = [dict(c, kubeconfig=least_privilege(c, "deploy")) for c in self.federation["clusters"]]
+        listing = self.root / "clusters.yaml"
+        listing.write_text(yaml.safe_dump({"clusters": clusters}))
+        self.playbook("register-clusters", "register_clusters", federation_file=str(listing))
 
     # -- shutdown ------------------------------------------------------------------------------
 

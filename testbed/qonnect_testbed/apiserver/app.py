@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import yaml
 from aiohttp import web
 
 from qonnect_testbed.apiserver import discovery, openapi
 from qonnect_testbed.apiserver.apply import record_update, server_side_apply
+from qonnect_testbed.apiserver.authz import Grant
 from qonnect_testbed.apiserver.errors import auth_middleware, error_middleware
 from qonnect_testbed.apiserver.openapi_proto import MEDIA_TYPES
 from qonnect_testbed.apiserver.patch import json_patch, merge_patch, strategic_merge
@@ -32,15 +33,16 @@ def make_app(
     *,
     middlewares: Iterable = (),
     version: str = "v1.30.0",
-    restricted_token: str | None = None,
+    grants: Mapping[str, Grant] | None = None,
 ) -> web.Application:
-    """An API server for store; every request but health and /version needs the bearer token."""
+    """An API server for store; every request but health and /version needs the bearer token
+    (the admin ``token``, or one of ``grants``: token -> what RBAC lets it do)."""
     if not re.fullmatch(r"v1\.\d+\.\d+", version):
         raise ValueError(f"version: expected a Kubernetes version like 'v1.30.0', got {version!r}")
     if not token:
         raise ValueError("token: expected a non-empty bearer token")
     app = web.Application(
-        middlewares=[*middlewares, error_middleware, auth_middleware(token, restricted_token)],
+        middlewares=[*middlewares, error_middleware, auth_middleware(token, grants)],
         client_max_size=MAX_BODY,
     )
     app[STORE_KEY] = store

@@ -1,27 +1,59 @@
-"""Authorization of the restricted identity: RBAC's answer for one fixed, namespaced Role.
+"""Authorization: RBAC's answer for the emulator's fixed identities.
 
-Every emulated cluster has two bearer tokens: the admin token (all rights, like
-system:masters) and a restricted one for ``system:serviceaccount:default:qonnect-restricted``,
-which a RoleBinding in ``default`` grants get/list/watch on pods, services, configmaps and
-deployments there - the same identity the kube engine creates with real RBAC objects
-(docs/testbed.md, "Restricted token"). Everything else is 403 Forbidden with the message and
-details the real authorizer sends.
+Every emulated cluster has an admin token (all rights, like system:masters) and tokens with
+grants (a Role's rules in one namespace, or a ClusterRole's everywhere):
+
+- ``restricted``, ``system:serviceaccount:default:qonnect-restricted``: a RoleBinding in
+  ``default`` grants get/list/watch on pods, services, configmaps and deployments there - the
+  same identity the kube engine creates with real RBAC objects (docs/testbed.md, "Restricted
+  token");
+- ``agent`` and ``deploy``: the ClusterRoles of docs/rbac/ (identities.py), with the rules read
+  from those files.
+
+Everything a grant does not allow is 403 Forbidden with the message and details the real
+authorizer sends.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
+from qonnect_testbed import identities
 from qonnect_testbed.store import ApiError
 
 RESTRICTED_USER = "system:serviceaccount:default:qonnect-restricted"
-RESTRICTED_NAMESPACE = "default"
-RESTRICTED_RESOURCES = frozenset(
-    (("", "pods"), ("", "services"), ("", "configmaps"), ("apps", "deployments"))
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Who a token is and what RBAC lets it do: a Role's rules in ``namespace``, or a
+    ClusterRole's rules everywhere (``namespace`` None)."""
+
+    user: str
+    rules: tuple[dict[str, Any], ...]
+    namespace: str | None = None
+
+    @classmethod
+    def cluster_role(cls, role: str) -> Grant:
+        """The documented ClusterRole of docs/rbac/<role>-clusterrole.yml, bound cluster-wide."""
+        return cls(identities.user(role), tuple(identities.rules(role)))
+
+
+RESTRICTED = Grant(
+    RESTRICTED_USER,
+    (
+        {
+            "apiGroups": [""],
+            "resources": ["pods", "services", "configmaps"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
+    ),
+    namespace="default",
 )
-RESTRICTED_VERBS = frozenset(("get", "list", "watch"))
 
 
 @dataclass(frozen=True)
@@ -63,18 +95,31 @@ def request_info(request: web.Request) -> RequestInfo | None:
     return RequestInfo(verb, group, resource, sub, namespace, name)
 
 
-def check_restricted(info: RequestInfo | None) -> None:
-    """Raise the authorizer's 403 unless the restricted Role allows the request."""
+def _matches(rule: dict[str, Any], info: RequestInfo) -> bool:
+    """One PolicyRule against one request, as RBAC's rule resolver reads it."""
+    resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
+    names = rule.get("resourceNames") or []
+    return (
+        any(g in ("*", info.group) for g in rule.get("apiGroups") or [])
+        and any(r in ("*", resource) for r in rule.get("resources") or [])
+        and any(v in ("*", info.verb) for v in rule.get("verbs") or [])
+        and (not names or info.name in names)
+    )
+
+
+def allows(grant: Grant, info: RequestInfo) -> bool:
+    """Whether the grant lets this resource request through."""
+    if grant.namespace is not None and info.namespace != grant.namespace:
+        return False
+    return any(_matches(rule, info) for rule in grant.rules)
+
+
+def check(grant: Grant, info: RequestInfo | None) -> None:
+    """Raise the authorizer's 403 unless the grant allows the request."""
     if info is None:
         return  # system:discovery and system:public-info-viewer allow these to every user
-    if (
-        info.namespace == RESTRICTED_NAMESPACE
-        and info.verb in RESTRICTED_VERBS
-        and not info.subresource
-        and (info.group, info.resource) in RESTRICTED_RESOURCES
-    ):
-        return
-    raise forbidden(info, RESTRICTED_USER)
+    if not allows(grant, info):
+        raise forbidden(info, grant.user)
 
 
 def forbidden(info: RequestInfo, user: str) -> ApiError:

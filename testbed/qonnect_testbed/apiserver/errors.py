@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hmac
 import logging
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Mapping
 
 from aiohttp import web
 
-from qonnect_testbed.apiserver.authz import check_restricted, request_info
+from qonnect_testbed.apiserver.authz import Grant, check, request_info
 from qonnect_testbed.store import ApiError
 
 log = logging.getLogger(__name__)
@@ -57,12 +57,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 def auth_middleware(
-    token: str, restricted_token: str | None = None
+    token: str, grants: Mapping[str, Grant] | None = None
 ) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
     """Require `Authorization: Bearer <token>` on everything except health and version; the
-    restricted token gets only what apiserver/authz.py allows."""
+    admin token may do anything, a granted token only what its grant allows (apiserver/authz.py)."""
     expected = f"Bearer {token}".encode()
-    restricted = f"Bearer {restricted_token}".encode() if restricted_token else None
+    granted = [(f"Bearer {t}".encode(), g) for t, g in (grants or {}).items()]
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -70,8 +70,9 @@ def auth_middleware(
             ("/healthz/", "/livez/", "/readyz/")
         ):
             given = request.headers.get("Authorization", "").encode()
-            if restricted is not None and hmac.compare_digest(given, restricted):
-                check_restricted(request_info(request))
+            grant = next((g for bearer, g in granted if hmac.compare_digest(given, bearer)), None)
+            if grant is not None:
+                check(grant, request_info(request))
             elif not hmac.compare_digest(given, expected):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
         return await handler(request)

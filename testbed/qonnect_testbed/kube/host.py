@@ -4,7 +4,8 @@ It is the emulator's FederationHost (same directory layout, federation file, sta
 control endpoint, so ``qonnect testbed down/status/fail/recover/node-down/node-up/set`` are the
 same commands) with each cluster being a ControlPlane (real etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler) plus simulated kubelets. Each cluster also gets the
-restricted identity of docs/testbed.md for 403 tests.
+restricted identity of docs/testbed.md for 403 tests, and the least-privilege agent and deploy
+identities of docs/rbac/ (identities.py), applied from those files.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from qonnect_testbed import federation, kubeconfig, pki
+from qonnect_testbed import federation, identities, kubeconfig, pki
 from qonnect_testbed.control import ControlError, run_until_stopped, write_private
 from qonnect_testbed.federation import FEDERATION_FILE, STATE_FILE
 from qonnect_testbed.fleet import ClusterSpec, Fleet
@@ -33,6 +34,21 @@ RESTRICTED_SA = "qonnect-restricted"
 RESTRICTED_TOKEN_SECONDS = 365 * 24 * 3600
 
 
+_COLLECTIONS = {
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "Namespace": "/api/v1/namespaces",
+}
+
+
+def _collection(obj: dict[str, Any]) -> str:
+    """The REST collection an object of docs/rbac/ is created in."""
+    kind = obj["kind"]
+    if kind == "ServiceAccount":
+        return f"/api/v1/namespaces/{obj['metadata']['namespace']}/serviceaccounts"
+    return _COLLECTIONS[kind]
+
+
 class KubeCluster:
     """One real cluster: its control plane and its simulated kubelets."""
 
@@ -45,6 +61,7 @@ class KubeCluster:
         self.kubelets = Kubelets(plane.api, spec, policy, KUBE_VERSION, renew_seconds=max(0.5, renew))
         self.address = plane.address
         self.restricted_kubeconfig: Path | None = None
+        self.role_kubeconfigs: dict[str, Path] = {}  # role -> kubeconfig (identities.py)
 
     @property
     def port(self) -> int:
@@ -139,7 +156,8 @@ class KubeFederationHost(FederationHost):
             *(self._prepare_cluster(c, ca.cert_pem, deadline) for c in self.clusters.values())
         )
         endpoints = {n: (c.address, c.port) for n, c in self.clusters.items()}
-        doc = federation.document(self.fleet, endpoints, kubeconfigs, ca_file)
+        roles = {r: {n: c.role_kubeconfigs[r] for n, c in self.clusters.items()} for r in identities.ROLES}
+        doc = federation.document(self.fleet, endpoints, kubeconfigs, ca_file, role_kubeconfigs=roles)
         doc["engine"] = "kube"
         doc["kubernetes_version"] = KUBE_VERSION
         for entry in doc["clusters"]:
@@ -160,6 +178,8 @@ class KubeFederationHost(FederationHost):
         """Nodes registered, the restricted identity made, the default service account there."""
         await cluster.kubelets.start()
         cluster.restricted_kubeconfig = await self._restricted(cluster, ca_pem)
+        for role in identities.ROLES:
+            cluster.role_kubeconfigs[role] = await self._least_privilege(cluster, role, ca_pem)
         api = cluster.plane.api
         while True:  # pods cannot be created in a namespace before its default service account
             try:
@@ -223,6 +243,27 @@ class KubeFederationHost(FederationHost):
         return kubeconfig.write(
             self.directory / "kubeconfigs" / "restricted" / f"{cluster.spec.name}.yaml", doc
         )
+
+    async def _least_privilege(self, cluster: KubeCluster, role: str, ca_pem: bytes) -> Path:
+        """docs/rbac/<role>-clusterrole.yml applied (as a user would), and a kubeconfig with a
+        token of its ServiceAccount."""
+        api = cluster.plane.api
+        for obj in identities.rbac_objects(role):
+            await api.ensure(_collection(obj), obj)
+        namespace, account = identities.service_account(role)
+        answer = await api.create(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": RESTRICTED_TOKEN_SECONDS},
+            },
+        )
+        doc = kubeconfig.build(cluster.spec.name, cluster.plane.server, answer["status"]["token"], ca_pem)
+        user = f"{cluster.spec.name}-{role}"
+        doc["users"][0]["name"] = user
+        doc["contexts"][0]["context"]["user"] = user
+        return kubeconfig.write(self.directory / "kubeconfigs" / role / f"{cluster.spec.name}.yaml", doc)
 
     async def stop(self) -> None:
         for cluster in self.clusters.values():

@@ -276,6 +276,7 @@ def check_setup(stack: Stack, tmp_path: Path, engine: str) -> None:
         run_qonnect("testbed", "status", "--json", "--dir", str(stack.testbed_dir)).stdout
     )
     assert status.get("engine", "emulator") == engine
+    check_least_privilege(stack, clusters)
     if engine == "kube":  # real control planes: four live components per cluster
         for cluster in status["clusters"]:
             assert set(cluster["pids"]) == {
@@ -285,6 +286,23 @@ def check_setup(stack: Stack, tmp_path: Path, engine: str) -> None:
                 "kube-scheduler",
             }
             assert all(_alive(pid) for pid in cluster["pids"].values())
+
+
+def check_least_privilege(stack: Stack, registered: dict[str, dict[str, Any]]) -> None:
+    """The KB holds the deploy identity's kubeconfig and every agent runs with the agent
+    identity's (docs/rbac/), which the cluster refuses a write - no admin credential in use."""
+    from kubernetes import client, config
+
+    for entry in stack.federation["clusters"]:
+        name = entry["name"]
+        assert registered[name]["kubeconfig"] == entry["deploy_kubeconfig"], registered[name]
+        argv = Path(f"/proc/{stack.state['pids'][f'agent-{name}']}/cmdline").read_bytes().split(b"\0")
+        assert argv[argv.index(b"--kubeconfig") + 1].decode() == entry["agent_kubeconfig"]
+    entry = stack.federation["clusters"][0]
+    core = client.CoreV1Api(config.new_client_from_config(config_file=entry["agent_kubeconfig"]))
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_config_map("default", {"metadata": {"name": "agent-write"}})
+    assert refused.value.status == 403 and "qonnect-agent" in str(refused.value.body)
 
 
 def _alive(pid: int) -> bool:

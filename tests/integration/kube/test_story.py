@@ -39,9 +39,10 @@ KUBECTL = Path(sys.executable).with_name("kubectl")  # linked by scripts/build-k
 class KubeStack(Stack):
     """The controller tests' stack on the real engine's `tiers` profile, least privilege.
 
-    Each cluster gets the documented ClusterRoles (docs/rbac/) applied with kubectl; the KB
-    registers the cluster with the qonnect-deploy service account's kubeconfig (what deploy and
-    the controller's migrations use), and the agents run with qonnect-agent's.
+    The testbed applies the documented ClusterRoles (docs/rbac/) on each cluster and writes a
+    kubeconfig per identity; the KB registers the cluster with the qonnect-deploy one (what
+    deploy and the controller's migrations use), and the agents run with qonnect-agent's.
+    (tests/integration/agent/test_rbac_kube.py applies the same files with kubectl, as a user.)
     """
 
     def start_testbed(self, clusters: int = 3, heartbeat: float = 1.0) -> dict:
@@ -49,8 +50,8 @@ class KubeStack(Stack):
         run_qonnect(*up, "--start-delay", "0.5", timeout=300, env=self.env)
         self.federation = yaml.safe_load((self.testbed_dir / "federation.yaml").read_text())
         for c in self.federation["clusters"]:
-            deploy = self._least_privilege(c, "deploy")
-            c["kubeconfig"] = str(self._least_privilege(c, "agent"))  # start_agents reads it
+            deploy = c["deploy_kubeconfig"]
+            c["kubeconfig"] = c["agent_kubeconfig"]  # start_agents reads it
             record = {k: v for k, v in registration(c).items() if k != "name"}  # economics too
             self.admin.request(
                 "PUT",
@@ -58,29 +59,6 @@ class KubeStack(Stack):
                 record | {"kubeconfig": str(deploy), "labels": c.get("labels") or {}},
             )
         return self.federation
-
-    def _least_privilege(self, cluster: dict, role: str) -> Path:
-        """Apply docs/rbac/<role>-clusterrole.yml, and a kubeconfig with its account's token."""
-        admin = ["--kubeconfig", cluster["kubeconfig"]]
-        subprocess.run(
-            [str(KUBECTL), *admin, "apply", "-f", str(REPO / "docs" / "rbac" / f"{role}-clusterrole.yml")],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-        token = subprocess.run(
-            [str(KUBECTL), *admin, "-n", "qonnect", "create", "token", f"qonnect-{role}", "--duration=24h"],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        doc = yaml.safe_load(Path(cluster["kubeconfig"]).read_text())
-        doc["users"][0]["user"] = {"token": token.stdout.strip()}
-        path = self.root / f"{cluster['name']}-{role}.yaml"
-        path.write_text(yaml.safe_dump(doc))
-        path.chmod(0o600)
-        return path
 
 
 def movable_bookinfo(directory: Path, self_heal: bool = True) -> Path:
