@@ -228,21 +228,7 @@ class KubeFederationHost(FederationHost):
                 "subjects": [{"kind": "ServiceAccount", "name": RESTRICTED_SA, "namespace": "default"}],
             },
         )
-        answer = await api.create(
-            f"{ns}/serviceaccounts/{RESTRICTED_SA}/token",
-            {
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenRequest",
-                "spec": {"expirationSeconds": RESTRICTED_TOKEN_SECONDS},
-            },
-        )
-        doc = kubeconfig.build(cluster.spec.name, cluster.plane.server, answer["status"]["token"], ca_pem)
-        user = f"{cluster.spec.name}-restricted"
-        doc["users"][0]["name"] = user
-        doc["contexts"][0]["context"]["user"] = user
-        return kubeconfig.write(
-            self.directory / "kubeconfigs" / "restricted" / f"{cluster.spec.name}.yaml", doc
-        )
+        return await self._account_kubeconfig(cluster, "default", RESTRICTED_SA, "restricted", ca_pem)
 
     async def _least_privilege(self, cluster: KubeCluster, role: str, ca_pem: bytes) -> Path:
         """docs/rbac/<role>-clusterrole.yml applied (as a user would), and a kubeconfig with a
@@ -251,7 +237,13 @@ class KubeFederationHost(FederationHost):
         for obj in identities.rbac_objects(role):
             await api.ensure(_collection(obj), obj)
         namespace, account = identities.service_account(role)
-        answer = await api.create(
+        return await self._account_kubeconfig(cluster, namespace, account, role, ca_pem)
+
+    async def _account_kubeconfig(
+        self, cluster: KubeCluster, namespace: str, account: str, label: str, ca_pem: bytes
+    ) -> Path:
+        """A TokenRequest for the ServiceAccount, written as DIR/kubeconfigs/<label>/<cluster>.yaml."""
+        answer = await cluster.plane.api.create(
             f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
             {
                 "apiVersion": "authentication.k8s.io/v1",
@@ -260,10 +252,10 @@ class KubeFederationHost(FederationHost):
             },
         )
         doc = kubeconfig.build(cluster.spec.name, cluster.plane.server, answer["status"]["token"], ca_pem)
-        user = f"{cluster.spec.name}-{role}"
+        user = f"{cluster.spec.name}-{label}"
         doc["users"][0]["name"] = user
         doc["contexts"][0]["context"]["user"] = user
-        return kubeconfig.write(self.directory / "kubeconfigs" / role / f"{cluster.spec.name}.yaml", doc)
+        return kubeconfig.write(self.directory / "kubeconfigs" / label / f"{cluster.spec.name}.yaml", doc)
 
     async def stop(self) -> None:
         for cluster in self.clusters.values():
