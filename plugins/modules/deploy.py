@@ -138,6 +138,60 @@ options:
   reason:
     description: Why this deploy happens, recorded in the event (for example C(cluster fog-2 failed)).
     type: str
+  batch:
+    description:
+      - Several applications' committed plans deployed in this one run, instead of O(name),
+        O(spec) or O(src); what C(migrate.yml) gets from the controller for a batch of decisions
+        (one process for all, not one per application). Each item is deployed as O(name) would be,
+        with the item's options over the task's; one item failing never stops the others.
+      - The result is per item in RV(batch); the task itself fails only on bad input.
+    type: list
+    elements: dict
+    suboptions:
+      app:
+        description: Name of the application stored in the Knowledge Base.
+        type: str
+        required: true
+      decision_id:
+        description: The controller's decision this item carries out (the key of its result).
+        type: str
+        required: true
+      attempt:
+        description: The decision's attempt number (for the record; not used by the deploy).
+        type: int
+      plan:
+        description: The committed plan, as O(plan).
+        type: dict
+      exclude:
+        description: Clusters to avoid when the item has no plan, as O(exclude).
+        type: list
+        elements: str
+      scorer:
+        description: As O(scorer), for an item without a plan.
+        type: str
+      hysteresis:
+        description: As O(hysteresis), for an item without a plan.
+        type: float
+      reason:
+        description: Why, as O(reason); the event gives it followed by the decision id.
+        type: str
+      fencing:
+        description: The decision's fencing token, as O(fencing).
+        type: dict
+        required: true
+        suboptions:
+          term:
+            description: Raft term of the deciding leader.
+            type: int
+            required: true
+          seq:
+            description: Sequence number of the decision within the term.
+            type: int
+            required: true
+  batch_workers:
+    description: With O(batch), how many of its applications are deployed at once.
+    type: int
+    default: 10
   kubeconfigs:
     description:
       - Cluster name to its kubeconfig, as a file path or as content (a mapping or YAML text), overriding
@@ -219,6 +273,14 @@ rolled_back:
   returned: always
   type: dict
   sample: {"cloud-2": 4}
+batch:
+  description:
+    - With O(batch), per decision id, its application (C(app)), whether it was deployed (C(ok)),
+      C(changed), one line saying what happened (C(msg)) and the plan applied (C(plan)).
+  returned: when batch is given
+  type: dict
+  sample: {"17": {"app": "shop-3", "ok": true, "changed": true, "msg": "deployed to edge-2",
+                  "plan": {"services": {"web": [{"cluster": "edge-2", "replicas": 1}]}}}}
 errors:
   description: Every problem found in the spec, each as its path, a colon and what is wrong.
   returned: when the spec is invalid
@@ -246,6 +308,22 @@ from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
     argspec,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.module import run_module
+
+FENCING = {
+    "term": {"type": "int", "required": True},
+    "seq": {"type": "int", "required": True},
+}
+BATCH_ITEM = {
+    "app": {"type": "str", "required": True},
+    "decision_id": {"type": "str", "required": True},
+    "attempt": {"type": "int"},
+    "plan": {"type": "dict"},
+    "exclude": {"type": "list", "elements": "str"},
+    "scorer": {"type": "str"},
+    "hysteresis": {"type": "float"},
+    "reason": {"type": "str"},
+    "fencing": {"type": "dict", "required": True, "options": FENCING},
+}
 from ansible_collections.qonnect.core.plugins.module_utils.runners.deploy import run
 
 
@@ -263,18 +341,14 @@ def main() -> None:
             min_ready_seconds={"type": "float"},
             adopt={"type": "bool", "default": False},
             record={"type": "bool", "default": True},
-            fencing={
-                "type": "dict",
-                "options": {
-                    "term": {"type": "int", "required": True},
-                    "seq": {"type": "int", "required": True},
-                },
-            },
+            fencing={"type": "dict", "options": FENCING},
             reason={"type": "str"},
+            batch={"type": "list", "elements": "dict", "options": BATCH_ITEM},
+            batch_workers={"type": "int", "default": 10},
             kubeconfigs={"type": "dict", "no_log": True},
         ),
-        mutually_exclusive=[("spec", "src", "name")],
-        required_one_of=[("spec", "src", "name")],
+        mutually_exclusive=[("spec", "src", "name", "batch")],
+        required_one_of=[("spec", "src", "name", "batch")],
     )
 
 

@@ -33,6 +33,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     Application,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent as records
+from ansible_collections.qonnect.core.plugins.module_utils.runners.batch import run_batch
 from ansible_collections.qonnect.core.plugins.module_utils.runners.placement import compute_plan
 
 STALE_FENCE_HINT = "a newer controller decision is stored: fencing token too old"
@@ -263,6 +264,8 @@ def record_success(
 
 
 def run(module: QonnectModule) -> dict:
+    if module.params.get("batch"):
+        return run_batch(module, run)
     params, kb = module.params, module.kb
     if params["state"] == "absent":
         return remove(module, kb)

@@ -121,8 +121,9 @@ def add_parser(subparsers: Any) -> None:
     run.add_argument(
         "--batch-size",
         type=int,
-        default=10,
-        help="applications one migration run heals (one playbook start-up for all; default %(default)s)",
+        default=50,
+        help="applications one migration run heals (one playbook start-up and one deploy module "
+        "process for all; default %(default)s)",
     )
     run.add_argument(
         "--max-drift-moves-per-minute",

@@ -8,8 +8,9 @@ every process of the run is killed, wherever it moved (see proctree), not only i
 group. The playbook also checks the KB fence before each cluster-changing step.
 
 A batch (``run_batch``) migrates several decisions' applications in one run: one Ansible
-start-up (~5 CPU-s, 180 MiB) instead of one per application, each application on its own
-Ansible host so their cluster work runs in parallel; each keeps its own attempt and token.
+start-up (~5 CPU-s, 180 MiB) instead of one per application, and one deploy module process for
+all of them (its ``batch`` option: their cluster work runs in parallel on its threads); each
+keeps its own attempt and token, and its own outcome in the task's result.
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ class Executor:
     def run_batch(
         self, items: list[tuple[dict[str, Any], int, dict[str, int]]], still_valid: Callable[[], bool]
     ) -> dict[str, Outcome]:
-        """One playbook run migrating several decisions' applications (one start-up for all;
-        each application on its own Ansible host, so their cluster work runs in parallel).
+        """One playbook run migrating several decisions' applications (one start-up and one
+        deploy module process for all; their cluster work runs in parallel on its threads).
         Each decision keeps its own attempt and fencing token; returns an outcome per decision."""
         first = items[0][0]
         ident = f"{first['id']}-batch{len(items)}-a{items[0][1]}"
@@ -103,8 +104,8 @@ class Executor:
             len(items),
             apps,
         )
-        whole, runner = self._invoke(ident, extravars, still_valid, f"batch {ident}", forks=len(items))
-        return split_outcome(whole, items, host_results(runner))
+        whole, runner = self._invoke(ident, extravars, still_valid, f"batch {ident}")
+        return split_outcome(whole, items, batch_results(runner))
 
     def _invoke(
         self,
@@ -112,7 +113,6 @@ class Executor:
         extravars: dict[str, Any],
         still_valid: Callable[[], bool],
         what: str,
-        forks: int = 0,
     ) -> tuple[Outcome, Any]:
         """One ansible-runner run: its outcome and the runner (None if it could not start)."""
         import ansible_runner
@@ -129,8 +129,6 @@ class Executor:
             "ANSIBLE_RETRY_FILES_ENABLED": "0",
             proctree.MARK: self.mark(ident),
         }
-        if forks:
-            envvars["ANSIBLE_FORKS"] = str(max(1, forks))
         if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
             envvars["ANSIBLE_COLLECTIONS_PATH"] = os.environ["ANSIBLE_COLLECTIONS_PATH"]
         cancelled = threading.Event()
@@ -191,28 +189,20 @@ def decision_vars(decision: dict[str, Any], attempt: int, token: dict[str, int])
     return out
 
 
-HOST_PREFIX = "qonnect-migrate-"  # migrate.yml's host of one decision of a batch
-
-
-def host_results(runner: Any) -> dict[str, dict[str, Any]]:
-    """decision id -> {ok, msg} from the batch run's per-host task events (each decision's
-    application is deployed on a host of its own, named after the decision)."""
+def batch_results(runner: Any) -> dict[str, dict[str, Any]]:
+    """decision id -> {ok, msg} from the batch task's result (migrate.yml deploys the whole
+    batch in one deploy module run, which reports each item under ``batch.<decision id>``)."""
     found: dict[str, dict[str, Any]] = {}
     if runner is None:
         return found
     try:
         for event in runner.events:
-            kind = event.get("event")
-            data = event.get("event_data") or {}
-            host = str(data.get("host") or "")
-            if not host.startswith(HOST_PREFIX) or kind not in (
-                "runner_on_ok",
-                "runner_on_failed",
-                "runner_on_unreachable",
-            ):
+            if event.get("event") not in ("runner_on_ok", "runner_on_failed"):
                 continue
-            res = data.get("res") or {}
-            found[host[len(HOST_PREFIX) :]] = {"ok": kind == "runner_on_ok", "msg": str(res.get("msg", ""))}
+            res = (event.get("event_data") or {}).get("res") or {}
+            if isinstance(res.get("batch"), dict):
+                for did, item in res["batch"].items():
+                    found[str(did)] = {"ok": bool(item.get("ok")), "msg": str(item.get("msg") or "")}
     except (OSError, ValueError):
         pass
     return found
@@ -228,7 +218,7 @@ def split_outcome(
     out = {}
     for decision, _attempt, _token in items:
         did = decision["id"]
-        got = per_host.get(did)
+        got = per_host.get(str(did))
         if whole.result == CANCELLED or got is None:
             out[did] = (
                 whole

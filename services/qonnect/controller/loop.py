@@ -101,7 +101,7 @@ class Config:
     extravars: dict[str, Any] = field(default_factory=dict)
     name: str = ""  # the operator's name for this replica (--id); Raft knows it by self_addr
     max_concurrent_runs: int = field(default_factory=default_concurrency)  # playbook runs at once
-    batch_size: int = 10  # applications one run migrates (one playbook start heals many)
+    batch_size: int = 50  # applications one run migrates (one playbook start, one deploy process)
     max_drift_moves_per_minute: float = 2.0  # QoS-drift moves admitted per minute (calm failback)
     intent_ttl: float = DEFAULT_WAIT_TIMEOUT + RUN_OVERHEAD  # a deploy's 'applying' intent holds this long
     rollback: bool = True  # a version failing on max_version_failures clusters rolls back

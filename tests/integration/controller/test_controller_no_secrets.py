@@ -37,6 +37,18 @@ def healed(tmp_path: Path) -> Iterator[Stack]:
         failed = placed["web"][0]["cluster"]
         stack.testbed("fail", failed)
         wait_for(lambda: stack.healthy_elsewhere("secretive", {failed}), 150, 1.0, "the heal")
+        # the migration's run is searched whole: its deploy task (one module run for the batch)
+        # reports when every step is done, which may be after the application is Healthy
+        wait_for(
+            lambda: (
+                (leader := stack.leader()) is not None
+                and (status := leader.status()) is not None
+                and not status.get("running_here")
+            ),
+            120,
+            1.0,
+            "the migration run to end",
+        )
         yield stack
     finally:
         stack.close()

@@ -239,15 +239,22 @@ def test_without_a_stored_policy_the_controller_defaults_apply():
 
 
 def test_the_batch_results_split_per_decision():
-    from qonnect.controller.executor import FAILED, host_results, split_outcome
+    from qonnect.controller.executor import FAILED, batch_results, split_outcome
 
-    class Ran:  # ansible-runner's per-host task events of a batch run
+    class Ran:  # ansible-runner's task events of a batch run: one deploy task for the whole batch
         events = [
             {"event": "runner_on_ok", "event_data": {"host": "localhost", "res": {}}},
-            {"event": "runner_on_ok", "event_data": {"host": "qonnect-migrate-d1.2", "res": {"msg": "ok"}}},
             {
-                "event": "runner_on_failed",
-                "event_data": {"host": "qonnect-migrate-d1.3", "res": {"msg": "cloud-2 refused"}},
+                "event": "runner_on_ok",
+                "event_data": {
+                    "host": "localhost",
+                    "res": {
+                        "batch": {
+                            "d1.2": {"app": "a", "ok": True, "msg": "deployed to edge-2"},
+                            "d1.3": {"app": "b", "ok": False, "msg": "cloud-2 refused"},
+                        }
+                    },
+                },
             },
         ]
 
@@ -256,12 +263,12 @@ def test_the_batch_results_split_per_decision():
         ({"id": "d1.3", "app": "b"}, 2, {}),
         ({"id": "d1.4"}, 1, {}),
     ]
-    got = split_outcome(Outcome(SUCCEEDED, "playbook succeeded", "/art", 0), items, host_results(Ran()))
+    got = split_outcome(Outcome(SUCCEEDED, "playbook succeeded", "/art", 0), items, batch_results(Ran()))
     assert got["d1.2"].result == SUCCEEDED
     assert got["d1.3"].result == FAILED and "cloud-2 refused" in got["d1.3"].detail
     assert got["d1.4"].result == FAILED  # no result of its own: never counted as done
     assert {
-        o.result for o in split_outcome(Outcome(SUCCEEDED, "", "", 0), items, host_results(None)).values()
+        o.result for o in split_outcome(Outcome(SUCCEEDED, "", "", 0), items, batch_results(None)).values()
     } == {FAILED}
 
 
@@ -502,4 +509,5 @@ def test_the_migration_playbook_hands_the_plan_to_deploy_for_single_runs_and_bat
     assert len(deploys) == 2
     single, batch = deploys
     assert single["plan"] == "{{ plan | default(omit) }}"  # by hand (-e app=X): the deploy places
-    assert batch["plan"] == "{{ qonnect_item.plan | default(omit) }}"
+    assert batch["batch"] == "{{ batch }}"  # each item carries its plan (decision_vars)
+    assert set(batch) >= {"batch", "batch_workers", "kubeconfigs"}
