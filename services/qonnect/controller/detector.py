@@ -24,6 +24,9 @@ Rules (one trigger per application at most; the first rule that fires wins):
    Deployment's progressDeadlineSeconds or qonnect.io/failure-grace-seconds, so a transient
    ErrImagePull or a surge pod waiting for room is no reason to move), or Progressing for
    longer than the backstop ``progressing_timeout`` -> re-place that service elsewhere.
+   Only reports made under the objects now in place count: for a heartbeat timeout after an
+   attempt on the application ended, its workload reports may still describe what the attempt
+   replaced (a rolled-back version's crashing pod), and are not acted on.
 4. application spec changed (new version in the KB) -> re-place.
 5. QoS drift: the placement engine finds a placement better than the current one by more than
    the hysteresis, using only clusters healthy for ``stable_seconds``, and the application has
@@ -500,9 +503,16 @@ def _first_trigger(
             version,
             now,
         )
+    settling: bool | None = None  # read from the log at the first report that is not Healthy
     for w in sorted(snapshot.workloads, key=lambda w: (w.get("service", ""), w.get("cluster", ""))):
         if w.get("application") != app or w.get("cluster") not in services.get(w.get("service", ""), ()):
             continue
+        if w.get("status") == "Healthy":
+            continue
+        if settling is None:
+            settling = _settling(log, app, now, settings)
+        if settling:
+            continue  # may describe the objects the newest placement replaced: wait for a new report
         cluster, service = w["cluster"], w.get("service")
         since = memory.progressing_since.get((cluster, app, service or ""))
         if w.get("status") == "Failed":
@@ -549,6 +559,25 @@ def _first_trigger(
             tuple(sorted(tried)),
         )
     return None
+
+
+def placed_at(log: DecisionLog, app: str) -> float | None:
+    """When the newest attempt that wrote the application's objects ended (replicated: the
+    time the leader committed with its ``finish``, ``cancel`` or give-up), else None."""
+    for decision_id in reversed(log.order):
+        decision = log.decisions[decision_id]
+        if decision["app"] == app and decision.get("attempts") and decision.get("ended_at") is not None:
+            return float(decision["ended_at"])
+    return None
+
+
+def _settling(log: DecisionLog, app: str, now: float, settings: Settings) -> bool:
+    """True while the application's workload reports may still be from before its newest
+    placement: a Failed report of a replaced version's pod must not move the version that
+    replaced it (issue 22.4). Every live agent reports within the heartbeat timeout, so a
+    report still Failed after it was made under the objects now in place."""
+    ended = placed_at(log, app)
+    return ended is not None and now - ended < settings.heartbeat_timeout
 
 
 VERSION_FAILING = "version-failing"  # a trigger the leader reports and does not act on

@@ -419,3 +419,32 @@ def test_a_failing_version_is_not_judged_for_drift_either():
 
     triggers = detect(failing("edge-2", now=2000.0), log, Memory(), S, replan)[0]
     assert [t.kind for t in triggers] == [VERSION_FAILING] and calls == []
+
+
+def test_a_report_from_before_the_newest_placement_moves_nothing():
+    """Issue 22.4, seen on the emulator: v2 failed on two clusters and was rolled back as v3;
+    the spec-changed deploy of v3 ended, and the agent's last report - still v2's crashing pod
+    on edge-2 - moved the healthy rolled-back version. A report counts once every live agent
+    has reported since the attempt ended (the heartbeat timeout); a failure still reported
+    then is the new objects' own."""
+    log = known(DecisionLog(), version=3)
+    log.versions["shop"] = 2
+    (spec,) = detect(failing("edge-2", version=3, now=990.0), log, Memory(), S)[0]
+    assert spec.kind == "spec-changed"
+    moved(log, spec, 995.0)  # v3 applied on edge-2, ended at 1000.0
+    assert log.versions["shop"] == 3
+    for now in (1000.5, 1003.0, 1005.9):  # v2's report, not yet replaced
+        assert detect(failing("edge-2", version=3, now=now), log, Memory(), S)[0] == [], now
+    (late,) = detect(failing("edge-2", version=3, now=1006.5), log, Memory(), S)[0]
+    assert late.kind == "workload-failed" and late.exclude == ("edge-2",)
+
+
+def test_an_attempt_that_wrote_nothing_does_not_hold_failure_reports_back():
+    """A decision ended without an attempt (cancelled before it ran) changed no object."""
+    log = known(DecisionLog(), version=2)
+    res = log.apply(
+        {"op": "decide", "term": 1, "node": "n", "app": "shop", "kind": "qos-drift", "reason": "r", "exclude": []}
+    )
+    log.apply({"op": "cancel", "term": 1, "node": "n", "id": res["id"], "ts": 999.0})
+    (trigger,) = detect(failing("edge-2", now=1000.0), log, Memory(), S)[0]
+    assert trigger.kind == "workload-failed"
