@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # its shared helpers (support)
 
 from _controller_stack import BIN, Stack, small_app, wait_for  # noqa: E402
 from ansible_collections.qonnect.core.plugins.module_utils.keys import APP_LABEL  # noqa: E402
-from failover import summary  # noqa: E402  (the same percentiles as the failover benchmark)
+from failover import kube_profile, summary  # noqa: E402  (the same percentiles and kube profile as failover)
 from qonnect.controller import journal  # noqa: E402
 
 CLK = os.sysconf("SC_CLK_TCK")
@@ -283,11 +283,15 @@ def one_k(
     timeout: float,
     bystanders: int = 3,
     after_recovery: float = 90.0,
+    engine: str = "emulator",
 ) -> dict[str, Any]:
     stack = Stack(workdir)
     try:
         stack.start_kb()
-        stack.start_testbed(6)
+        if engine == "kube":  # real control planes: cloud, fog and two edge clusters
+            stack.start_testbed(None, 1.0, "kube", str(kube_profile(workdir)), 2.0)
+        else:
+            stack.start_testbed(6)
         stack.start_agents(1.0)
         target = stack.federation["clusters"][0]["name"]
         names = [f"app{i:03d}" for i in range(k)]
@@ -343,6 +347,7 @@ def one_k(
         moved = sorted(touched | {n for n, where in placed_on(stack, calm).items() if where != calm_home[n]})
         return {
             "k": k,
+            "engine": engine,
             "failed_cluster": target,
             "failed_at": failed_at,
             "deploy_seconds": round(deploy_seconds, 1),
@@ -447,6 +452,9 @@ def main() -> int:
     parser.add_argument("--keep", help="keep each k's processes' logs and run artifacts under this directory")
     parser.add_argument("--chart", help="also draw heal seconds against k (PNG) beside the earlier figures")
     parser.add_argument("--label", default="this run", help="this run's name in the chart")
+    parser.add_argument(
+        "--engine", choices=("emulator", "kube"), default="emulator", help="the testbed's clusters"
+    )
     args = parser.parse_args()
     results = []
     for k in [int(x) for x in args.ks.split(",") if x.strip()]:
@@ -454,12 +462,24 @@ def main() -> int:
             workdir = Path(args.keep) / f"k{k}"
             workdir.mkdir(parents=True, exist_ok=False)
             res = one_k(
-                k, workdir, args.controller_option, args.timeout, args.bystanders, args.after_recovery
+                k,
+                workdir,
+                args.controller_option,
+                args.timeout,
+                args.bystanders,
+                args.after_recovery,
+                args.engine,
             )
         else:
             with tempfile.TemporaryDirectory(prefix=f"heal-k{k}-") as tmp:
                 res = one_k(
-                    k, Path(tmp), args.controller_option, args.timeout, args.bystanders, args.after_recovery
+                    k,
+                    Path(tmp),
+                    args.controller_option,
+                    args.timeout,
+                    args.bystanders,
+                    args.after_recovery,
+                    args.engine,
                 )
         results.append(res)
         if not args.json:

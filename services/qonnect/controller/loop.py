@@ -67,6 +67,9 @@ log = logging.getLogger("qonnect.controller")
 
 # what the batch plan says of one decision (Controller._plan)
 PLANNED, DEFER, HOLD, FREE = "planned", "defer", "hold", "free"
+# decisions (or observed versions) committed in one Raft entry: a pass over a fleet-wide
+# failure commits once per this many applications (each item is about 0.5 KB)
+DECISIONS_PER_ENTRY = 100
 
 
 def default_concurrency() -> int:
@@ -364,9 +367,10 @@ class Controller:
         self._report_failing([t for t in triggers if t.kind == VERSION_FAILING])
         triggers = [t for t in triggers if t.kind != VERSION_FAILING]
         triggers, observe = self._pace(triggers, observe, snapshot.now)
-        for app, version in observe:
-            self._propose({"op": "observe", "app": app, "version": version})
-        taken = sum(1 for trigger in triggers if self._decide(trigger, snapshot.now))
+        for first in range(0, len(observe), DECISIONS_PER_ENTRY):
+            chunk = observe[first : first + DECISIONS_PER_ENTRY]
+            self._propose({"op": "observe_many", "versions": [[app, version] for app, version in chunk]})
+        taken = self._decide_all(triggers, snapshot.now)
         inflight = len(machine.inflight)
         waiting = [
             f"{d['app']} waits ({d['detail']})"
@@ -452,25 +456,41 @@ class Controller:
             self.cfg.settings.stable_seconds,
         )
 
-    def _decide(self, trigger: Trigger, now: float) -> bool:
-        res = self._propose(
-            {
-                "op": "decide",
-                "app": trigger.app,
-                "service": trigger.service,
-                "kind": trigger.kind,
-                "reason": trigger.reason,
-                "exclude": list(trigger.exclude),
-                "key": trigger.key,
-                "detected_at": trigger.failed_at,
-                "spec_version": trigger.spec_version,
-                "ts": now,
-                "pinned": list(trigger.pinned),
-            }
-        )
-        if not res or not res.get("ok"):
-            if res:
-                log.info("decision on %s not taken: %s", trigger.app, res.get("why"))
+    def _decide_all(self, triggers: list[Trigger], now: float) -> int:
+        """Commit this pass's decisions, up to DECISIONS_PER_ENTRY in one log entry (a failure
+        that hits k applications costs one commit, not k); returns how many were taken."""
+        taken = 0
+        for first in range(0, len(triggers), DECISIONS_PER_ENTRY):
+            chunk = triggers[first : first + DECISIONS_PER_ENTRY]
+            res = self._propose(
+                {
+                    "op": "decide_many",
+                    "ts": now,
+                    "decisions": [
+                        {
+                            "app": t.app,
+                            "service": t.service,
+                            "kind": t.kind,
+                            "reason": t.reason,
+                            "exclude": list(t.exclude),
+                            "key": t.key,
+                            "detected_at": t.failed_at,
+                            "spec_version": t.spec_version,
+                            "pinned": list(t.pinned),
+                        }
+                        for t in chunk
+                    ],
+                }
+            )
+            if not res or not res.get("ok"):
+                return taken  # no quorum or leadership lost: the next pass decides again
+            taken += sum(1 for t, r in zip(chunk, res["results"], strict=True) if self._taken(t, r))
+        return taken
+
+    def _taken(self, trigger: Trigger, res: dict[str, Any]) -> bool:
+        """Log, count and record one committed decision (False: the log refused it)."""
+        if not res.get("ok"):
+            log.info("decision on %s not taken: %s", trigger.app, res.get("why"))
             return False
         decision = self._committed(res["id"])
         self.metrics.count_decision(trigger.kind)

@@ -147,8 +147,8 @@ class DecisionLog:
         handler = getattr(self, f"_op_{op}", None) if isinstance(op, str) else None
         if handler is None:
             raise CommandError(
-                "field 'op' must be one of leader, decide, start, finish, defer, retarget, cancel, "
-                f"observe; got {op!r}"
+                "field 'op' must be one of leader, decide, decide_many, start, finish, defer, retarget, "
+                f"cancel, observe, observe_many; got {op!r}"
             )
         term = _need(cmd, "term", int)
         if term < self.term:
@@ -215,6 +215,20 @@ class DecisionLog:
         self.counters["decisions"] += 1
         self._trim()
         return {"ok": True, "id": decision_id, "token": token}
+
+    def _op_decide_many(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
+        """Every decision of one detection pass in one log entry: a failure that affects k
+        applications costs one commit, not k (issue 21). Each item is a ``decide`` command
+        without ``op`` and ``term``; all are checked before any takes effect."""
+        items = _need(cmd, "decisions", list)
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise CommandError(f"decide_many: field 'decisions[{i}]' must be a dict")
+            for name, kind in (("app", str), ("exclude", list), ("reason", str)):
+                if not isinstance(item.get(name), kind):
+                    raise CommandError(f"decide_many: field 'decisions[{i}].{name}' must be {kind.__name__}")
+        defaults: dict[str, Any] = {k: cmd[k] for k in ("ts", "node") if k in cmd}
+        return {"ok": True, "results": [self._op_decide({**defaults, **item}, term) for item in items]}
 
     def _op_start(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
         plan = cmd.get("plan")  # checked before anything changes: a refusal leaves no trace
@@ -323,6 +337,24 @@ class DecisionLog:
             self.versions.pop(app, None)
         else:
             self.versions[app] = _need(cmd, "version", int)
+        return {"ok": True}
+
+    def _op_observe_many(self, cmd: dict[str, Any], term: int) -> dict[str, Any]:
+        """``observe`` for many applications in one entry ([[app, version or None], ...]): a new
+        leader's first sight of a thousand applications is one commit."""
+        pairs = _need(cmd, "versions", list)
+        for i, pair in enumerate(pairs):
+            if (
+                not isinstance(pair, list)
+                or len(pair) != 2
+                or not isinstance(pair[0], str)
+                or not (pair[1] is None or (isinstance(pair[1], int) and not isinstance(pair[1], bool)))
+            ):
+                raise CommandError(
+                    f"observe_many: field 'versions[{i}]' must be [application, version or null]"
+                )
+        for app, version in pairs:
+            self._op_observe({"app": app, "version": version}, term)
         return {"ok": True}
 
     # -- helpers -------------------------------------------------------------------------------

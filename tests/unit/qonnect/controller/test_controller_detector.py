@@ -443,7 +443,15 @@ def test_an_attempt_that_wrote_nothing_does_not_hold_failure_reports_back():
     """A decision ended without an attempt (cancelled before it ran) changed no object."""
     log = known(DecisionLog(), version=2)
     res = log.apply(
-        {"op": "decide", "term": 1, "node": "n", "app": "shop", "kind": "qos-drift", "reason": "r", "exclude": []}
+        {
+            "op": "decide",
+            "term": 1,
+            "node": "n",
+            "app": "shop",
+            "kind": "qos-drift",
+            "reason": "r",
+            "exclude": [],
+        }
     )
     log.apply({"op": "cancel", "term": 1, "node": "n", "id": res["id"], "ts": 999.0})
     (trigger,) = detect(failing("edge-2", now=1000.0), log, Memory(), S)[0]

@@ -246,3 +246,37 @@ def test_a_wiped_log_knows_no_decision_even_after_a_leader_entry():
     did = log.apply(decide())["id"]
     token = log.apply(start(did))["token"]
     assert log.newest_decision_token() == (token["term"], token["seq"])
+
+
+def test_decide_many_commits_a_pass_in_one_entry_like_separate_decides():
+    """Issue 21: 50 applications on a failed cluster were 50 commits ~0.1 s apart (5 s before
+    the last migration could start); one entry now carries the whole pass, with the same
+    decisions, tokens and refusals as separate ``decide`` entries."""
+    items = [{k: v for k, v in decide(app=a).items() if k not in ("op", "term")} for a in ("a", "b", "a")]
+    one, many = DecisionLog(), DecisionLog()
+    separate = [one.apply(decide(app=i["app"])) for i in items]
+    batch = many.apply({"op": "decide_many", "term": 1, "node": "n1", "ts": 100.0, "decisions": items})
+    assert batch["ok"] and batch["results"] == separate
+    assert [r["ok"] for r in batch["results"]] == [True, True, False]  # a second one for "a" waits
+    assert many.to_dict() == one.to_dict()
+
+
+def test_a_malformed_decision_anywhere_in_a_batch_changes_nothing():
+    log = DecisionLog()
+    good = {k: v for k, v in decide().items() if k not in ("op", "term")}
+    before = log.to_dict()
+    with pytest.raises(CommandError, match=r"'decisions\[1\]\.reason'"):
+        log.apply({"op": "decide_many", "term": 1, "decisions": [good, dict(good, reason=None)]})
+    assert {k: v for k, v in log.to_dict().items() if k != "term"} == {
+        k: v for k, v in before.items() if k != "term"
+    }
+
+
+def test_observe_many_records_and_forgets_versions_in_one_entry():
+    log = DecisionLog()
+    assert log.apply({"op": "observe_many", "term": 1, "versions": [["a", 1], ["b", 2]]})["ok"]
+    assert log.apply({"op": "observe_many", "term": 1, "versions": [["a", None], ["c", 3]]})["ok"]
+    assert log.versions == {"b": 2, "c": 3}
+    with pytest.raises(CommandError, match=r"'versions\[0\]'"):
+        log.apply({"op": "observe_many", "term": 1, "versions": [["d", True]]})
+    assert log.versions == {"b": 2, "c": 3}
