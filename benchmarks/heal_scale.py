@@ -401,6 +401,8 @@ def recovery(stack: Stack, cluster: str, names: list[str], watch: float) -> dict
 EARLIER = {
     "issue 21 report (one run per decision)": [(1, 13.4), (5, 57.8), (20, 607.0)],
     "2026-12-03 (batched runs)": [(1, 23.9), (10, 31.8), (20, 45.4)],
+    "2026-12-04 (committed plan, batches of 10)": [(1, 23.8), (10, 28.9), (50, 74.5)],
+    "2026-12-05 (one deploy process per batch)": [(1, 23.8), (10, 25.8), (50, 44.6)],
 }
 
 
