@@ -367,9 +367,7 @@ class Controller:
         self._report_failing([t for t in triggers if t.kind == VERSION_FAILING])
         triggers = [t for t in triggers if t.kind != VERSION_FAILING]
         triggers, observe = self._pace(triggers, observe, snapshot.now)
-        for first in range(0, len(observe), DECISIONS_PER_ENTRY):
-            chunk = observe[first : first + DECISIONS_PER_ENTRY]
-            self._propose({"op": "observe_many", "versions": [[app, version] for app, version in chunk]})
+        self._propose_chunks("observe_many", "versions", [[app, version] for app, version in observe])
         taken = self._decide_all(triggers, snapshot.now)
         inflight = len(machine.inflight)
         waiting = [
@@ -459,33 +457,26 @@ class Controller:
     def _decide_all(self, triggers: list[Trigger], now: float) -> int:
         """Commit this pass's decisions, up to DECISIONS_PER_ENTRY in one log entry (a failure
         that hits k applications costs one commit, not k); returns how many were taken."""
-        taken = 0
-        for first in range(0, len(triggers), DECISIONS_PER_ENTRY):
-            chunk = triggers[first : first + DECISIONS_PER_ENTRY]
-            res = self._propose(
+        results = self._propose_chunks(
+            "decide_many",
+            "decisions",
+            [
                 {
-                    "op": "decide_many",
-                    "ts": now,
-                    "decisions": [
-                        {
-                            "app": t.app,
-                            "service": t.service,
-                            "kind": t.kind,
-                            "reason": t.reason,
-                            "exclude": list(t.exclude),
-                            "key": t.key,
-                            "detected_at": t.failed_at,
-                            "spec_version": t.spec_version,
-                            "pinned": list(t.pinned),
-                        }
-                        for t in chunk
-                    ],
+                    "app": t.app,
+                    "service": t.service,
+                    "kind": t.kind,
+                    "reason": t.reason,
+                    "exclude": list(t.exclude),
+                    "key": t.key,
+                    "detected_at": t.failed_at,
+                    "spec_version": t.spec_version,
+                    "pinned": list(t.pinned),
                 }
-            )
-            if not res or not res.get("ok"):
-                return taken  # no quorum or leadership lost: the next pass decides again
-            taken += sum(1 for t, r in zip(chunk, res["results"], strict=True) if self._taken(t, r))
-        return taken
+                for t in triggers
+            ],
+        )
+        # no quorum or leadership lost (None): the next pass decides again
+        return sum(1 for t, r in zip(triggers, results, strict=True) if r is not None and self._taken(t, r))
 
     def _taken(self, trigger: Trigger, res: dict[str, Any]) -> bool:
         """Log, count and record one committed decision (False: the log refused it)."""
@@ -803,14 +794,14 @@ class Controller:
                 continue  # the KB cannot say how the user wants it placed: try again next tick
             items.append((decision, policy))
         verdicts = self._plan(items, snapshot)
-        begun = []
+        runnable = []
         for decision, policy in items:
             verdict, detail = verdicts.get(decision["id"], (FREE, None))
             if verdict == DEFER:
                 self._defer(decision, str(detail))
             elif verdict != HOLD:
-                begun.append(self._begin(decision, policy, detail if verdict == PLANNED else None))
-        started = [item for item in begun if item is not None]
+                runnable.append((decision, policy, detail if verdict == PLANNED else None))
+        started = self._begin(runnable)
         if not started:
             return
         term = self.node.term()
@@ -835,60 +826,69 @@ class Controller:
         thread.start()
 
     def _begin(
-        self, decision: dict[str, Any], policy: dict[str, Any], plan: dict[str, Any] | None
-    ) -> tuple[dict[str, Any], int, dict[str, int]] | None:
-        """The committed 'start' (attempt, token, policy and the plan it applies) and the KB's
-        start event of one decision; None if it may not run now."""
-        res = self._propose(
-            {
-                "op": "start",
-                "id": decision["id"],
-                "max_attempts": self.cfg.max_attempts,
-                **({"policy": policy} if policy else {}),
-                **({"plan": plan} if plan is not None else {}),
-            }
+        self, batch: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]]
+    ) -> list[tuple[dict[str, Any], int, dict[str, int]]]:
+        """The committed 'start' of each (decision, policy, plan) of a batch, all in one log
+        entry (attempt, token, the policy and the plan it applies), and the KB's start events:
+        the (decision, attempt, token) of those that may run now."""
+        results = self._propose_chunks(
+            "many",
+            "commands",
+            [
+                {
+                    "op": "start",
+                    "id": decision["id"],
+                    "max_attempts": self.cfg.max_attempts,
+                    **({"policy": policy} if policy else {}),
+                    **({"plan": plan} if plan is not None else {}),
+                }
+                for decision, policy, plan in batch
+            ],
         )
-        if not res or not res.get("ok"):
-            if res:
-                log.info("decision %s: start refused: %s", decision["id"], res.get("why"))
-            if res and res.get("status") == "failed":
-                self._gave_up(decision, str(res.get("why")))
-            return None
-        attempt, token = res["attempt"], res["token"]
-        snapshot = dict(self._committed(decision["id"]))
-        if policy:
-            log.warning(
-                "decision %s: %s heals with its stored policy %s", decision["id"], snapshot["app"], policy
-            )
-        if plan is not None:
-            log.warning(
-                "decision %s attempt %d: committed plan for %s: %s",
-                decision["id"],
-                attempt,
-                snapshot["app"],
-                "; ".join(
-                    f"{svc} -> " + ", ".join(f"{e['cluster']}x{e.get('replicas', 1)}" for e in entries)
-                    for svc, entries in sorted(plan.items())
-                ),
-            )
-        try:
-            journal.post(
-                self.kb,
-                journal.STARTED,
-                snapshot,
-                journal.started_text(snapshot, attempt, self.node.node_id),
-                attempt,
-                token,
-            )
-        except KBError as exc:
-            log.warning(
-                "decision %s: cannot record the start in the KB (%s); retrying later", decision["id"], exc
-            )
-            self._finish(
-                snapshot, attempt, Outcome("failed", f"KB unreachable before start: {exc}", "", None)
-            )
-            return None
-        return snapshot, attempt, token
+        started = []
+        for (decision, policy, plan), res in zip(batch, results, strict=True):
+            if not res or not res.get("ok"):
+                if res:
+                    log.info("decision %s: start refused: %s", decision["id"], res.get("why"))
+                if res and res.get("status") == "failed":
+                    self._gave_up(decision, str(res.get("why")))
+                continue
+            attempt, token = res["attempt"], res["token"]
+            snapshot = dict(self._committed(decision["id"]))
+            if policy:
+                log.warning(
+                    "decision %s: %s heals with its stored policy %s", decision["id"], snapshot["app"], policy
+                )
+            if plan is not None:
+                log.warning(
+                    "decision %s attempt %d: committed plan for %s: %s",
+                    decision["id"],
+                    attempt,
+                    snapshot["app"],
+                    "; ".join(
+                        f"{svc} -> " + ", ".join(f"{e['cluster']}x{e.get('replicas', 1)}" for e in entries)
+                        for svc, entries in sorted(plan.items())
+                    ),
+                )
+            try:
+                journal.post(
+                    self.kb,
+                    journal.STARTED,
+                    snapshot,
+                    journal.started_text(snapshot, attempt, self.node.node_id),
+                    attempt,
+                    token,
+                )
+            except KBError as exc:
+                log.warning(
+                    "decision %s: cannot record the start in the KB (%s); retrying later", decision["id"], exc
+                )
+                self._finish_all(
+                    [(snapshot, attempt, Outcome("failed", f"KB unreachable before start: {exc}", "", None))]
+                )
+                continue
+            started.append((snapshot, attempt, token))
+        return started
 
     def _plan(
         self, items: list[tuple[dict[str, Any], dict[str, Any]]], snapshot: Snapshot
@@ -1005,33 +1005,43 @@ class Controller:
                 )
             except KBError as exc:
                 log.warning("cannot report decision %s outcome to the KB: %s", decision["id"], exc)
-            if outcome.result == CANCELLED:
-                continue  # deposed: the next leader takes over
-            if not self._finish(decision, attempt, outcome) and self.node.is_leader():
-                self.unreported.append((decision, attempt, token, outcome))
-
-    def _finish(self, decision: dict[str, Any], attempt: int, outcome: Outcome) -> bool:
-        succeeded = outcome.result == SUCCEEDED
-        retry = not succeeded and attempt < self.cfg.max_attempts
-        res = self._propose(
-            {
-                "op": "finish",
-                "id": decision["id"],
-                "attempt": attempt,
-                "result": outcome.result if succeeded else "failed",
-                "detail": outcome.detail,
-                "artifacts": outcome.artifacts,
-                "retry": retry,
-                "not_before": time.time() + self.cfg.backoff * 2 ** (attempt - 1),
-            }
+        # a cancelled run was deposed: the next leader takes over its decision
+        ended = [item for item in pending if item[3].result != CANCELLED]
+        committed = self._finish_all(
+            [(decision, attempt, outcome) for decision, attempt, _token, outcome in ended]
         )
-        if res is None:
-            return False
-        if succeeded and decision.get("detected_at"):
-            self.metrics.observe("recovery_seconds", max(0.0, time.time() - decision["detected_at"]))
-        if res.get("ok") and res.get("status") == "failed":
-            self._gave_up(decision, f"gave up after {attempt} attempts: {outcome.detail}")
-        return True
+        if self.node.is_leader():
+            self.unreported += [item for item, done in zip(ended, committed, strict=True) if not done]
+
+    def _finish_all(self, ended: list[tuple[dict[str, Any], int, Outcome]]) -> list[bool]:
+        """Commit the outcome of each (decision, attempt, outcome), all in one log entry (a
+        batch of k applications reports with one commit); per item, whether it was committed."""
+        now = time.time()
+        results = self._propose_chunks(
+            "many",
+            "commands",
+            [
+                {
+                    "op": "finish",
+                    "id": decision["id"],
+                    "attempt": attempt,
+                    "result": SUCCEEDED if outcome.result == SUCCEEDED else "failed",
+                    "detail": outcome.detail,
+                    "artifacts": outcome.artifacts,
+                    "retry": outcome.result != SUCCEEDED and attempt < self.cfg.max_attempts,
+                    "not_before": now + self.cfg.backoff * 2 ** (attempt - 1),
+                }
+                for decision, attempt, outcome in ended
+            ],
+        )
+        for (decision, attempt, outcome), res in zip(ended, results, strict=True):
+            if res is None:
+                continue
+            if outcome.result == SUCCEEDED and decision.get("detected_at"):
+                self.metrics.observe("recovery_seconds", max(0.0, now - decision["detected_at"]))
+            if res.get("ok") and res.get("status") == "failed":
+                self._gave_up(decision, f"gave up after {attempt} attempts: {outcome.detail}")
+        return [res is not None for res in results]
 
     def _end_decision(self, decision: dict[str, Any], op: str, why: str) -> None:
         res = self._propose({"op": op, "id": decision["id"], "detail": why})
@@ -1058,6 +1068,21 @@ class Controller:
         if decision is None:
             raise LookupError(f"decision {decision_id} was committed but is not in the replicated log")
         return decision
+
+    def _propose_chunks(self, op: str, field: str, items: list[Any]) -> list[dict[str, Any] | None]:
+        """Commit ``items`` as ``{op, field: items}`` entries of up to DECISIONS_PER_ENTRY each
+        (decide_many, observe_many, many): per item its result, None where its entry did not
+        commit (no quorum, leadership lost: the caller tries again on a later pass; nothing more
+        is proposed after it)."""
+        results: list[dict[str, Any] | None] = []
+        for first in range(0, len(items), DECISIONS_PER_ENTRY):
+            chunk = items[first : first + DECISIONS_PER_ENTRY]
+            res = self._propose({"op": op, field: chunk})
+            if not res or not res.get("ok"):
+                return results + [None] * (len(items) - first)
+            got = res.get("results")  # observe_many answers for the whole entry
+            results += got if isinstance(got, list) and len(got) == len(chunk) else [res] * len(chunk)
+        return results
 
     def _propose(self, cmd: dict[str, Any]) -> dict[str, Any] | None:
         try:

@@ -203,6 +203,46 @@ def test_one_run_heals_a_batch_each_with_its_own_attempt_and_token():
     assert runner.peak == 1
 
 
+def test_a_batch_starts_and_reports_with_one_log_entry_each():
+    """Issue 21: each application of a batch had its own 'start' entry (and its own 'finish'):
+    50 applications waited 5.1 s between the batch plan and the playbook's start. A batch's
+    starts now commit in one entry, and its outcomes in one (a refused one stays refused)."""
+    c = controller(max_concurrent_runs=1, batch_size=20)
+    ops: list[str] = []
+    propose = c.node.propose
+
+    def counted(cmd: dict[str, Any], timeout: float) -> dict[str, Any]:
+        ops.append(cmd["op"])
+        return propose(cmd, timeout)
+
+    c.node.propose = counted  # type: ignore[method-assign]
+    ids = decide(c, [f"app{i}" for i in range(6)] + ["shop"])
+    ops.clear()
+    c._drive_open(SNAPSHOT)
+    settle(c, c.executor, 1)
+    assert ops == ["many"] and len(c.executor.runs[0]) == 7
+    assert all(c.node.machine.get(i)["status"] == RUNNING for i in ids)
+    ops.clear()
+    finish_all(c, c.executor, 1)
+    assert ops == ["many"]
+    assert all(c.node.machine.get(i)["status"] == SUCCEEDED for i in ids)
+    assert c.unreported == []
+
+
+def test_outcomes_that_could_not_commit_are_reported_again_on_the_next_pass():
+    c = controller(max_concurrent_runs=1, batch_size=3)
+    ids = decide(c, ["app0", "app1", "app2"])
+    c._drive_open(SNAPSHOT)
+    settle(c, c.executor, 1)
+    c._propose = lambda cmd: None  # type: ignore[method-assign]  # no quorum for now
+    finish_all(c, c.executor, 1)
+    assert [d["id"] for d, _a, _t, _o in c.unreported] == ids
+    assert all(c.node.machine.get(i)["status"] == RUNNING for i in ids)
+    del c._propose  # the quorum is back
+    c._collect_finished()
+    assert c.unreported == [] and all(c.node.machine.get(i)["status"] == SUCCEEDED for i in ids)
+
+
 def _intent(kb: KB, app: str, role: str, **policy: Any) -> None:
     kb.post_event(intent.event(app, intent.APPLIED, {"exclude": [], **policy}, 1), role=role)
 
