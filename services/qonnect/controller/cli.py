@@ -123,7 +123,7 @@ def add_parser(subparsers: Any) -> None:
         type=int,
         default=50,
         help="applications one migration run heals (one playbook start-up and one deploy module "
-        "process for all; default %(default)s)",
+        "process for all, their deploys at once; default %(default)s)",
     )
     run.add_argument(
         "--max-drift-moves-per-minute",

@@ -90,12 +90,15 @@ class Executor:
         self, items: list[tuple[dict[str, Any], int, dict[str, int]]], still_valid: Callable[[], bool]
     ) -> dict[str, Outcome]:
         """One playbook run migrating several decisions' applications (one start-up and one
-        deploy module process for all; their cluster work runs in parallel on its threads).
+        deploy module process for all; their cluster work runs in parallel on its threads, all
+        of the batch at once: --batch-size bounds it, and each application's deploy mostly waits
+        on the KB and the clusters' APIs; 50 took 4.4 s ten at a time, 2.3 s at once).
         Each decision keeps its own attempt and fencing token; returns an outcome per decision."""
         first = items[0][0]
         ident = f"{first['id']}-batch{len(items)}-a{items[0][1]}"
         extravars = dict(self.extra or {})
         extravars["batch"] = [decision_vars(d, a, t) for d, a, t in items]
+        extravars.setdefault("batch_workers", len(items))  # --extra-var batch_workers=N sets it
         apps = ", ".join(d["app"] for d, _a, _t in items)
         log.info(
             "batch %s: running %s for %d applications: %s",
