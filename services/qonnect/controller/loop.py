@@ -474,6 +474,7 @@ class Controller:
                 }
                 for t in triggers
             ],
+            ts=now,  # decided at the snapshot's time, as the detector judged it
         )
         # no quorum or leadership lost (None): the next pass decides again
         return sum(1 for t, r in zip(triggers, results, strict=True) if r is not None and self._taken(t, r))
@@ -1069,15 +1070,17 @@ class Controller:
             raise LookupError(f"decision {decision_id} was committed but is not in the replicated log")
         return decision
 
-    def _propose_chunks(self, op: str, field: str, items: list[Any]) -> list[dict[str, Any] | None]:
-        """Commit ``items`` as ``{op, field: items}`` entries of up to DECISIONS_PER_ENTRY each
-        (decide_many, observe_many, many): per item its result, None where its entry did not
-        commit (no quorum, leadership lost: the caller tries again on a later pass; nothing more
-        is proposed after it)."""
+    def _propose_chunks(
+        self, op: str, field: str, items: list[Any], **entry: Any
+    ) -> list[dict[str, Any] | None]:
+        """Commit ``items`` as ``{op, field: items, **entry}`` entries of up to
+        DECISIONS_PER_ENTRY each (decide_many, observe_many, many): per item its result, None
+        where its entry did not commit (no quorum, leadership lost: the caller tries again on a
+        later pass; nothing more is proposed after it)."""
         results: list[dict[str, Any] | None] = []
         for first in range(0, len(items), DECISIONS_PER_ENTRY):
             chunk = items[first : first + DECISIONS_PER_ENTRY]
-            res = self._propose({"op": op, field: chunk})
+            res = self._propose({"op": op, field: chunk, **entry})
             if not res or not res.get("ok"):
                 return results + [None] * (len(items) - first)
             got = res.get("results")  # observe_many answers for the whole entry

@@ -229,6 +229,20 @@ def test_a_batch_starts_and_reports_with_one_log_entry_each():
     assert c.unreported == []
 
 
+def test_a_pass_commits_its_decisions_at_the_snapshot_s_time_in_one_entry():
+    from qonnect.controller.detector import Trigger
+
+    c = controller()
+    ops: list[str] = []
+    propose = c.node.propose
+    c.node.propose = lambda cmd, timeout: ops.append(cmd["op"]) or propose(cmd, timeout)  # type: ignore[method-assign]
+    triggers = [Trigger(app, "cluster-down", "edge-1 down", ("edge-1",)) for app in ("app0", "app1", "app0")]
+    assert c._decide_all(triggers, 1234.5) == 2  # the second decision on app0 waits for the first
+    assert ops == ["decide_many"]
+    decided = [d["decided_at"] for d in c.node.machine.open_decisions()]
+    assert decided == [1234.5, 1234.5]
+
+
 def test_outcomes_that_could_not_commit_are_reported_again_on_the_next_pass():
     c = controller(max_concurrent_runs=1, batch_size=3)
     ids = decide(c, ["app0", "app1", "app2"])
