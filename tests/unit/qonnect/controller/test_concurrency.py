@@ -203,11 +203,8 @@ def test_one_run_heals_a_batch_each_with_its_own_attempt_and_token():
     assert runner.peak == 1
 
 
-def test_a_batch_starts_and_reports_with_one_log_entry_each():
-    """Issue 21: each application of a batch had its own 'start' entry (and its own 'finish'):
-    50 applications waited 5.1 s between the batch plan and the playbook's start. A batch's
-    starts now commit in one entry, and its outcomes in one (a refused one stays refused)."""
-    c = controller(max_concurrent_runs=1, batch_size=20)
+def counting(c: Controller) -> list[str]:
+    """The op of every entry the controller proposes from now on, in order."""
     ops: list[str] = []
     propose = c.node.propose
 
@@ -216,6 +213,15 @@ def test_a_batch_starts_and_reports_with_one_log_entry_each():
         return propose(cmd, timeout)
 
     c.node.propose = counted  # type: ignore[method-assign]
+    return ops
+
+
+def test_a_batch_starts_and_reports_with_one_log_entry_each():
+    """Issue 21: each application of a batch had its own 'start' entry (and its own 'finish'):
+    50 applications waited 5.1 s between the batch plan and the playbook's start. A batch's
+    starts now commit in one entry, and its outcomes in one."""
+    c = controller(max_concurrent_runs=1, batch_size=20)
+    ops = counting(c)
     ids = decide(c, [f"app{i}" for i in range(6)] + ["shop"])
     ops.clear()
     c._drive_open(SNAPSHOT)
@@ -233,9 +239,7 @@ def test_a_pass_commits_its_decisions_at_the_snapshot_s_time_in_one_entry():
     from qonnect.controller.detector import Trigger
 
     c = controller()
-    ops: list[str] = []
-    propose = c.node.propose
-    c.node.propose = lambda cmd, timeout: ops.append(cmd["op"]) or propose(cmd, timeout)  # type: ignore[method-assign]
+    ops = counting(c)
     triggers = [Trigger(app, "cluster-down", "edge-1 down", ("edge-1",)) for app in ("app0", "app1", "app0")]
     assert c._decide_all(triggers, 1234.5) == 2  # the second decision on app0 waits for the first
     assert ops == ["decide_many"]
