@@ -38,7 +38,7 @@ test: setup services kube lint
 
 ## kube: build the real engine's Kubernetes binaries once into a cache outside the checkout
 ## (~/.cache/qonnect/kube/VERSION/bin; QONNECT_KUBE_CACHE moves it) and link .venv/bin/kubectl;
-## and helm, for {helm: CHART_DIR} manifest entries (~/.cache/qonnect/helm/VERSION/bin,
+## and helm, for {helm: CHART_DIR} manifest entries (~/.cache/qonnect/helm/VERSION-bBUILD/bin,
 ## QONNECT_HELM_CACHE; .venv/bin/helm)
 kube: setup
 	@bash scripts/build-kube.sh >/dev/null
