@@ -28,7 +28,7 @@ for want in MANIFEST.json FILES.json README.md CHANGELOG.rst COPYING meta/runtim
 done
 for unwanted in benchmarks/ scripts/ kube/ testbed/ Makefile ruff.toml mypy.ini pytest.ini .ansible-lint \
   .pre-commit-config.yaml .ci/ test-requirements.txt extensions/molecule/ tests/integration/ \
-  tests/conformance/ tests/unit/testbed/ tests/unit/benchmarks/ services/build/; do
+  tests/conformance/ tests/unit/testbed/ tests/unit/benchmarks/ tests/apps/ services/build/; do
   if grep -q "^$unwanted" <<<"$listing"; then
     echo "check-build: $(basename "$tarball") holds $unwanted (development only; galaxy.yml build_ignore)" >&2
     exit 1
