@@ -1,7 +1,8 @@
 """``qonnect plan``: show where an application would be placed, and why, without deploying.
 
 Reads the inventory from a JSON/YAML file or from the Knowledge Base (bearer token read from a
-file, so it never appears in the process list or shell history).
+file or $QONNECT_KB_TOKEN, so it never appears in the process list or shell history; the URL
+from --kb or $QONNECT_KB_URL, as `qonnect status` reads them).
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement import (
     PlacementError,
     place,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.placement.references import (
+    UnknownClusterError,
+    check_cluster_names,
+)
 from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     CRITERIA,
     QosSpecError,
@@ -25,6 +30,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos import (
 )
 
 from qonnect.cli import UserError
+from qonnect.status import kb_token
 
 
 def add_parser(subparsers) -> None:
@@ -40,10 +46,12 @@ def add_parser(subparsers) -> None:
         help="QONNECT's tier manifest bundle beside its Application file, e.g. "
         "cloud_svc=productpage.yaml (repeatable; as QONNECT's API takes them)",
     )
-    src = p.add_mutually_exclusive_group(required=True)
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--inventory", help="inventory file (JSON or YAML, the KB's format)")
-    src.add_argument("--kb", help="Knowledge Base URL (with --token-file)")
-    p.add_argument("--token-file", help="file holding the KB bearer token")
+    src.add_argument("--kb", help="Knowledge Base URL (default: $QONNECT_KB_URL)")
+    p.add_argument(
+        "--token-file", help="file holding the KB bearer token (default: the token in $QONNECT_KB_TOKEN)"
+    )
     p.add_argument("--ca", help="CA bundle to verify the KB's certificate")
     p.add_argument("--scorer", choices=SCORERS, default="weighted")
     p.add_argument(
@@ -83,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.spec} is not a valid QoS spec:\n  " + "\n  ".join(exc.errors))
     inventory = _inventory(args)
     try:
+        check_cluster_names(inventory, exclude=args.exclude)
         plan = place(app, inventory, scorer=args.scorer, exclude=args.exclude, hysteresis=args.hysteresis)
-    except (InventoryError, PlacementError, ValueError, ImportError) as exc:
+    except (InventoryError, PlacementError, UnknownClusterError, ValueError, ImportError) as exc:
         raise UserError(str(exc)) from None
     text = json.dumps(plan.to_dict(), indent=2, sort_keys=True) if args.json else render(plan.to_dict())
     try:
@@ -116,18 +125,16 @@ def _inventory(args: argparse.Namespace) -> dict:
             raise UserError(
                 f"{args.inventory}{where}: neither JSON nor YAML: {getattr(exc, 'problem', exc)}"
             ) from None
-    if not args.token_file:
-        raise UserError("--kb needs --token-file (a file holding the bearer token)")
-    try:
-        token = Path(args.token_file).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise UserError(f"cannot read the token file {args.token_file}: {exc.strerror}") from None
+    url = args.kb or os.environ.get("QONNECT_KB_URL", "").strip()
+    if not url:
+        raise UserError("expected --inventory FILE or --kb URL (or set QONNECT_KB_URL)")
+    token = kb_token(args)
     from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 
     try:
-        return KBClient(args.kb, token, ca_path=args.ca).inventory()
+        return KBClient(url, token, ca_path=args.ca).inventory()
     except KBError as exc:
-        raise UserError(f"cannot read the inventory from the KB at {args.kb}: {exc}") from None
+        raise UserError(f"cannot read the inventory from the KB at {url}: {exc}") from None
 
 
 def render(plan: dict) -> str:

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if args.watch is not None and not args.watch > 0:
         raise UserError(f"--watch: expected a number of seconds > 0, got {args.watch:g}")
     try:
-        kb = KBClient(args.kb, _token(args), ca_path=args.ca, timeout=args.timeout)
+        kb = KBClient(args.kb, kb_token(args), ca_path=args.ca, timeout=args.timeout)
     except KBError as exc:
         raise UserError(f"--kb: {exc.message}") from None
     controllers = [
@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
         time.sleep(args.watch)
 
 
-def _token(args: argparse.Namespace) -> str:
+def kb_token(args: argparse.Namespace) -> str:
+    """The KB token from --token-file, else $QONNECT_KB_TOKEN (also read by `qonnect plan`)."""
     if args.token_file:
         try:
             token = Path(args.token_file).read_text(encoding="utf-8").strip()

@@ -34,7 +34,10 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos import (
 )
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent as records
 from ansible_collections.qonnect.core.plugins.module_utils.runners.batch import run_batch
-from ansible_collections.qonnect.core.plugins.module_utils.runners.placement import compute_plan
+from ansible_collections.qonnect.core.plugins.module_utils.runners.placement import (
+    check_options,
+    compute_plan,
+)
 
 STALE_FENCE_HINT = "a newer controller decision is stored: fencing token too old"
 
@@ -278,6 +281,8 @@ def run(module: QonnectModule) -> dict:
     old_clusters = {e["cluster"] for entries in previous.values() for e in entries}
 
     # Place first: a spec is stored only once it validates and places (issue 13.5).
+    if params.get("plan") and params.get("exclude"):  # stored as the policy: checked all the same
+        check_options(kb.list_clusters(), params)
     plan = dict(params["plan"]) if params.get("plan") else compute_plan(app, kb.inventory(), params, False)
     chosen = plan_services(plan)
     plan["services"] = chosen

@@ -11,13 +11,23 @@ from ansible_collections.qonnect.core.plugins.module_utils.app_source import loa
 from ansible_collections.qonnect.core.plugins.module_utils.args_common import PLAN_ARGSPEC
 from ansible_collections.qonnect.core.plugins.module_utils.module import QonnectModule
 from ansible_collections.qonnect.core.plugins.module_utils.placement import place
+from ansible_collections.qonnect.core.plugins.module_utils.placement.references import check_cluster_names
 
 # The plan options as a user who sets none gets them.
 PLAN_DEFAULTS: dict[str, Any] = {name: opts["default"] for name, opts in PLAN_ARGSPEC.items()}
 
 
+def check_options(inventory: Any, params: dict[str, Any]) -> None:
+    """The plan options' cluster names must be the inventory's (a typo in ``exclude`` is an
+    error, not a stored policy that excludes nothing). A controller's fenced run is not checked:
+    its exclusions are its own decisions' (placement/references.py)."""
+    if not params.get("fencing"):
+        check_cluster_names(inventory, exclude=params.get("exclude"))
+
+
 def compute_plan(app: Any, inventory: dict, params: dict[str, Any], explain: bool = True) -> dict:
     """Run the engine with the plan options (PLAN_ARGSPEC); the current placement drives hysteresis."""
+    check_options(inventory, params)
     current = (inventory.get("placements") or {}).get(app.name)
     plan = place(
         app,

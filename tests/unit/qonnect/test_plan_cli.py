@@ -43,7 +43,7 @@ def test_invalid_spec_lists_every_error(tmp_path, capsys):
     assert "Traceback" not in err
 
 
-def test_inventory_and_placement_errors(tmp_path, capsys):
+def test_inventory_and_placement_errors(tmp_path, capsys, monkeypatch):
     broken = tmp_path / "inv.json"
     broken.write_text('{"clusters": [')
     assert main(["plan", "--spec", SPEC, "--inventory", str(broken)]) == 2
@@ -69,8 +69,14 @@ def test_inventory_and_placement_errors(tmp_path, capsys):
     assert (
         "service 'ratings' cannot be placed: no cluster meets the exclusion list" in capsys.readouterr().err
     )
+    monkeypatch.delenv("QONNECT_KB_TOKEN", raising=False)
+    monkeypatch.delenv("QONNECT_KB_URL", raising=False)
     assert main(["plan", "--spec", SPEC, "--kb", "http://127.0.0.1:9"]) == 2
-    assert "--kb needs --token-file" in capsys.readouterr().err
+    assert "--token-file: expected a file holding a KB token (or set QONNECT_KB_TOKEN)" in (
+        capsys.readouterr().err
+    )
+    assert main(["plan", "--spec", SPEC]) == 2
+    assert "expected --inventory FILE or --kb URL (or set QONNECT_KB_URL)" in capsys.readouterr().err
 
 
 def test_the_plan_says_how_close_each_latency_bound_is(tmp_path, capsys):
