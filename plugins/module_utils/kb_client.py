@@ -263,6 +263,16 @@ class KBClient:
             body["fencing"] = {"term": int(fencing["term"]), "seq": int(fencing["seq"])}
         return self.request("POST", f"{API}/applications/{_quote(name)}/rollback", body)
 
+    def record_history(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
+        """Record placement changes ``{version, trigger, outcome, started, ended, changes: [{service,
+        from, to}], ...}`` of an application (a deploy's or a controller run's)."""
+        return self.request("POST", f"{API}/applications/{_quote(name)}/history", record)
+
+    def history(self, name: str, limit: int = 50, before: int | None = None) -> dict[str, Any]:
+        """A page of the application's placement changes, newest first (``next``: the next page)."""
+        params = {"limit": limit, "before": before}
+        return self.request("GET", f"{API}/applications/{_quote(name)}/history", params=params)
+
     # -- placements ------------------------------------------------------------------------
     def get_placement(self, app: str) -> dict[str, Any]:
         return self.request("GET", f"{API}/placements/{_quote(app)}")

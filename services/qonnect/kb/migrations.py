@@ -210,6 +210,37 @@ MIGRATIONS: list[tuple[int, str, list[str | tuple[str, str]]]] = [
             )""",
         ],
     ),
+    (
+        10,
+        "a history of placement changes, a status on each stored version, structured event data",
+        [
+            # one row per service whose placement (or version) a deploy or a controller run
+            # changed: from -> to (JSON lists of cluster names), why (trigger), which decision,
+            # how it ended (succeeded | failed | superseded) and when
+            """CREATE TABLE history (
+                {ID},
+                application TEXT NOT NULL,
+                version INTEGER,
+                service TEXT NOT NULL,
+                from_clusters TEXT NOT NULL,
+                to_clusters TEXT NOT NULL,
+                trigger_kind TEXT NOT NULL,
+                by_role TEXT,
+                decision TEXT,
+                outcome TEXT NOT NULL,
+                detail TEXT NOT NULL,
+                started DOUBLE PRECISION NOT NULL,
+                ended DOUBLE PRECISION NOT NULL
+            )""",
+            "CREATE INDEX history_application ON history (application, id)",
+            # JSON {"state": pending|ready|failed, "ready": [clusters], "failed": [clusters],
+            # "updated": ts}; NULL: pending (nothing recorded about it yet)
+            "ALTER TABLE application_versions ADD COLUMN status TEXT",
+            # JSON: an event's structured data (e.g. a deploy intent's state, policy, version),
+            # so its message is prose for a person
+            "ALTER TABLE events ADD COLUMN data TEXT",
+        ],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

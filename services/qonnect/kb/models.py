@@ -7,6 +7,7 @@ integer or a NUL character would otherwise become a 500).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -14,6 +15,8 @@ from typing import Annotated, Any, Literal
 from annotated_types import GroupedMetadata
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
+
+from qonnect.kb.jsonsafe import storable_problems
 
 MAX_INT = 2**63 - 1
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -329,6 +332,13 @@ class ApplicationList(Out):
     applications: list[ApplicationOut]
 
 
+class VersionStatus(Out):
+    state: Literal["pending", "ready", "failed"]
+    ready: list[str] = Field(description="clusters where the version ran Ready")
+    failed: list[str] = Field(description="clusters where a deploy of it failed")
+    updated: float | None = None
+
+
 class VersionOut(Out):
     version: int
     created: float
@@ -336,6 +346,9 @@ class VersionOut(Out):
     application: dict[str, Any]
     rollback: dict[str, Any] | None = Field(
         None, description="set on a version a rollback stored: failing, restores, by, reason"
+    )
+    status: VersionStatus | None = Field(
+        None, description="where the version ran Ready or failed, from the history (pending: neither yet)"
     )
 
 
@@ -438,10 +451,25 @@ class EventIn(Strict):
         None, description="when it happened; default: receive time; at most 60 s ahead of the KB's clock"
     )
     ref: DecisionRef | None = Field(None, description="the controller decision the event is about")
+    data: dict[str, Any] | None = Field(
+        None, description="structured data for programs (at most 8 KiB as JSON); the message is prose"
+    )
     fencing: Fencing | None = Field(
         None,
         description="required for controller.* events; refused (409) when older than the controller fence",
     )
+
+    @field_validator("data")
+    @classmethod
+    def _small_data(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        problems = storable_problems(value)
+        if problems:
+            raise ValueError(problems[0])
+        if len(json.dumps(value)) > 8192:
+            raise ValueError("at most 8192 characters as JSON")
+        return value
 
 
 class EventOut(Out):
@@ -454,7 +482,72 @@ class EventOut(Out):
     cluster: str | None = None
     role: str | None = Field(None, description="role of the token that wrote the event")
     ref: dict[str, Any] | None = None
+    data: dict[str, Any] | None = None
     fencing: dict[str, int] | None = None
+
+
+# -- history of placement changes ---------------------------------------------------------
+Outcome = Literal["succeeded", "failed", "superseded"]
+Clusters = Annotated[list[Name], Field(max_length=1000)]
+
+
+class HistoryChange(Strict):
+    """One service's move: the clusters it ran on before and after."""
+
+    service: Annotated[str, Text(253, 1)]
+    from_clusters: Clusters = Field(alias="from", description="clusters before (empty: newly placed)")
+    to_clusters: Clusters = Field(alias="to", description="clusters after (empty: removed)")
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True)
+
+
+class HistoryIn(Strict):
+    """A placement change as its writer saw it end: a user's deploy, or a controller's run."""
+
+    version: Annotated[int, Field(strict=True, ge=1, le=MAX_INT)] | None = Field(
+        None, description="the spec version the change placed"
+    )
+    trigger: Annotated[str, Text(64, 1), Field(pattern=EVENT_TYPE_PATTERN)] = Field(
+        description="why: deploy, rollback, cluster-down, qos-drift, spec-changed, ..."
+    )
+    decision: Annotated[str, Text(64, 1)] | None = Field(None, description="the controller decision id")
+    outcome: Outcome
+    detail: Annotated[str, Text(2000)] = ""
+    started: NonNegative
+    ended: NonNegative
+    changes: Annotated[list[HistoryChange], Field(min_length=1, max_length=1000)]
+    failed_on: Clusters = Field(
+        [], description="clusters where the version failed (a failed outcome marks the version failed there)"
+    )
+    fencing: Fencing | None = Field(None, description="required for controller tokens")
+
+
+class HistoryOut(Out):
+    id: int
+    application: str
+    version: int | None = None
+    service: str
+    from_clusters: list[str] = Field(alias="from")
+    to_clusters: list[str] = Field(alias="to")
+    trigger: str
+    by: str | None = Field(None, description="role of the token that recorded it")
+    decision: str | None = None
+    outcome: str
+    detail: str
+    started: float
+    ended: float
+    duration: float
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class HistoryList(Out):
+    history: list[HistoryOut] = Field(description="newest first")
+    next: int | None = Field(None, description="the next page's 'before' (null on the last page)")
+
+
+class HistoryAck(Out):
+    recorded: int = Field(description="rows recorded")
 
 
 class FenceOut(Out):

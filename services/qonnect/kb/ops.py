@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from qonnect.kb.models import EventIn, PlacementIn, RollbackIn
+from qonnect.kb.models import EventIn, HistoryIn, PlacementIn, RollbackIn
 from qonnect.kb.storage import Conn
 
 
@@ -199,6 +199,7 @@ def delete_application(conn: Conn, name: str, now: float | None = None) -> None:
         raise not_found("application", name)
     for table, col in (
         ("application_versions", "name"),
+        ("history", "application"),
         ("placements", "application"),
         ("applications", "name"),
     ):
@@ -320,7 +321,7 @@ def insert_event(conn: Conn, event: EventIn, now: float, role: str | None = None
     ref = event.ref.model_dump() if event.ref is not None else None
     row = conn.one(
         "INSERT INTO events (ts, type, reason, message, application, cluster, role, ref,"
-        " fence_term, fence_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        " fence_term, fence_seq, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             ts,
             event.type,
@@ -332,6 +333,7 @@ def insert_event(conn: Conn, event: EventIn, now: float, role: str | None = None
             dumps(ref) if ref is not None else None,
             fence.term if fence else None,
             fence.seq if fence else None,
+            dumps(event.data) if event.data is not None else None,
         ),
     )
     if row is None:  # INSERT ... RETURNING yields one row
@@ -346,5 +348,75 @@ def insert_event(conn: Conn, event: EventIn, now: float, role: str | None = None
         "cluster": event.cluster,
         "role": role,
         "ref": ref,
+        "data": event.data,
         "fencing": {"term": fence.term, "seq": fence.seq} if fence else None,
     }
+
+
+# -- history of placement changes ---------------------------------------------------------
+HISTORY_KEPT = 10_000  # rows kept per application (the oldest go first)
+
+
+def record_history(conn: Conn, app: str, body: HistoryIn, by: str, now: float) -> int:
+    """One history row per changed service, and the version's status: a succeeded change makes
+    it ready on its clusters, a failed one failed where it failed. Fenced like placements."""
+    conn.lock("application", app)
+    if body.fencing is not None:
+        check_fence(conn, body.fencing.term, body.fencing.seq, "history")
+    if conn.one("SELECT 1 FROM applications WHERE name = ?", (app,)) is None:
+        raise not_found("application", app)
+    for change in body.changes:
+        conn.execute(
+            "INSERT INTO history (application, version, service, from_clusters, to_clusters,"
+            " trigger_kind, by_role, decision, outcome, detail, started, ended)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                app,
+                body.version,
+                change.service,
+                dumps(sorted(set(change.from_clusters))),
+                dumps(sorted(set(change.to_clusters))),
+                body.trigger,
+                by,
+                body.decision,
+                body.outcome,
+                body.detail,
+                body.started,
+                max(body.started, body.ended),
+            ),
+        )
+    row = conn.one("SELECT COUNT(*), MIN(id) FROM history WHERE application = ?", (app,))
+    if row is not None and row[0] > HISTORY_KEPT:
+        conn.execute(
+            "DELETE FROM history WHERE application = ? AND id < ?", (app, row[1] + row[0] - HISTORY_KEPT)
+        )
+    if body.version is not None and body.outcome != "superseded":
+        _mark_version(conn, app, body, now)
+    return len(body.changes)
+
+
+def _mark_version(conn: Conn, app: str, body: HistoryIn, now: float) -> None:
+    """The version is ready where a succeeded change placed it, failed where it failed."""
+    row = conn.one(
+        "SELECT status FROM application_versions WHERE name = ? AND version = ?", (app, body.version)
+    )
+    if row is None:
+        return  # a version since deleted with its application: nothing to mark
+    status = json.loads(row[0]) if row[0] else {}
+    ready, failed = set(status.get("ready") or ()), set(status.get("failed") or ())
+    if body.outcome == "succeeded":
+        placed = {c for change in body.changes for c in change.to_clusters}
+        ready |= placed
+        failed -= placed
+    else:
+        failed |= set(body.failed_on) or {c for change in body.changes for c in change.to_clusters}
+        ready -= failed
+    state = "ready" if ready else "failed" if failed or body.outcome == "failed" else "pending"
+    conn.execute(
+        "UPDATE application_versions SET status = ? WHERE name = ? AND version = ?",
+        (
+            dumps({"state": state, "ready": sorted(ready), "failed": sorted(failed), "updated": now}),
+            app,
+            body.version,
+        ),
+    )

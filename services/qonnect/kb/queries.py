@@ -265,7 +265,9 @@ def get_application(conn: Conn, name: str, version: int | None = None) -> dict:
 
 
 def list_versions(conn: Conn, name: str, version: int | None = None) -> list[dict]:
-    sql = "SELECT version, created, spec, normalized, rollback FROM application_versions WHERE name = ?"
+    sql = (
+        "SELECT version, created, spec, normalized, rollback, status FROM application_versions WHERE name = ?"
+    )
     args: list[Any] = [name]
     if version is not None:
         sql += " AND version = ?"
@@ -276,11 +278,12 @@ def list_versions(conn: Conn, name: str, version: int | None = None) -> list[dic
     if not rows:
         raise not_found("version", f"{name}@{version}")
     out = []
-    for v, c, s, n, rb in rows:
+    for v, c, s, n, rb, st in rows:
         try:
             record = {"version": v, "created": c, "spec": json.loads(s), "application": json.loads(n)}
             if rb:
                 record["rollback"] = json.loads(rb)
+            record["status"] = json.loads(st) if st else dict(PENDING)
         except (ValueError, RecursionError) as exc:
             raise _poisoned(name, type(exc).__name__) from None
         why = _unservable(name, v, record)
@@ -289,6 +292,45 @@ def list_versions(conn: Conn, name: str, version: int | None = None) -> list[dic
         elif version is not None:
             raise _poisoned(name, why)
     return out
+
+
+PENDING: dict[str, Any] = {"state": "pending", "ready": [], "failed": [], "updated": None}
+
+
+def list_history(conn: Conn, name: str, limit: int, before: int | None = None) -> dict[str, Any]:
+    """An application's placement changes, newest first, ``limit`` at a time (``before``: the
+    previous page's ``next``)."""
+    if conn.one("SELECT 1 FROM applications WHERE name = ?", (name,)) is None:
+        raise not_found("application", name)
+    sql = (
+        "SELECT id, application, version, service, from_clusters, to_clusters, trigger_kind, by_role,"
+        " decision, outcome, detail, started, ended FROM history WHERE application = ?"
+    )
+    args: list[Any] = [name]
+    if before is not None:
+        sql += " AND id < ?"
+        args.append(before)
+    rows = conn.all(sql + " ORDER BY id DESC LIMIT ?", (*args, limit + 1))
+    out = [
+        {
+            "id": r[0],
+            "application": r[1],
+            "version": r[2],
+            "service": r[3],
+            "from": json.loads(r[4]),
+            "to": json.loads(r[5]),
+            "trigger": r[6],
+            "by": r[7],
+            "decision": r[8],
+            "outcome": r[9],
+            "detail": r[10],
+            "started": r[11],
+            "ended": r[12],
+            "duration": round(max(0.0, r[12] - r[11]), 3),
+        }
+        for r in rows[:limit]
+    ]
+    return {"history": out, "next": out[-1]["id"] if len(rows) > limit else None}
 
 
 # -- placements ---------------------------------------------------------------------------
@@ -304,6 +346,19 @@ def _placement(row: tuple) -> dict[str, Any]:
         "fencing": None if term is None else {"term": term, "seq": seq},
         "updated": updated,
     }
+
+
+def placement_clusters(conn: Conn, app: str) -> set[str]:
+    """Every cluster an application's placement names, desired or current (none: unplaced)."""
+    row = conn.one("SELECT desired, current FROM placements WHERE application = ?", (app,))
+    names: set[str] = set()
+    for text in row or ():
+        services = json.loads(text) if text else {}
+        for entries in services.values() if isinstance(services, dict) else ():
+            for entry in entries if isinstance(entries, list) else ():
+                if isinstance(entry, dict) and isinstance(entry.get("cluster"), str):
+                    names.add(entry["cluster"])
+    return names
 
 
 def list_placements(conn: Conn) -> list[dict]:
@@ -341,7 +396,7 @@ def list_events(
             args.append(value)
     sql = (
         "SELECT id, ts, type, reason, message, application, cluster, role, ref, fence_term,"
-        " fence_seq FROM events"
+        " fence_seq, data FROM events"
     )
     if where:
         sql += " WHERE " + " AND ".join(where)
@@ -356,6 +411,7 @@ def list_events(
             zip(keys, r[:8], strict=True),
             ref=json.loads(r[8]) if r[8] else None,
             fencing=None if r[9] is None else {"term": r[9], "seq": r[10]},
+            data=json.loads(r[11]) if r[11] else None,
         )
         for r in rows
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Path, Response
+from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
 from qonnect.kb import ops, queries, specs
@@ -15,6 +15,9 @@ from qonnect.kb.models import (
     MAX_INT,
     ApplicationList,
     ApplicationOut,
+    HistoryAck,
+    HistoryIn,
+    HistoryList,
     PlacementIn,
     PlacementList,
     PlacementOut,
@@ -23,6 +26,7 @@ from qonnect.kb.models import (
     VersionList,
     VersionOut,
 )
+from qonnect.kb.redact import for_reader
 from qonnect.kb.routes import Name, errors
 
 router = APIRouter(tags=["applications"])
@@ -36,7 +40,8 @@ Version = Annotated[int, Path(ge=1, le=MAX_INT)]
 )
 def list_applications(who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
-        return {"applications": queries.list_applications(conn)}
+        found = queries.list_applications(conn)
+    return {"applications": [for_reader(a, who) for a in found]}  # Secrets: kb/redact.py
 
 
 @router.get(
@@ -47,7 +52,7 @@ def list_applications(who: Who, kb: KB) -> dict:
 )
 def get_application(name: Name, who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
-        return queries.get_application(conn, name)
+        return for_reader(queries.get_application(conn, name), who)
 
 
 @router.put(
@@ -76,7 +81,7 @@ async def put_application(
     with kb.db.reader() as conn:  # this write's version, even if another one followed
         record = queries.get_application(conn, name, result["version"])
     record["changed"] = result["changed"]
-    return record
+    return for_reader(record, who)
 
 
 @router.delete("/applications/{name}", status_code=204, response_class=Response, responses=errors(404))
@@ -90,13 +95,14 @@ async def delete_application(name: Name, who: Who, kb: KB) -> Response:
 @router.get("/applications/{name}/versions", response_model=VersionList, responses=errors(404))
 def list_versions(name: Name, who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
-        return {"versions": queries.list_versions(conn, name)}
+        found = queries.list_versions(conn, name)
+    return {"versions": [for_reader(v, who) for v in found]}
 
 
 @router.get("/applications/{name}/versions/{version}", response_model=VersionOut, responses=errors(404))
 def get_version(name: Name, version: Version, who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
-        return queries.list_versions(conn, name, version)[0]
+        return for_reader(queries.list_versions(conn, name, version)[0], who)
 
 
 @router.post("/applications/{name}/rollback", response_model=RollbackOut, responses=errors(404, 409))
@@ -111,6 +117,41 @@ async def roll_back(name: Name, body: RollbackIn, who: Who, kb: KB) -> dict:
         lambda conn: ops.roll_back_application(conn, name, body, who.role, time.time()),
         lock=("application", name),
     )
+
+
+@router.get(
+    "/applications/{name}/history",
+    response_model=HistoryList,
+    response_model_by_alias=True,
+    responses=errors(404),
+)
+def list_history(
+    name: Name,
+    who: Who,
+    kb: KB,
+    limit: Annotated[int, Query(ge=1, le=500, description="rows per page")] = 50,
+    before: Annotated[int | None, Query(ge=1, le=MAX_INT, description="the previous page's 'next'")] = None,
+) -> dict:
+    """Every placement change of the application, newest first: application, version, service,
+    from -> to clusters, trigger, decision, outcome and duration (any role may read it)."""
+    with kb.db.reader() as conn:
+        return queries.list_history(conn, name, limit, before)
+
+
+@router.post(
+    "/applications/{name}/history", status_code=201, response_model=HistoryAck, responses=errors(404, 409)
+)
+async def record_history(name: Name, body: HistoryIn, who: Who, kb: KB) -> dict:
+    """Record placement changes as they ended (a user's deploy, a controller's run); a succeeded
+    one marks the version ready on its clusters, a failed one failed. Controllers must send their
+    fencing token."""
+    require(who, "admin", "controller", action="record history")
+    if body.fencing is None and who.role != "admin":
+        raise HTTPException(403, "fencing: is required for controller tokens ({term, seq})")
+    count = await kb.writer.submit(
+        lambda conn: ops.record_history(conn, name, body, who.role, time.time()), lock=("application", name)
+    )
+    return {"recorded": count}
 
 
 @router.get("/placements", response_model=PlacementList, responses=errors(), tags=["placements"])
