@@ -183,6 +183,19 @@ def unshared(value: Any) -> Any:
     return value
 
 
+def autoscaled(manifests: list[dict]) -> set[tuple[str, str]]:
+    """(kind, name) of the workloads a HorizontalPodAutoscaler among ``manifests`` scales: their
+    replica count is the autoscaler's, so qonnect leaves ``spec.replicas`` to it (applying a count
+    would take the field from the HPA controller on every deploy and undo its scaling)."""
+    found = set()
+    for manifest in manifests:
+        if isinstance(manifest, dict) and manifest.get("kind") == "HorizontalPodAutoscaler":
+            ref = (manifest.get("spec") or {}).get("scaleTargetRef") or {}
+            if isinstance(ref, dict) and ref.get("kind") and ref.get("name"):
+                found.add((str(ref["kind"]), str(ref["name"])))
+    return found
+
+
 def prepare(
     manifest: dict,
     application: str,

@@ -40,6 +40,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import (
     address_stub,
     apply_one,
     apply_rank,
+    autoscaled,
     comparable,
     desired_hash,
     is_stub,
@@ -328,16 +329,18 @@ class Deployer:
             if entries:
                 entry = entries[0]
                 replicas = None if self.own_replicas else entry.get("replicas")
+                scaled = autoscaled(self.services[service])
                 for manifest in self.services[service]:
                     if manifest.get("kind") == "Namespace":
                         continue
+                    named = (manifest.get("kind"), (manifest.get("metadata") or {}).get("name"))
                     objs.append(
                         prepare(
                             substitute(manifest, replacements) if replacements else manifest,
                             self.application,
                             service,
                             self.namespace,
-                            replicas,
+                            None if named in scaled else replicas,
                             entry.get("nodes") or None,
                         )
                     )
