@@ -26,6 +26,7 @@ class MemoryKB:
         self.apps: dict[str, dict] = {}
         self.placements: dict[str, dict] = {}
         self.events: list[dict] = []
+        self.history_rows: list[dict] = []
         self.fence = {"term": 0, "seq": 0, "updated": None}
         self.inventory_doc: dict[str, Any] = {"clusters": [], "latency_ms": {}, "placements": {}}
         self.writes = 0
@@ -108,6 +109,33 @@ class MemoryKB:
         self.placements.pop(name, None)
         self._touch("application", name, removed=True)
         self.stamps.pop(("placement", name), None)
+
+    # -- history of placement changes ----------------------------------------------------------
+    def record_history(self, name: str, record: dict) -> dict:
+        self._get(self.apps, name, "application")
+        self.writes += 1
+        for change in record["changes"]:
+            row = {k: copy.deepcopy(v) for k, v in record.items() if k not in ("changes", "fencing")}
+            row.update(
+                id=len(self.history_rows) + 1,
+                application=name,
+                service=change["service"],
+                by="admin" if record.get("fencing") is None else "controller",
+                duration=round(max(0.0, record["ended"] - record["started"]), 3),
+                **{"from": sorted(change["from"]), "to": sorted(change["to"])},
+            )
+            self.history_rows.append(row)
+        return {"recorded": len(record["changes"])}
+
+    def history(self, name: str, limit: int = 50, before: int | None = None) -> dict:
+        self._get(self.apps, name, "application")
+        rows = [
+            r
+            for r in reversed(self.history_rows)
+            if r["application"] == name and (before is None or r["id"] < before)
+        ]
+        page = copy.deepcopy(rows[:limit])
+        return {"history": page, "next": page[-1]["id"] if len(rows) > limit else None}
 
     # -- placements and the controller fence ---------------------------------------------------
     def get_placement(self, app: str) -> dict:

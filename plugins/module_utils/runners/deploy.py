@@ -9,6 +9,7 @@ module then fails with the per-cluster results (module.py reports it).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
@@ -225,6 +226,53 @@ def deployer_for(
     )
 
 
+def clusters_of(placement: dict) -> dict[str, list[str]]:
+    """service -> the sorted cluster names of a placement."""
+    return {svc: sorted({e["cluster"] for e in entries}) for svc, entries in placement.items()}
+
+
+def moves(previous: dict, placement: dict, every: bool) -> list[dict]:
+    """History changes {service, from, to}: the services whose clusters changed (``every``: all
+    of them, e.g. when a new version replaced what runs)."""
+    before, after = clusters_of(previous), clusters_of(placement)
+    return [
+        {"service": svc, "from": before.get(svc, []), "to": after.get(svc, [])}
+        for svc in sorted(set(before) | set(after))
+        if every or before.get(svc, []) != after.get(svc, [])
+    ]
+
+
+def record_history(
+    kb: Any, app: str, version: int | None, result: dict, changes: list[dict], started: float
+) -> None:
+    """A user's deploy in the application's history: what it placed where (succeeded: the
+    version ran Ready there), or where it failed (the version is marked failed there)."""
+    if not changes:
+        return
+    failed_on = sorted(c for c, r in result["clusters"].items() if r["status"] in ("failed", "unreachable"))
+    body: dict[str, Any] = {
+        "trigger": "deploy",
+        "outcome": "failed" if result["failed"] else "succeeded",
+        "detail": (result.get("message") or "")[:2000],
+        "started": started,
+        "ended": time.time(),
+        "changes": changes,
+        "failed_on": failed_on if result["failed"] else [],
+    }
+    if version is not None:
+        body["version"] = version
+    try:
+        kb.record_history(app, body)
+    except KBError as exc:
+        result["warnings"].append(f"could not record the history: {exc}")
+
+
+def current_version(kb: Any, app: str) -> int | None:
+    """The application's stored version (None when the KB does not hold it)."""
+    stored = stored_application(kb, app)
+    return stored.get("version") if stored else None
+
+
 def record_failure(kb: Any, app: str, result: dict, previous: dict, intent: bool) -> None:
     """After a failed deploy: the intent goes back to the previous placement, and each refusing
     cluster gets a DeployFailed event."""
@@ -274,7 +322,7 @@ def run(module: QonnectModule) -> dict:
         return remove(module, kb)
     given = bool(params.get("src") or params.get("spec") is not None)
     if given:
-        app, body = load_given(params)
+        app, body = load_given(params, kb)
     else:
         app = load_app_from_params(params, kb)
     previous = previous_placement(kb, app.name)
@@ -307,6 +355,7 @@ def run(module: QonnectModule) -> dict:
     )
     if intent:
         kb.put_placement(app.name, {"desired": placement})
+    started = time.time()
     result = deployer.run()
     result["plan"] = plan
     if stored is not None:
@@ -319,8 +368,14 @@ def run(module: QonnectModule) -> dict:
         event(kb, records.event(app.name, done, records.policy_of(params), version), result["warnings"])
     if not params["record"] or module.check_mode:
         result["changed"] = result["changed"] or (params["record"] and placement != previous)
-    elif result["failed"]:
+        return result
+    if result["failed"]:
         record_failure(kb, app.name, result, previous, intent)
     else:
         record_success(module, kb, app.name, result, placement, previous)
+    if not params.get("fencing"):  # a controller's run: the controller records its outcome
+        new = bool(stored and stored["changed"])
+        changes = moves(previous, placement, new or result["failed"])
+        version = stored["version"] if stored else current_version(kb, app.name) if changes else None
+        record_history(kb, app.name, version, result, changes, started)
     return result

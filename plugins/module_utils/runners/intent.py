@@ -13,9 +13,11 @@ the user chose (scorer, hysteresis, exclusions), so that:
   time (one writer per spec version): it waits while an ``applying`` intent is open and fresh,
   and simply observes the version the deploy placed.
 
-The record is the event's message as JSON (the KB's event schema has no field of its own for
-it); only events written under an admin token count, so an agent or a reader cannot change how
-the controller places an application.
+The record is the event's structured ``data`` (its message is a sentence for a person; events
+written before the KB had ``data`` carry the record as JSON in the message, and still count);
+only events written under an admin token count, so an agent or a reader cannot change how the
+controller places an application. A ``failed`` record of a version keeps the controller from
+placing that version on its own (a later version, or a rollback, moves on).
 """
 
 from __future__ import annotations
@@ -40,25 +42,54 @@ def policy_of(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def describe_policy(policy: dict[str, Any]) -> str:
+    """A policy as a person reads it: 'scorer optimal, hysteresis 0.1, excluding edge-1'."""
+    parts = [f"scorer {policy.get('scorer') or 'default'}"]
+    if policy.get("hysteresis") is not None:
+        parts.append(f"hysteresis {policy['hysteresis']:g}")
+    exclude = policy.get("exclude") or []
+    parts.append(f"excluding {', '.join(exclude)}" if exclude else "no excluded clusters")
+    return ", ".join(parts)
+
+
+def prose(app: str, state: str, policy: dict[str, Any], version: int | None = None) -> str:
+    """The message of an intent event: what the deploy does, in a sentence."""
+    which = f"version {version} of {app}" if version is not None else app
+    if state == APPLYING:
+        return (
+            f"a user's deploy is applying {which} ({describe_policy(policy)}); the controller leaves it to it"
+        )
+    if state == APPLIED:
+        return f"a user's deploy placed {which} ({describe_policy(policy)})"
+    return (
+        f"a user's deploy of {which} failed; the controller does not place "
+        + (f"version {version}" if version is not None else "it")
+        + " on its own (deploy a fix, or roll back)"
+    )
+
+
 def event(app: str, state: str, policy: dict[str, Any], version: int | None = None) -> dict[str, Any]:
-    """The KB event body of one intent record."""
+    """The KB event body of one intent record: prose in the message, the record in ``data``."""
     body = {"state": state, "policy": policy, "version": version, "ts": time.time()}
     return {
         "type": TYPE,
         "reason": state,
         "application": app,
-        "message": json.dumps(body, sort_keys=True),
+        "message": prose(app, state, policy, version),
+        "data": body,
     }
 
 
 def parse(event_: dict[str, Any], writers: tuple[str | None, ...] = WRITERS) -> dict[str, Any] | None:
-    """An intent record from a KB event, or None (another event, an untrusted writer, bad JSON)."""
+    """An intent record from a KB event, or None (another event, an untrusted writer, bad data)."""
     if event_.get("type") != TYPE or event_.get("role") not in writers:
         return None
-    try:
-        body = json.loads(event_.get("message") or "")
-    except ValueError:
-        return None
+    body = event_.get("data")
+    if body is None:  # written before events had data: the record is the message's JSON
+        try:
+            body = json.loads(event_.get("message") or "")
+        except ValueError:
+            return None
     if not isinstance(body, dict) or body.get("state") not in STATES:
         return None
     policy = body.get("policy")

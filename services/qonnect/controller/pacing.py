@@ -5,8 +5,10 @@ calm failback (issue 21, items 4 and 5).
   deploy intent of the application (runners/intent.py, recorded by the deploy module before it
   stores the version) is ``applying`` and fresh, its ``spec-changed`` trigger waits; once the
   deploy recorded the version as ``applied``, the controller simply observes that version
-  instead of placing it a second time. A failed deploy, or one that never reported within
-  ``intent_ttl``, leaves the version to the controller as before.
+  instead of placing it a second time. A version its user's deploy recorded as ``failed`` is
+  not placed by the controller on its own (issue 34.4: it never ran Ready; a later version or a
+  rollback moves on). A deploy that never reported within ``intent_ttl``, or one that failed
+  before it stored a version, leaves the version to the controller as before.
 - QoS-drift moves (the ones that bring applications back onto a recovered cluster) are not made
   for an application whose stored policy the drift check does not apply (another scorer,
   exclusions: the move would be undone by its own policy); the others wait until
@@ -135,6 +137,12 @@ class Pacer:
             return None, False
         if newest["state"] == intent.APPLIED and newest["version"] == trigger.spec_version:
             return None, True
+        if newest["state"] == intent.FAILED and newest["version"] == trigger.spec_version:
+            return (
+                f"spec version {trigger.spec_version} failed in its user's deploy; the controller "
+                "does not place it on its own (deploy a fix, or roll back)",
+                False,
+            )
         if newest["state"] == intent.APPLYING and now - newest["ts"] < self.intent_ttl:
             return (
                 f"spec version {trigger.spec_version} is being applied by a deploy (intent of "

@@ -102,3 +102,26 @@ def test_failure_grace_reaches_every_workload_for_the_agent(run_module, kb, fede
     assert workloads
     for dep in workloads:
         assert dep["metadata"]["annotations"]["qonnect.io/failure-grace-seconds"] == "900"
+
+
+def test_a_users_deploy_and_a_move_are_history_rows(run_module, kb, federation):
+    """Issue 34.5: each placement change is a row with version, service, from -> to, trigger,
+    outcome and duration; an unchanged rerun records nothing; check mode records nothing."""
+    run_module(deploy, {"name": "bookinfo"})
+    first = kb.history("bookinfo")["history"]
+    assert {r["service"] for r in first} == {"productpage", "details", "reviews", "ratings"}
+    ratings = next(r for r in first if r["service"] == "ratings")
+    assert (ratings["from"], ratings["to"], ratings["trigger"], ratings["outcome"]) == (
+        [],
+        ["edge-1"],
+        "deploy",
+        "succeeded",
+    )
+    assert ratings["version"] == kb.apps["bookinfo"]["version"] and ratings["duration"] >= 0
+    run_module(deploy, {"name": "bookinfo"})
+    run_module(deploy, {"name": "bookinfo", "exclude": ["edge-1"]}, check_mode=True)
+    assert len(kb.history("bookinfo")["history"]) == len(first)
+    run_module(deploy, {"name": "bookinfo", "exclude": ["edge-1"]})
+    newest = kb.history("bookinfo")["history"]
+    assert len(newest) == len(first) + 1
+    assert (newest[0]["service"], newest[0]["from"], newest[0]["to"]) == ("ratings", ["edge-1"], ["edge-2"])

@@ -122,3 +122,30 @@ def test_no_drift_move_against_the_applications_stored_policy():
     ]
     keep, _observe = pacer.pace([drift("app0")], [], 1000.0, lambda app: trail)
     assert keep == [drift("app0")]
+
+
+def test_a_version_its_deploy_failed_is_not_placed_by_the_controller():
+    """Issue 34.4: the failed version 3 was placed by the controller (spec-changed 2 -> 3) and
+    later recorded as succeeded; now it waits, and a later version or a rollback moves on."""
+    pacer = Pacer(intent_ttl=600)
+    failed = events(("applying", None, 990.0), ("failed", 3, 995.0))
+    keep, observe = pacer.pace([spec_changed(version=3)], [], 1000.0, lambda app: failed)
+    assert keep == [] and observe == []
+    assert "failed in its user's deploy" in pacer.waiting()["shop"]
+    # the fix (version 4) stored after the failure: the controller places it if no deploy does
+    keep, _ = pacer.pace([spec_changed(version=4)], [], 1000.0, lambda app: failed)
+    assert keep == [spec_changed(version=4)]
+
+
+def test_intent_events_are_prose_with_the_record_as_data():
+    body = intent.event("shop", "failed", {"scorer": "optimal", "exclude": ["edge-1"]}, 3)
+    assert body["message"].startswith("a user's deploy of version 3 of shop failed")
+    assert "{" not in body["message"]
+    assert body["data"]["version"] == 3 and body["data"]["state"] == "failed"
+    parsed = intent.parse({**body, "id": 1, "ts": 1.0, "role": "admin"})
+    assert parsed is not None and (parsed["state"], parsed["version"]) == ("failed", 3)
+    # an event written before events had data: the record is the message's JSON
+    import json
+
+    old = {"type": intent.TYPE, "role": "admin", "id": 2, "ts": 2.0, "message": json.dumps(body["data"])}
+    assert intent.parse(old)["version"] == 3
