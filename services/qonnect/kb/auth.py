@@ -31,6 +31,11 @@ class Principal:
     def sees_credentials(self) -> bool:
         return self.role in ("admin", "controller")
 
+    @property
+    def sees_secrets(self) -> bool:
+        """Reads Secret manifests in specs whole (the controller deploys them; kb/redact.py)."""
+        return self.role in ("admin", "controller")
+
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()

@@ -340,7 +340,9 @@ def test_events_are_recorded_and_filtered(live_kb, fresh):
         {"type": "deploy", "reason": "Placed", "message": "on edge", "application": app, "cluster": cluster}
     )
     assert first["id"] > 0 and first["ts"] > 0
-    agent = live_kb.client("agent", cluster)
+    live_kb.admin.put_application(app, spec(app))  # an agent's events name only applications
+    live_kb.admin.put_placement(app, {"desired": {"cloud-svc": [{"cluster": cluster, "replicas": 1}]}})
+    agent = live_kb.client("agent", cluster)  # placed on its cluster (issue 34.7)
     second = agent.post_event({"type": "failure", "reason": "Unreachable", "application": app})
     assert second["cluster"] == cluster and second["id"] > first["id"]
     with pytest.raises(KBError) as err:

@@ -29,6 +29,7 @@ from qonnect.kb.models import (
     TokenList,
     TokenOut,
 )
+from qonnect.kb.redact import for_reader
 from qonnect.kb.routes import QueryText, errors
 
 CONTROLLER_EVENTS = "controller."  # event types owned by the controller role (any case)
@@ -56,13 +57,23 @@ def list_events(
 @router.post("/events", status_code=201, response_model=EventOut, responses=errors(413), tags=["events"])
 async def post_event(event: EventIn, who: Who, kb: KB) -> dict:
     """Record an event (deploy, failure, migration, ...). Agents may only post about their own
-    cluster (it is filled in when left out)."""
+    cluster (it is filled in when left out) and applications placed on it (desired or current)."""
     require(who, "admin", "controller", "agent", action="post events")
     if who.role == "agent":
         if event.cluster is None:
             event = event.model_copy(update={"cluster": who.cluster})
         elif event.cluster != who.cluster:
             raise HTTPException(403, f"cluster: this agent token is bound to {who.cluster!r}")
+        if event.application is not None:  # no writing into the history of others' applications
+            with kb.db.reader() as conn:
+                placed = who.cluster in queries.placement_clusters(conn, event.application)
+            if not placed:
+                raise HTTPException(
+                    403,
+                    f"application: {event.application!r} is not placed on {who.cluster!r}, the cluster "
+                    "this agent token is bound to; an agent's events may name only applications "
+                    "placed on its own cluster",
+                )
     # case-insensitively: "Controller.decision" reads as a controller event to people and tools
     controller_event = event.type.casefold().startswith(CONTROLLER_EVENTS)
     if controller_event and who.role != "controller":
@@ -179,6 +190,7 @@ def changes(
     with kb.db.reader() as conn:
         doc = queries.changes(conn, now, kb.settings.heartbeat_timeout, since, stale_after, limit, after)
     doc["clusters"] = [_as_inventory(c) for c in doc["clusters"]]
+    doc["applications"] = [for_reader(a, who) for a in doc["applications"]]  # kb/redact.py
     doc["cursor"] = f"{INSTANCE}:{now!r}"
     body = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return Response(body, media_type="application/json")
