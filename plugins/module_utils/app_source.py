@@ -58,14 +58,38 @@ def inline(raw: dict, app: Application) -> dict:
                 continue
         return out
     for index, service in enumerate(app.services):  # the loader keeps the services' order
-        out["spec"]["services"][index]["manifests"] = service.manifests
+        raw_service = out["spec"]["services"][index]
+        raw_service["manifests"] = service.manifests
+        if service.kube_version:  # the charts' kubeVersion outlives their inlined output
+            constraints = raw_service.get("constraints")
+            if not isinstance(constraints, dict):
+                constraints = raw_service["constraints"] = {}
+            constraints["kubeVersion"] = list(service.kube_version)
     return out
 
 
-def load_given(params: dict[str, Any]) -> tuple[Application, dict]:
-    """Validate the spec of `spec`/`src` (every error at once); returns it with inline manifests."""
+def render_clusters(params: dict[str, Any], kb: Any = None) -> Any:
+    """The clusters Helm charts are rendered for: a given `inventory`'s, else the KB's (asked
+    only when the spec has a chart), else none (Helm's defaults)."""
+    given = params.get("inventory")
+    if isinstance(given, dict):
+        return given.get("clusters") or []
+    if kb is not None:
+        return lambda: kb.inventory().get("clusters") or []
+    return None
+
+
+def load_given(params: dict[str, Any], kb: Any = None) -> tuple[Application, dict]:
+    """Validate the spec of `spec`/`src` (every error at once); returns it with inline manifests
+    (charts rendered for the clusters of the KB or the given inventory: render_clusters)."""
     raw, base_dir, source = read_source(params)
-    app = load_application(raw, base_dir=base_dir, source=source, bundles=_bundles(params))
+    app = load_application(
+        raw,
+        base_dir=base_dir,
+        source=source,
+        bundles=_bundles(params),
+        clusters=render_clusters(params, kb),
+    )
     data = read_spec(raw, source)[0]
     return app, inline(data, app)
 
@@ -96,7 +120,7 @@ def store(kb: Any, app: Application, body: dict, check_mode: bool) -> dict:
 def load_app_from_params(params: dict[str, Any], kb: Any = None, name_key: str = "name") -> Application:
     """The Application given by `spec`, `src` or `params[name_key]` (stored in the KB)."""
     if params.get("src") or params.get("spec") is not None:
-        return load_given(params)[0]
+        return load_given(params, kb)[0]
     name = params.get(name_key)
     if not name or kb is None:
         raise ValueError(f"one of spec, src or {name_key} (an application stored in the KB) is required")

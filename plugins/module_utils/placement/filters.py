@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.qonnect.core.plugins.module_utils import kube_versions
 from ansible_collections.qonnect.core.plugins.module_utils.labels import labels_match
 from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet import (
     TIER_CODES,
     np,
     request_vector,
+)
+from ansible_collections.qonnect.core.plugins.module_utils.quantity import (
+    format_bytes,
+    format_cpu,
+    format_quantity,
 )
 
 try:
@@ -147,6 +153,38 @@ class Tier(Filter):
         return f"tier is {tier}, the service needs {ctx.service.tier}"
 
 
+class KubeVersion(Filter):
+    """The service's kubeVersion constraints (its own and its Helm charts'): a cluster whose
+    reported Kubernetes version one of them refuses is ineligible, as ``helm install`` would
+    refuse it; a cluster that reported no version is not judged (rendered with Helm's default)."""
+
+    def applies(self, ctx):
+        return bool(ctx.service.kube_version)
+
+    def constraint(self, ctx):
+        return "kubeVersion " + " and ".join(repr(c) for c in ctx.service.kube_version)
+
+    def mask(self, ctx):
+        key = ("kube_version", tuple(ctx.service.kube_version))
+        if key not in ctx.fleet.cache:
+            ctx.fleet.cache[key] = np.array(
+                [
+                    kube_versions.admits(ctx.service.kube_version, kube_versions.kube_version(c.kube_version))
+                    for c in ctx.fleet.inventory.clusters
+                ],
+                dtype=bool,
+            )
+        return ctx.fleet.cache[key]
+
+    def reason(self, ctx, c):
+        cluster = ctx.fleet.inventory.clusters[c]
+        version = kube_versions.kube_version(cluster.kube_version)
+        refused = [k for k in ctx.service.kube_version if version and not kube_versions.satisfies(k, version)]
+        return (
+            f"Kubernetes {cluster.kube_version} is outside the chart's kubeVersion {' and '.join(refused)!s}"
+        )
+
+
 def selector_matches(selector: dict, labels: dict) -> bool:
     """A QoS spec's cluster selector (snake_case keys) against a cluster's labels."""
     return labels_match(labels, selector.get("match_labels"), selector.get("match_expressions"))
@@ -157,7 +195,7 @@ class Selector(Filter):
         return bool(ctx.service.cluster_selector)
 
     def constraint(self, ctx):
-        return "clusterSelector " + json.dumps(ctx.service.cluster_selector, sort_keys=True)
+        return "clusterSelector " + json.dumps(spec_selector(ctx.service.cluster_selector), sort_keys=True)
 
     def mask(self, ctx):
         sel = ctx.service.cluster_selector
@@ -250,7 +288,9 @@ class MinFree(Filter):
         return bool(ctx.service.min_free)
 
     def constraint(self, ctx):
-        return "minFree " + ", ".join(f"{k} {v:g}" for k, v in sorted(ctx.service.min_free.items()))
+        return "minFree " + ", ".join(
+            f"{k} {format_quantity(k, v)}" for k, v in sorted(ctx.service.min_free.items())
+        )
 
     def _free(self, ctx):
         f = ctx.fleet
@@ -265,9 +305,9 @@ class MinFree(Filter):
     def reason(self, ctx, c):
         cpu, mem = self._free(ctx)
         return (
-            f"free cpu {cpu[c]:g}, memory {mem[c]:.0f} below minFree "
-            f"cpu {ctx.service.min_free.get('cpu', 0):g}, "
-            f"memory {ctx.service.min_free.get('memory', 0):.0f}"
+            f"free cpu {format_cpu(cpu[c])}, memory {format_bytes(mem[c])} below minFree "
+            f"cpu {format_cpu(ctx.service.min_free.get('cpu', 0))}, "
+            f"memory {format_bytes(ctx.service.min_free.get('memory', 0))}"
         )
 
 
@@ -283,13 +323,30 @@ class Capacity(Filter):
 
 
 def _req_text(req) -> str:
-    return f"cpu {req[0]:g}, memory {req[1]:.0f} B, ephemeral_storage {req[2]:.0f} B"
+    return (
+        f"cpu {format_cpu(req[0])}, memory {format_bytes(req[1])}, ephemeral-storage {format_bytes(req[2])}"
+    )
+
+
+def spec_selector(selector: dict) -> dict:
+    """A cluster selector as the spec writes it (matchLabels, matchExpressions), for messages."""
+    names = {"match_labels": "matchLabels", "match_expressions": "matchExpressions"}
+    return {names.get(k, k): v for k, v in selector.items()}
 
 
 # The chain every scorer uses; borda (faithful to QONNECT) leaves out Capacity. The spec's
 # static constraints come first, so a failure names e.g. "health" when every fog cluster is
 # down rather than "tier fog".
-CONSTRAINT_FILTERS = (Tier(), Selector(), JmesFilter(), MaxLatency(), Healthy(), Excluded(), MinFree())
+CONSTRAINT_FILTERS = (
+    Tier(),
+    Selector(),
+    KubeVersion(),
+    JmesFilter(),
+    MaxLatency(),
+    Healthy(),
+    Excluded(),
+    MinFree(),
+)
 ALL_FILTERS = (*CONSTRAINT_FILTERS, Capacity())
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils import kube_versions
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.taints import EFFECTS, blocking_taints
 from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
 
@@ -86,6 +87,10 @@ class Cluster:
     healthy: bool
     heartbeat_age: float | None
     nodes: tuple[Node, ...]
+    # what its agent reported of the API server (None / empty: not reported, e.g. an inventory
+    # file without them): gitVersion and served API group-versions (kube_versions.py)
+    kube_version: str | None = None
+    api_versions: tuple[str, ...] = ()
 
     def free(self) -> dict[str, float]:
         """The cluster's free capacity: the one definition every surface shows (KB inventory,
@@ -111,6 +116,7 @@ class Cluster:
             "labels": dict(self.labels),
             "healthy": self.healthy,
             "heartbeat_age": self.heartbeat_age,
+            "kube_version": self.kube_version,
             "node_count": len(self.nodes),
             "allocatable": alloc,
             "free": self.free(),
@@ -350,6 +356,16 @@ class _Reader:
         if hb is not None:
             hb = self.number(raw, "heartbeat_age", path)
         location = raw.get("location") or name
+        kube_version = raw.get("kube_version")
+        if kube_version is not None and kube_versions.kube_version(kube_version) is None:
+            self.err(f"{path}.kube_version", f"{kube_version!r} is not a Kubernetes version (e.g. v1.34.4)")
+            kube_version = None
+        api_versions = raw.get("api_versions")
+        if api_versions is not None and (
+            not isinstance(api_versions, list) or not all(isinstance(v, str) for v in api_versions)
+        ):
+            self.err(f"{path}.api_versions", "expected a list of API group-versions (e.g. apps/v1)")
+            api_versions = None
         return Cluster(
             name=name,
             tier=str(tier),
@@ -358,6 +374,8 @@ class _Reader:
             healthy=self.flag(raw, "healthy", path, True),
             heartbeat_age=hb,
             nodes=tuple(sorted((n for n in nodes if n is not None), key=lambda n: n.name)),
+            kube_version=kube_version,
+            api_versions=tuple(kube_versions.api_versions(api_versions)),
         )
 
     def latency_row(self, src: str, row: Any) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils import spec_yaml
 from ansible_collections.qonnect.core.plugins.module_utils.qos.checks import typename
+from ansible_collections.qonnect.core.plugins.module_utils.qos.manifests import Clusters
 from ansible_collections.qonnect.core.plugins.module_utils.qos.model import (
     API_VERSION,
     Application,
@@ -22,18 +23,21 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos.qonnect_format im
 from ansible_collections.qonnect.core.plugins.module_utils.spec_yaml import MAX_FILE_BYTES, SpecYamlError
 
 
-def load_application_file(path: str, bundles: dict[str, str] | None = None) -> Application:
+def load_application_file(
+    path: str, bundles: dict[str, str] | None = None, clusters: Clusters = None
+) -> Application:
     """Load a spec file; manifests given by file are resolved relative to the spec's folder.
 
     ``bundles`` maps QONNECT's tier keys (cloud_svc, fog_svc, edge_svc) to manifest files, as
-    QONNECT's API receives them beside the Application file.
+    QONNECT's API receives them beside the Application file; ``clusters`` (the inventory's)
+    are what Helm charts are rendered for (``load_application``).
     """
     try:
         text = spec_yaml.read_bounded(path, what="spec")
     except SpecYamlError as exc:
         raise QosSpecError(exc.errors) from None
     return load_application(
-        text, base_dir=os.path.dirname(os.path.abspath(path)), source=path, bundles=bundles
+        text, base_dir=os.path.dirname(os.path.abspath(path)), source=path, bundles=bundles, clusters=clusters
     )
 
 
@@ -58,8 +62,13 @@ def load_application(
     base_dir: str | None = None,
     source: str | None = None,
     bundles: dict[str, str] | None = None,
+    clusters: Clusters = None,
 ) -> Application:
-    """Validate a spec (dict or YAML text) and return the normalised :class:`Application`."""
+    """Validate a spec (dict or YAML text) and return the normalised :class:`Application`.
+
+    ``clusters``: the inventory's cluster entries (or a callable giving them, asked only when a
+    chart is rendered); Helm charts are rendered for their ``kube_version``/``api_versions``
+    (qos/manifests.py). None: Helm's own defaults."""
     base_dir = base_dir or os.getcwd()
     data, duplicates = read_spec(data, source or "<spec>")
     if not isinstance(data, dict):
@@ -71,7 +80,7 @@ def load_application(
         )
     api = data.get("apiVersion")
     reader: NativeReader | QonnectReader
-    reader = QonnectReader(base_dir) if api == QONNECT_API_VERSION else NativeReader(base_dir)
+    reader = QonnectReader(base_dir) if api == QONNECT_API_VERSION else NativeReader(base_dir, clusters)
     reader.errors.extend(duplicates)
     try:
         if isinstance(reader, QonnectReader):

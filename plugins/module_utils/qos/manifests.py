@@ -8,6 +8,13 @@ lookup does) or ``{helm: CHART_DIR, release, values, valuesFiles}`` (what ``helm
 renders of a local chart); the last three may pick documents with ``select: [{kind, name}, ...]``
 and/or ``selector: {matchLabels: {...}}``, so one upstream multi-document release file (or
 chart) can be split over several services (and tiers) unchanged.
+
+A chart (a directory or a packaged ``.tgz``, as ``helm pull`` gives it) is rendered for the
+clusters it may be placed on (``kube_versions.render_target``: the lowest Kubernetes version and
+the common API group-versions of the inventory's clusters its ``kubeVersion`` admits, passed as
+``--kube-version``/``--api-versions``); its ``kubeVersion`` becomes a constraint of the service
+(the placement filter ``KubeVersion``), so a cluster it refuses is ineligible instead of failing
+the render.
 """
 
 from __future__ import annotations
@@ -17,10 +24,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.qonnect.core.plugins.module_utils import spec_yaml
+from ansible_collections.qonnect.core.plugins.module_utils import kube_versions, spec_yaml
 from ansible_collections.qonnect.core.plugins.module_utils.qos.checks import SpecChecker, typename
 from ansible_collections.qonnect.core.plugins.module_utils.qos.limits import (
     MAX_OBJECT_DATA_BYTES,
@@ -44,6 +53,12 @@ PICK_KEYS = ("select", "selector")
 HELM_KEYS = ("release", "values", "valuesFiles")
 KUSTOMIZE_TIMEOUT = 60.0
 HELM_TIMEOUT = 60.0
+CHART_ARCHIVES = (".tgz", ".tar.gz")
+MAX_CHART_YAML_BYTES = 1 << 20
+
+# The inventory's cluster entries a chart is rendered for (``kube_version``, ``api_versions``),
+# or a callable giving them (asked only when a spec has a chart), or None: Helm's defaults.
+Clusters = list | Callable[[], list] | None
 
 
 def tool_path(name: str) -> str | None:
@@ -83,9 +98,12 @@ def is_unknown_entry(entry: Any) -> bool:
 class ManifestReader(SpecChecker):
     """The manifest checks both formats share; bytes read count towards the spec's total limit."""
 
-    def __init__(self, base_dir: str):
+    def __init__(self, base_dir: str, clusters: Clusters = None):
         super().__init__()
         self.base_dir = base_dir  # manifest files are relative to the spec's folder
+        self.clusters = clusters
+        # kubeVersion constraints of the service being read: its own, then its charts'
+        self.kube_constraints: list[str] = []
         self.bytes_read = 0
         self.namespaces_checked: set[str] = set()  # paths check_namespaces saw (each once)
         # The application's name and namespace, once its metadata is read: a Helm chart is
@@ -288,8 +306,15 @@ class ManifestReader(SpecChecker):
             self.err(hpath, f"{rel!r} is not a directory path")
             return []
         full = rel if os.path.isabs(rel) else os.path.join(self.base_dir, rel)
-        if not os.path.isfile(os.path.join(full, "Chart.yaml")):
-            self.err(hpath, f"{rel!r} is not a chart directory (a directory with Chart.yaml)")
+        archive = full.endswith(CHART_ARCHIVES) and os.path.isfile(full)
+        if not archive and not os.path.isfile(os.path.join(full, "Chart.yaml")):
+            self.err(
+                hpath,
+                f"{rel!r} is not a chart directory (a directory with Chart.yaml) or a chart archive (.tgz)",
+            )
+            return []
+        kube_constraint = self.chart_kube_version(full, archive, rel, hpath)
+        if kube_constraint is False:
             return []
         release = entry.get("release", self.app_name or "release")
         if not isinstance(release, str) or not release:
@@ -303,7 +328,7 @@ class ManifestReader(SpecChecker):
         if values is not None and not isinstance(values, dict):
             self.err(f"{path}.values", f"expected a mapping of chart values, got {typename(values)}")
             return []
-        argv = [release, full, "--skip-tests"]
+        argv = [release, full, "--skip-tests", *self.capabilities()]
         if self.app_namespace:
             argv += ["--namespace", self.app_namespace]
         for i, name in enumerate(files):
@@ -324,6 +349,55 @@ class ManifestReader(SpecChecker):
                     out.write(json.dumps(values, default=str))
                 argv += ["--values", inline]
             return self.rendered([helm, "template", *argv], "helm template", rel, full, hpath)
+
+    def chart_kube_version(self, full: str, archive: bool, rel: str, path: str) -> str | bool | None:
+        """The chart's ``kubeVersion`` (None when it has none; False, with an error, when Helm
+        would refuse it), recorded as a constraint of the service."""
+        try:
+            if archive:
+                with tarfile.open(full, "r:gz") as tar:
+                    member = next(
+                        (
+                            m
+                            for m in tar
+                            if m.isfile() and m.name.count("/") == 1 and m.name.endswith("/Chart.yaml")
+                        ),
+                        None,
+                    )
+                    raw = tar.extractfile(member) if member and member.size <= MAX_CHART_YAML_BYTES else None
+                    text = raw.read().decode("utf-8") if raw else ""
+            else:
+                with open(os.path.join(full, "Chart.yaml"), encoding="utf-8") as fh:
+                    text = fh.read(MAX_CHART_YAML_BYTES)
+            docs = spec_yaml.load(text, rel)[0]
+        except (OSError, tarfile.TarError, UnicodeError, SpecYamlError):
+            return None  # helm itself names what is wrong with the chart
+        meta = docs[0] if docs and isinstance(docs[0], dict) else {}
+        constraint = meta.get("kubeVersion")
+        if constraint in (None, ""):
+            return None
+        try:
+            kube_versions.parse_constraint(constraint)
+        except kube_versions.ConstraintError as exc:
+            self.err(path, f"{rel!r}: Chart.yaml kubeVersion {constraint!r} is not a valid constraint: {exc}")
+            return False
+        if constraint not in self.kube_constraints:
+            self.kube_constraints.append(constraint)
+        return str(constraint)
+
+    def inventory_clusters(self) -> list:
+        """The clusters charts are rendered for (asked once, when the first chart needs them)."""
+        if callable(self.clusters):
+            self.clusters = self.clusters()
+        return self.clusters if isinstance(self.clusters, list) else []
+
+    def capabilities(self) -> list[str]:
+        """``--kube-version``/``--api-versions`` for the clusters the service may go to: the
+        lowest version and the common group-versions of those the service's (and its charts')
+        kubeVersion admit (kube_versions.render_target); none known: Helm's defaults."""
+        version, apis = kube_versions.render_target(self.inventory_clusters(), self.kube_constraints)
+        argv = ["--kube-version", version] if version else []
+        return argv + (["--api-versions", ",".join(apis)] if apis else [])
 
     def reference(self, entry: dict, path: str) -> list[dict]:
         """The documents of a {file|kustomize|helm: ..., select, selector} entry; unknown keys

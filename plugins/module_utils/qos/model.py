@@ -43,6 +43,9 @@ class Service:
     filter: str | None = None
     max_latency: list[dict] = field(default_factory=list)
     min_free: dict = field(default_factory=dict)
+    # kubeVersion constraints (Helm's syntax): the spec's own and those of the service's charts;
+    # a cluster whose Kubernetes version one of them refuses is ineligible (filters.KubeVersion)
+    kube_version: list[str] = field(default_factory=list)
     manifests: list[dict] = field(default_factory=list)
     requests: dict = field(default_factory=dict)
     # take over objects with the same kind/namespace/name that qonnect did not apply for this
@@ -61,6 +64,8 @@ class Service:
                 "filter": self.filter,
                 "max_latency": copy.deepcopy(self.max_latency),
                 "min_free": dict(self.min_free),
+                # only when set: stored versions without it keep their form
+                **({"kube_version": list(self.kube_version)} if self.kube_version else {}),
             },
             "manifests": copy.deepcopy(self.manifests),
             "requests": dict(self.requests),
@@ -80,6 +85,7 @@ class Service:
             filter=cons.get("filter"),
             max_latency=copy.deepcopy(cons.get("max_latency") or []),
             min_free=dict(cons.get("min_free") or {}),
+            kube_version=list(cons.get("kube_version") or []),
             manifests=copy.deepcopy(data.get("manifests") or []),
             requests=dict(data.get("requests") or sum_requests(data.get("manifests") or [])),
             adopt=bool(data.get("adopt", False)),

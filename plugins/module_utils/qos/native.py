@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils import kube_versions
 from ansible_collections.qonnect.core.plugins.module_utils.qos.checks import (
     finite,
     label_key_problem,
@@ -100,9 +101,11 @@ class NativeReader(ManifestReader):
         cons = self.mapping(
             raw.get("constraints"),
             f"{path}.constraints",
-            ("clusterSelector", "filter", "maxLatency", "minFree"),
+            ("clusterSelector", "filter", "maxLatency", "minFree", "kubeVersion"),
         )
         cp = f"{path}.constraints"
+        # the service's own kubeVersion first; its charts' are added while they render
+        self.kube_constraints = self.kube_version(cons.get("kubeVersion"), f"{cp}.kubeVersion")
         manifests = self.manifests(raw.get("manifests"), f"{path}.manifests")
         return Service(
             name=name,
@@ -114,10 +117,28 @@ class NativeReader(ManifestReader):
             filter=self.jmes_filter(cons.get("filter"), f"{cp}.filter"),
             max_latency=self.max_latency(cons.get("maxLatency"), f"{cp}.maxLatency"),
             min_free=self.min_free(cons.get("minFree"), f"{cp}.minFree"),
+            kube_version=list(self.kube_constraints),
             manifests=manifests,
             requests=sum_requests(manifests),
             adopt=self.flag(raw.get("adopt"), f"{path}.adopt"),
         )
+
+    def kube_version(self, value: Any, path: str) -> list[str]:
+        """A kubeVersion constraint, or a list of them (all must hold), in Helm's syntax."""
+        if value is None:
+            return []
+        items = value if isinstance(value, list) else [value]
+        out: list[str] = []
+        for i, item in enumerate(items):
+            where = f"{path}[{i}]" if isinstance(value, list) else path
+            try:
+                kube_versions.parse_constraint(item)
+            except kube_versions.ConstraintError as exc:
+                self.err(where, str(exc))
+                continue
+            if item not in out:
+                out.append(item)
+        return out
 
     def check_graph(self, services: list[Service]) -> None:
         index: dict[str, int] = {}

@@ -45,7 +45,7 @@ def run(module: QonnectModule) -> dict:
     params, kb = module.params, module.kb
     if params["state"] == "absent":
         return remove(module, kb)
-    app, body = load_given(params)
+    app, body = load_given(params, kb)
     if params.get("name") and params["name"] != app.name:
         raise InputError("name", f"{params['name']!r} differs from the spec's metadata.name {app.name!r}")
     if params["check_placement"]:  # a spec becomes current only once it places (issue 13.5)
