@@ -251,11 +251,15 @@ clusters:
   description:
     - Per-cluster result; C(status) is V(ok), V(failed), V(unreachable) or V(skipped),
       C(objects) lists each object with the action taken.
+    - C(reasons) lists each workload still not ready when the wait ended, with its current
+      revision's pods' own reasons as C(kubectl describe) shows them (V(ImagePullBackOff) and the
+      image, V(CrashLoopBackOff) with the last exit code, V(Unschedulable) with the scheduler's
+      message, V(FailedCreate) of the ReplicaSet, e.g. exceeded quota); C(error) names them too.
   returned: always
   type: dict
   sample: {"edge-1": {"cluster": "edge-1", "status": "ok", "changed": true, "in_plan": true,
                       "objects": [{"key": "apps/v1/Deployment/bookinfo/ratings-v1", "action": "create"}],
-                      "not_ready": [], "error": null}}
+                      "not_ready": [], "reasons": [], "error": null}}
 version:
   description: Version of the application spec in the Knowledge Base, when O(src) or O(spec) was stored.
   returned: when src or spec is given with record

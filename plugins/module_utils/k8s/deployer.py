@@ -64,7 +64,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.prune import (
     prune,
     sweep,
 )
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.waiter import wait_ready
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.waiter import wait_workloads
 from ansible_collections.qonnect.core.plugins.module_utils.keys import (
     DOMAIN_LABEL,
     HASH_ANNOTATION,
@@ -103,6 +103,8 @@ class ClusterResult:
     changed: bool = False
     objects: list[dict] = field(default_factory=list)
     not_ready: list[str] = field(default_factory=list)
+    # per workload not ready: its pods' own reasons (k8s/reasons.py), as the module returns them
+    reasons: list[dict] = field(default_factory=list)
     error: str | None = None
     in_plan: bool = True
 
@@ -118,6 +120,7 @@ class ClusterResult:
             "in_plan": self.in_plan,
             "objects": [{"key": o["key"], "action": o["action"]} for o in self.objects],
             "not_ready": self.not_ready,
+            "reasons": self.reasons,
             "error": self.error,
         }
 
@@ -488,7 +491,7 @@ class Deployer:
         if self.check_mode or not self.wait:
             return
         started = time.monotonic()
-        pending = wait_ready(
+        pending = wait_workloads(
             work.client,
             self.namespace,
             self.application,
@@ -498,11 +501,12 @@ class Deployer:
         )
         if pending:
             work.result.status = "failed"
-            work.result.not_ready = pending
+            work.result.not_ready = [n.line() for n in pending]
+            work.result.reasons = [n.to_dict() for n in pending]
             waited = time.monotonic() - started
             # a rollout Kubernetes (or a crash loop) declared failed returns before the timeout
             work.result.error = "not ready after {:.0f}s: {}".format(
-                min(waited, self.wait_timeout), "; ".join(pending)
+                min(waited, self.wait_timeout), "; ".join(work.result.not_ready)
             )
 
     def _switch(self, work: _ClusterWork) -> None:

@@ -321,7 +321,7 @@ def _crash_loop(pod: dict) -> str:
         if waiting.get("reason") == "CrashLoopBackOff" and _count(c, "restartCount") >= CRASH_LOOP_RESTARTS:
             last = ((c.get("lastState") or {}).get("terminated")) or {}
             exit_text = (
-                f", last exit {last.get('exitCode')} {last.get('reason', '')}".rstrip() if last else ""
+                f", last exit code {last.get('exitCode')} ({last.get('reason') or 'Error'})" if last else ""
             )
             return f"container {c.get('name')} CrashLoopBackOff (restarted {_count(c, 'restartCount')} times{exit_text})"
     return ""

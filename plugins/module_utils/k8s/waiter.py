@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import (
@@ -13,9 +14,33 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import 
     readiness,
     workload_ready,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.reasons import PodReason, why_not_ready
 from ansible_collections.qonnect.core.plugins.module_utils.keys import APP_LABEL, MANAGED_BY
 
-__all__ = ["not_ready_reason", "wait_ready", "workload_ready"]
+CRASH_PREFIX = "crash-looping:"  # how readiness.ReadyWindow names a crash loop it failed
+
+__all__ = ["NotReady", "not_ready_reason", "wait_ready", "wait_workloads", "workload_ready"]
+
+
+@dataclass(frozen=True)
+class NotReady:
+    """A workload still not ready when the wait ended: why (the pods' own reasons first, see
+    k8s/reasons.py) and those reasons one by one."""
+
+    kind: str
+    name: str
+    reason: str
+    pods: tuple[PodReason, ...] = field(default=())
+
+    def line(self) -> str:
+        return f"{self.kind}/{self.name}: {self.reason}"
+
+    def to_dict(self) -> dict:
+        return {
+            "workload": f"{self.kind}/{self.name}",
+            "reason": self.reason,
+            "pods": [p.to_dict() for p in self.pods],
+        }
 
 
 def not_ready_reason(obj: dict) -> str:
@@ -51,7 +76,55 @@ def wait_ready(
     interval: float = 0.1,
     min_ready: float = 0.0,
 ) -> list[str]:
-    """Poll until every (kind, name) workload is ready; returns the names still not ready.
+    """``wait_workloads`` as lines: ``<kind>/<name>: <why>`` of each workload still not ready."""
+    return [
+        n.line() for n in wait_workloads(client, namespace, application, names, timeout, interval, min_ready)
+    ]
+
+
+def _explain(
+    client: Any,
+    namespace: str,
+    selector: str,
+    pending: dict[tuple[str, str], str],
+    seen: dict[tuple[str, str], dict],
+    pods: list[dict] | None,
+) -> list[NotReady]:
+    """Each pending workload with its pods' own reasons, read once when the wait ends (the
+    current ReplicaSets' pods: k8s/reasons.py, the agent's answer too)."""
+    out = []
+    replicasets: list[dict] | None = None
+    if any(key[0] == "Deployment" and key in seen for key in pending):
+        replicasets = client.list("apps/v1", "ReplicaSet", namespace, selector)
+    if pods is None and seen:
+        pods = client.list("v1", "Pod", namespace)
+    for key, reason in sorted(pending.items()):
+        obj = seen.get(key)
+        why = why_not_ready(obj, pods or [], replicasets, key[0]) if obj is not None else None
+        if obj is None or why is None or not why.reasons:
+            out.append(NotReady(key[0], key[1], reason))
+            continue
+        if reason.startswith(CRASH_PREFIX):  # the window failed it: say so, with the pods' reasons
+            named = f"{CRASH_PREFIX} {why.text}"
+        elif reason in why.text or reason == readiness(obj, key[0]).reason:
+            named = why.text  # the counts, named after the pods' reasons
+        else:  # e.g. the minimum-ready window still running
+            named = f"{why.text}; {reason}"
+        out.append(NotReady(key[0], key[1], named, why.reasons))
+    return out
+
+
+def wait_workloads(
+    client: Any,
+    namespace: str,
+    application: str,
+    names: list[tuple[str, str]],
+    timeout: float,
+    interval: float = 0.1,
+    min_ready: float = 0.0,
+) -> list[NotReady]:
+    """Poll until every (kind, name) workload is ready; returns those still not ready, each with
+    why (read when the wait ends, see ``_explain``).
 
     One list call per kind per poll keeps the load on the API server flat however many
     workloads the application has. ``min_ready`` > 0: a rolled-out workload without its own
@@ -68,7 +141,9 @@ def wait_ready(
     pending: dict[tuple[str, str], str] = {n: "not found" for n in names}
     failed: set[tuple[str, str]] = set()
     window = ReadyWindow(min_ready)
+    seen: dict[tuple[str, str], dict] = {}  # the newest object of each workload
     while True:
+        pods: list[dict] | None = None
         settling: list[tuple[tuple[str, str], dict]] = []  # rolled out, in the minimum-ready window
         rolling: list[tuple[tuple[str, str], dict]] = []  # still rolling out
         for kind in kinds:
@@ -76,6 +151,7 @@ def wait_ready(
                 key = (kind, obj["metadata"]["name"])
                 if key not in pending:
                     continue
+                seen[key] = obj
                 state = readiness(obj, kind)
                 if state.ready and window.applies(obj):
                     settling.append((key, obj))
@@ -97,4 +173,6 @@ def wait_ready(
             break
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
         interval = min(interval * 1.5, 0.5)
-    return [f"{kind}/{name}: {reason}" for (kind, name), reason in sorted(pending.items())]
+    if not pending:
+        return []
+    return _explain(client, namespace, selector, pending, seen, pods)

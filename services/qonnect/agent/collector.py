@@ -14,13 +14,14 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import (
     GRACE_ANNOTATION,
     progress_deadline_seconds,
     readiness,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.reasons import why_not_ready
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.taints import node_taints
 from ansible_collections.qonnect.core.plugins.module_utils.keys import (
     APP_LABEL,
@@ -51,24 +52,11 @@ NODE_NUMBER_LABELS = {
     PRICE_LABEL: "price_eur_h",
 }
 RESOURCES = {"cpu": "cpu", "memory": "memory", "ephemeral-storage": "ephemeral_storage"}
-# Container waiting reasons that show a pod in trouble. On real clusters most of them are often
+# A pod's trouble (k8s/reasons.py, the deploy waiter's answer too) is on real clusters often
 # transient (a flaky registry, a ConfigMap or ServiceAccount not created yet, a crash while a
-# dependency starts), so they are reported as the reason of a Progressing workload, which turns
-# Failed only after the workload's grace period (see StatusClock).
-PROBLEM_WAITING = frozenset(
-    {
-        "CrashLoopBackOff",
-        "ImagePullBackOff",
-        "ErrImagePull",
-        "InvalidImageName",
-        "ErrImageNeverPull",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-        "RunContainerError",
-    }
-)
-# ... and those no retry can fix: Failed at once.
-PERMANENT_WAITING = frozenset({"InvalidImageName", "ErrImageNeverPull"})
+# dependency starts), so it is the reason of a Progressing workload, which turns Failed only
+# after the workload's grace period (see StatusClock); an invalid image name or a pod larger
+# than every node is Failed at once.
 HEALTHY, PROGRESSING, FAILED = "Healthy", "Progressing", "Failed"
 MAX_TEXT = 1024  # reasons and errors are cut here: the KB takes at most 4096 characters
 # Per-workload grace before a workload that is not ready is reported Failed: this annotation
@@ -102,6 +90,9 @@ AGENT_RIGHTS = (
     ("apps", "deployments", "list", "/apis/apps/v1/deployments"),
     ("apps", "statefulsets", "list", "/apis/apps/v1/statefulsets"),
     ("apps", "daemonsets", "list", "/apis/apps/v1/daemonsets"),
+    # read only while a Deployment is not ready: its current ReplicaSet's pods are the ones whose
+    # reasons count (k8s/reasons.py); without the right the template's images pick them
+    ("apps", "replicasets", "list", "/apis/apps/v1/replicasets"),
 )
 _PATHS = {resource: path for _group, resource, _verb, path in AGENT_RIGHTS}
 
@@ -221,31 +212,6 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     return labels_match(labels, selector.get("matchLabels"), selector.get("matchExpressions"))
 
 
-def _pod_problem(pod: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]] = ()) -> tuple[str, bool] | None:
-    """Why this pod is not running, and whether that is permanent; None if nothing is wrong.
-
-    Permanent: an image name that can never be pulled, or requests larger than every node of the
-    cluster can hold (no rescheduling or retry will ever fit it). Everything else may clear.
-    """
-    status = pod.get("status") or {}
-    for cond in status.get("conditions") or []:
-        if (
-            cond.get("type") == "PodScheduled"
-            and cond.get("status") == "False"
-            and cond.get("reason") == "Unschedulable"
-        ):
-            reason = f"Unschedulable: {cond.get('message') or 'no node fits the pod'}"
-            if _never_fits(pod, nodes):
-                return f"{reason} (the pod requests more than any node of the cluster has)", True
-            return reason, False
-    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in PROBLEM_WAITING:
-            detail = waiting.get("message") or f"container {cs.get('name')}"
-            return f"{waiting['reason']}: {detail}", waiting["reason"] in PERMANENT_WAITING
-    return None
-
-
 def _never_fits(pod: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> bool:
     """True when the pod's requests exceed the allocatable of every node (and there are nodes)."""
     allocatables = [_resources((n.get("status") or {}).get("allocatable")) for n in nodes]
@@ -281,13 +247,16 @@ def workload_status(
     obj: Mapping[str, Any],
     pods: Iterable[Mapping[str, Any]],
     nodes: Iterable[Mapping[str, Any]] = (),
+    replicasets: list[dict] | None = None,
 ) -> dict:
     """Status, reason, replica counts and grace of one managed workload, without timing.
 
-    Readiness is k8s/readiness.py's (the same as deploy's). Failed at once only for what will not
-    fix itself: Kubernetes' ProgressDeadlineExceeded, an invalid image, a pod too big for every
-    node. Anything else that keeps it from being ready is a Progressing reason; the StatusClock
-    fails it after ``grace`` seconds.
+    Readiness is k8s/readiness.py's and the reason k8s/reasons.py's (both the same as deploy's:
+    the current revision's pods' own reasons, then the counts). Failed at once only for what
+    will not fix itself: Kubernetes' ProgressDeadlineExceeded, an invalid image, a pod too big
+    for every node. Anything else that keeps it from being ready is a Progressing reason; the
+    StatusClock fails it after ``grace`` seconds. ``replicasets``: the cluster's managed
+    ReplicaSets (None when not read).
     """
     state = readiness(dict(obj), kind)
     result: dict[str, Any] = {
@@ -303,21 +272,12 @@ def workload_status(
         result["status"] = HEALTHY
         return result
     result["grace"] = workload_grace(kind, obj)
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    namespace, selector = meta.get("namespace"), spec.get("selector")
     nodes = list(nodes)
-    for pod in pods:
-        pmeta = pod.get("metadata") or {}
-        if pmeta.get("namespace") != namespace or not _pod_active(pod):
-            continue
-        if selector_matches(selector, pmeta.get("labels") or {}):
-            problem = _pod_problem(pod, nodes)
-            if problem:
-                result["reason"] = problem[0]
-                if problem[1]:
-                    result["status"] = FAILED
-                return result
-    result["reason"] = state.reason
+    mine = cast("list[dict]", pods if isinstance(pods, list) else list(pods))  # read, never changed
+    why = why_not_ready(dict(obj), mine, replicasets, kind, fits_nowhere=lambda pod: _never_fits(pod, nodes))
+    result["reason"] = why.text
+    if any(r.permanent for r in why.reasons):
+        result["status"] = FAILED
     return result
 
 
@@ -431,6 +391,7 @@ class Collector:
         self.clock = StatusClock(not_ready_timeout)
         self._api: Any = None
         self._refresh: Callable[[Any], None] | None = None
+        self._warned_replicasets = False
 
     def _get(self, what: str, path: str, **query: str) -> list[dict]:
         """The ``items`` of one list call, read as raw JSON."""
@@ -464,6 +425,26 @@ class Collector:
                 return []
             raise
 
+    def _replicasets(self, deployments: list[dict]) -> list[dict] | None:
+        """The managed ReplicaSets, read only while a Deployment is not ready (their current one
+        names the pods whose reasons count); None when not read or not allowed (an agent whose
+        ClusterRole predates this right still reports, its reasons from the template's pods)."""
+        if all(readiness(d, "Deployment").ready for d in deployments):
+            return None
+        try:
+            return self._get("replicasets", _PATHS["replicasets"], labelSelector=MANAGED_SELECTOR)
+        except CollectError as exc:
+            if exc.status not in (403, 404):
+                raise
+            if not self._warned_replicasets:
+                log.warning(
+                    "cannot list replicasets (HTTP %s): failure reasons are read from the pods running "
+                    "each Deployment's template (grant docs/rbac/agent-clusterrole.yml)",
+                    exc.status,
+                )
+                self._warned_replicasets = True
+            return None
+
     def collect(self) -> dict:
         """``{"nodes": [...], "workloads": [...]}``; raises CollectError when unreachable."""
         try:
@@ -496,6 +477,7 @@ class Collector:
                 + " (grant the ClusterRole in docs/rbac/agent-clusterrole.yml)",
                 403,
             )
+        replicasets = self._replicasets(objects["Deployment"])
         requested = requested_by_node(pods)
         node_reports = [summarize_node(n, requested.get(n["metadata"]["name"])) for n in nodes]
         workloads: list[dict] = []
@@ -506,7 +488,7 @@ class Collector:
                 labels = meta.get("labels") or {}
                 key = (kind, meta.get("namespace", ""), meta.get("name", ""))
                 seen.add(key)
-                stamped = self.clock.stamp(key, workload_status(kind, obj, pods, nodes))
+                stamped = self.clock.stamp(key, workload_status(kind, obj, pods, nodes, replicasets))
                 workloads.append(
                     {
                         "namespace": key[1],

@@ -294,7 +294,9 @@ def test_deploy_waiter_stops_early_when_kubernetes_declared_the_rollout_failed()
     started = time.monotonic()
     pending = waiter.wait_ready(client, "default", "app", [("Deployment", "nginx-deployment")], 30.0)
     assert time.monotonic() - started < 5
-    assert pending[0].startswith("Deployment/nginx-deployment: Progressing: ProgressDeadlineExceeded")
+    # the ReplicaSet's own reason first (the quota of Kubernetes' example), then the condition
+    assert pending[0].startswith("Deployment/nginx-deployment: ReplicaFailure: FailedCreate: "), pending
+    assert "exceeded quota" in pending[0] and "; Progressing: ProgressDeadlineExceeded" in pending[0]
 
 
 def test_with_grace_annotates_workloads_only_and_keeps_a_manifests_own_value():
