@@ -20,6 +20,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
 )
 from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError
 from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
+from ansible_collections.qonnect.core.plugins.module_utils.history import moves
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer, Target
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
@@ -224,22 +225,6 @@ def deployer_for(
         before_step=fence_guard(kb, params.get("fencing")),
         adopt=params.get("adopt") or None,
     )
-
-
-def clusters_of(placement: dict) -> dict[str, list[str]]:
-    """service -> the sorted cluster names of a placement."""
-    return {svc: sorted({e["cluster"] for e in entries}) for svc, entries in placement.items()}
-
-
-def moves(previous: dict, placement: dict, every: bool) -> list[dict]:
-    """History changes {service, from, to}: the services whose clusters changed (``every``: all
-    of them, e.g. when a new version replaced what runs)."""
-    before, after = clusters_of(previous), clusters_of(placement)
-    return [
-        {"service": svc, "from": before.get(svc, []), "to": after.get(svc, [])}
-        for svc in sorted(set(before) | set(after))
-        if every or before.get(svc, []) != after.get(svc, [])
-    ]
 
 
 def record_history(

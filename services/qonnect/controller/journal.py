@@ -34,7 +34,9 @@ CLUSTER_EVENT = "controller.cluster."  # + a detector Notice kind: what the lead
 RECOVERED = CLUSTER_EVENT + "cluster-recovered"  # seen down or suspect, then back: when (durable memory)
 VERSION_FAILING = "controller.version.failing"  # a version failed on enough clusters: not moved again
 ROLLED_BACK = "controller.version.rolled-back"  # ... and an older version's spec stored again as the newest
-DONE = (SUCCEEDED, GAVE_UP, SUPERSEDED)  # a decision with one of these events has ended
+# a run that ended after a user's deploy stored a newer version: what runs is that version
+MIGRATION_SUPERSEDED = "controller.migration.superseded"
+DONE = (SUCCEEDED, GAVE_UP, SUPERSEDED, MIGRATION_SUPERSEDED)  # a decision with one of these events has ended
 
 
 def ref(

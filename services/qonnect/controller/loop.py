@@ -39,7 +39,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBEr
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER
 
-from qonnect.controller import journal, proctree, rollback
+from qonnect.controller import journal, moves, proctree, rollback
 from qonnect.controller.capacity import CapacityWatch
 from qonnect.controller.confirm import Confirmer
 from qonnect.controller.detector import (
@@ -176,6 +176,8 @@ class Controller:
         self.lead_since = 0.0
         self.reconciled = False
         self.runs: dict[str, threading.Thread] = {}  # decision id -> its run (a batch: one thread)
+        # decision id -> (the application's placement before its run, when the run began): history
+        self.run_from: dict[str, tuple[dict[str, Any], float]] = {}
         self.waiting_slot: list[str] = []  # decisions waiting for a run slot, in order
         self.announced_wait: set[str] = set()
         self.pacer = Pacer(cfg.max_drift_moves_per_minute, cfg.intent_ttl)
@@ -822,8 +824,10 @@ class Controller:
 
         name = f"run-{started[0][0]['id']}" + (f"+{len(started) - 1}" if len(started) > 1 else "")
         thread = threading.Thread(target=work, name=name, daemon=True)
+        placed = snapshot.inventory.get("placements") or {}
         for decision, _attempt, _token in started:
             self.runs[decision["id"]] = thread
+            self.run_from[decision["id"]] = (dict(placed.get(decision["app"]) or {}), time.time())
         thread.start()
 
     def _begin(
@@ -980,12 +984,21 @@ class Controller:
                 pending.append(self.finished.get_nowait())
             except queue.Empty:
                 break
-        for decision, attempt, token, outcome in pending:
+        for i, (decision, attempt, token, outcome) in enumerate(pending):
             self.runs.pop(decision["id"], None)
             self.metrics.count_migration(outcome.result)
             etype = {SUCCEEDED: journal.SUCCEEDED, CANCELLED: journal.CANCELLED}.get(
                 outcome.result, journal.FAILED
             )
+            newer = moves.superseding_version(self.kb, decision) if outcome.result == SUCCEEDED else None
+            if newer is not None:  # a user's deploy stored a newer version meanwhile (issue 34.4)
+                etype = journal.MIGRATION_SUPERSEDED
+                outcome = dataclasses.replace(
+                    outcome,
+                    detail=f"superseded by version {newer} (stored by a deploy while this run placed "
+                    f"version {decision.get('spec_version')}): {outcome.detail}",
+                )
+                pending[i] = (decision, attempt, token, outcome)
             log.warning(
                 "decision %s attempt %d %s: %s (artifacts %s)",
                 decision["id"],
@@ -1006,6 +1019,10 @@ class Controller:
                 )
             except KBError as exc:
                 log.warning("cannot report decision %s outcome to the KB: %s", decision["id"], exc)
+            before, began = self.run_from.pop(decision["id"], ({}, None))
+            if outcome.result != CANCELLED:
+                label = moves.SUPERSEDED if newer is not None else outcome.result
+                moves.record(self.kb, decision, token, label, outcome.detail, before, began)
         # a cancelled run was deposed: the next leader takes over its decision
         ended = [item for item in pending if item[3].result != CANCELLED]
         committed = self._finish_all(

@@ -144,3 +144,62 @@ def test_event_data_is_stored_and_served(live_kb, fresh):
     with pytest.raises(KBError) as err:
         live_kb.admin.post_event({"type": "x", "data": {"big": "x" * 9000}})
     assert err.value.status == 422
+
+
+def test_a_controller_run_overtaken_by_a_users_deploy_is_superseded(live_kb, fresh):
+    """Issue 34.4: the controller's run for version 2 ends after the user stored version 3: its
+    outcome is "superseded by version 3", recorded with from -> to, and version 2 is not ready."""
+    from qonnect.controller import moves
+
+    name = fresh("sup")
+    admin, ctl = live_kb.admin, live_kb.client("controller")
+    admin.put_application(name, spec(name, image="nginx:1"))
+    admin.put_application(name, spec(name, image="nginx:2"))
+    admin.put_placement(
+        name, {"desired": {"web": [{"cluster": "edge-2"}]}, "current": {"web": [{"cluster": "edge-2"}]}}
+    )
+    term = int(ctl.get_fence()["term"]) + 1
+    token = {"term": term, "seq": 0}
+    ctl.raise_fence(token)
+    decision = {"id": "d-34", "app": name, "kind": "spec-changed", "spec_version": 2}
+    assert moves.superseding_version(ctl, decision) is None  # version 2 is still current
+    admin.put_application(name, spec(name, image="nginx:3"))  # the user's fix
+    assert moves.superseding_version(ctl, decision) == 3
+    moves.record(
+        ctl,
+        decision,
+        token,
+        moves.SUPERSEDED,
+        "superseded by version 3",
+        {"web": [{"cluster": "edge-1"}]},
+        5.0,
+    )
+    row = admin.history(name)["history"][0]
+    assert (row["version"], row["trigger"], row["decision"], row["outcome"]) == (
+        2,
+        "spec-changed",
+        "d-34",
+        "superseded",
+    )
+    assert (row["from"], row["to"], row["by"]) == (["edge-1"], ["edge-2"], "controller")
+    status = {v["version"]: v["status"]["state"] for v in admin.application_versions(name)}
+    assert status[2] == "pending"
+    # a cluster-down move that succeeded: only the moved service, and the version is ready there
+    moves.record(
+        ctl,
+        {"id": "d-35", "app": name, "kind": "cluster-down", "spec_version": 3},
+        token,
+        "succeeded",
+        "playbook succeeded",
+        {"web": [{"cluster": "edge-1"}]},
+        5.0,
+    )
+    row = admin.history(name)["history"][0]
+    assert (row["trigger"], row["from"], row["to"], row["outcome"]) == (
+        "cluster-down",
+        ["edge-1"],
+        ["edge-2"],
+        "succeeded",
+    )
+    ready = {v["version"]: v["status"] for v in admin.application_versions(name)}[3]
+    assert (ready["state"], ready["ready"]) == ("ready", ["edge-2"])

@@ -51,6 +51,7 @@ class KB:
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
+        self.history: list[dict[str, Any]] = []
 
     def post_event(self, body: dict[str, Any], role: str = "controller") -> dict[str, Any]:
         self.events.append({**body, "id": len(self.events) + 1, "role": role, "ts": time.time()})
@@ -58,6 +59,13 @@ class KB:
 
     def list_events(self, application: str | None = None, limit: int = 100, **_kw: Any) -> list[dict]:
         return [e for e in self.events if application in (None, e.get("application"))][-limit:]
+
+    def get_placement(self, app: str) -> dict[str, Any]:
+        return {"application": app, "desired": {}, "current": {}}
+
+    def record_history(self, app: str, record: dict[str, Any]) -> dict[str, Any]:
+        self.history.append({**record, "application": app})
+        return {"recorded": len(record["changes"])}
 
 
 class Runner:
@@ -101,6 +109,7 @@ def controller(**cfg: Any) -> Controller:
     c.memory, c.deferred_why, c.recorded = Memory(), {}, set()
     c.lead_since, c.lease_wait, c.wake_at = time.monotonic(), 0.0, None
     c.runs, c.waiting_slot, c.announced_wait, c.unreported = {}, [], set(), []
+    c.run_from = {}
     import queue
 
     c.finished, c.wake = queue.Queue(), threading.Event()

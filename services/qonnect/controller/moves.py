@@ -1,0 +1,96 @@
+"""A controller run's outcome as the application's history records it (issue 34, items 4 and 5).
+
+- Superseded: a user's deploy may store a newer version while the controller's run for an
+  older one is in flight (nothing else orders the two writers of one application). What the
+  clusters run is then the user's version, so the controller's run is recorded "superseded by
+  version N", never "succeeded" for the version it was decided for, and that version is not
+  marked ready anywhere.
+- Every run that ended (succeeded, failed, superseded) is one history row per changed service:
+  from -> to clusters, the trigger (the decision's kind, ``rollback`` for a version a rollback
+  stored), the decision id, the outcome and the duration; written under the attempt's fencing
+  token, so a deposed leader cannot write history either.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from ansible_collections.qonnect.core.plugins.module_utils.history import moves
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
+
+log = logging.getLogger("qonnect.controller")
+
+SUPERSEDED = "superseded"
+
+
+def superseding_version(kb: Any, decision: dict[str, Any]) -> int | None:
+    """The application's stored version, if it is newer than the one the decision placed
+    (None: not newer, unknown, or the application is gone)."""
+    version = decision.get("spec_version")
+    if not isinstance(version, int):
+        return None
+    try:
+        current = kb.get_application(decision["app"]).get("version")
+    except KBError:
+        return None
+    return current if isinstance(current, int) and current > version else None
+
+
+def trigger_of(kb: Any, decision: dict[str, Any]) -> str:
+    """The decision's kind; ``rollback`` when it places a version a rollback stored."""
+    kind = str(decision.get("kind") or "controller")
+    version = decision.get("spec_version")
+    if kind != "spec-changed" or not isinstance(version, int):
+        return kind
+    try:
+        stored = kb.request("GET", f"/api/v1/applications/{decision['app']}/versions/{version}")
+    except KBError:
+        return kind
+    return "rollback" if stored.get("rollback") else kind
+
+
+def record(
+    kb: Any,
+    decision: dict[str, Any],
+    token: dict[str, int],
+    outcome: str,
+    detail: str,
+    before: dict[str, Any] | None,
+    started: float | None,
+) -> None:
+    """One history row per service the run changed (all of them for a version change or a
+    failure); the clusters after are the KB's placement now (succeeded, superseded) or the
+    plan the attempt tried (failed)."""
+    app = decision["app"]
+    before = before or {}
+    if outcome == "failed":
+        after = decision.get("plan") or before
+    else:
+        try:
+            after = current_placement(kb.get_placement(app))
+        except KBError as exc:
+            log.info("cannot read the placement of %s for its history: %s", app, exc)
+            return
+    every = outcome != "succeeded" or decision.get("kind") == "spec-changed"
+    changes = moves(before, after, every)
+    if not changes:
+        return
+    body: dict[str, Any] = {
+        "trigger": trigger_of(kb, decision),
+        "decision": str(decision["id"])[:64],
+        "outcome": outcome,
+        "detail": detail[:2000],
+        "started": started if started is not None else time.time(),
+        "ended": time.time(),
+        "changes": changes,
+        "fencing": {"term": int(token["term"]), "seq": int(token["seq"])},
+    }
+    if isinstance(decision.get("spec_version"), int):
+        body["version"] = decision["spec_version"]
+    try:
+        kb.record_history(app, body)
+    except KBError as exc:
+        log.warning("cannot record the history of decision %s: %s", decision["id"], exc)
