@@ -65,3 +65,36 @@ def parse_quantity_decimal(value: Any) -> Decimal:
 def parse_quantity(value: Any) -> float:
     """A quantity as a float ('250m' -> 0.25, '1Gi' -> 1073741824.0); ValueError when not one."""
     return float(parse_quantity_decimal(value))
+
+
+_BINARY_UNITS = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+def format_bytes(value: float) -> str:
+    """Bytes as a person reads them in a spec ('256Mi', '1.5Gi', '500'): the largest binary
+    suffix, exact when the value is a whole number of it, else three significant digits."""
+    number = float(value)
+    if not math.isfinite(number):
+        return str(number)
+    power = 0
+    while power < len(_BINARY_UNITS) - 1 and abs(number) >= 1024 ** (power + 1):
+        power += 1
+    scaled = number / 1024**power
+    if scaled == int(scaled):
+        return f"{int(scaled)}{_BINARY_UNITS[power]}"
+    return f"{scaled:.3g}{_BINARY_UNITS[power]}" if power else f"{number:.0f}"
+
+
+def format_cpu(cores: float) -> str:
+    """CPU as a spec writes it: whole cores as '2', fractions in millicores ('500m')."""
+    number = float(cores)
+    if not math.isfinite(number):
+        return str(number)
+    if number == int(number):
+        return str(int(number))
+    return f"{number * 1000:.3g}m" if abs(number) < 1 else f"{round(number * 1000)}m"
+
+
+def format_quantity(resource: str, value: float) -> str:
+    """A resource amount in spec form: cpu in cores/millicores, anything else in bytes."""
+    return format_cpu(value) if resource == "cpu" else format_bytes(value)
