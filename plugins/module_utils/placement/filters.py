@@ -17,6 +17,11 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet impor
     np,
     request_vector,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.quantity import (
+    format_bytes,
+    format_cpu,
+    format_quantity,
+)
 
 try:
     import jmespath
@@ -190,7 +195,7 @@ class Selector(Filter):
         return bool(ctx.service.cluster_selector)
 
     def constraint(self, ctx):
-        return "clusterSelector " + json.dumps(ctx.service.cluster_selector, sort_keys=True)
+        return "clusterSelector " + json.dumps(spec_selector(ctx.service.cluster_selector), sort_keys=True)
 
     def mask(self, ctx):
         sel = ctx.service.cluster_selector
@@ -283,7 +288,9 @@ class MinFree(Filter):
         return bool(ctx.service.min_free)
 
     def constraint(self, ctx):
-        return "minFree " + ", ".join(f"{k} {v:g}" for k, v in sorted(ctx.service.min_free.items()))
+        return "minFree " + ", ".join(
+            f"{k} {format_quantity(k, v)}" for k, v in sorted(ctx.service.min_free.items())
+        )
 
     def _free(self, ctx):
         f = ctx.fleet
@@ -298,9 +305,9 @@ class MinFree(Filter):
     def reason(self, ctx, c):
         cpu, mem = self._free(ctx)
         return (
-            f"free cpu {cpu[c]:g}, memory {mem[c]:.0f} below minFree "
-            f"cpu {ctx.service.min_free.get('cpu', 0):g}, "
-            f"memory {ctx.service.min_free.get('memory', 0):.0f}"
+            f"free cpu {format_cpu(cpu[c])}, memory {format_bytes(mem[c])} below minFree "
+            f"cpu {format_cpu(ctx.service.min_free.get('cpu', 0))}, "
+            f"memory {format_bytes(ctx.service.min_free.get('memory', 0))}"
         )
 
 
@@ -316,7 +323,15 @@ class Capacity(Filter):
 
 
 def _req_text(req) -> str:
-    return f"cpu {req[0]:g}, memory {req[1]:.0f} B, ephemeral_storage {req[2]:.0f} B"
+    return (
+        f"cpu {format_cpu(req[0])}, memory {format_bytes(req[1])}, ephemeral-storage {format_bytes(req[2])}"
+    )
+
+
+def spec_selector(selector: dict) -> dict:
+    """A cluster selector as the spec writes it (matchLabels, matchExpressions), for messages."""
+    names = {"match_labels": "matchLabels", "match_expressions": "matchExpressions"}
+    return {names.get(k, k): v for k, v in selector.items()}
 
 
 # The chain every scorer uses; borda (faithful to QONNECT) leaves out Capacity. The spec's
