@@ -85,11 +85,20 @@ def bundles(values: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    read: list[dict] = []  # the inventory, read once: by the first chart to render, else below
+
+    def clusters() -> list:
+        """Helm charts are rendered for the inventory's clusters (their kube_version and
+        api_versions; none given: helm's defaults)."""
+        read.append(_inventory(args))
+        found = read[0].get("clusters") if isinstance(read[0], dict) else None
+        return found if isinstance(found, list) else []
+
     try:
-        app = load_application_file(args.spec, bundles=bundles(args.bundle))
+        app = load_application_file(args.spec, bundles=bundles(args.bundle), clusters=clusters)
     except QosSpecError as exc:
         raise UserError(f"{args.spec} is not a valid QoS spec:\n  " + "\n  ".join(exc.errors))
-    inventory = _inventory(args)
+    inventory = read[0] if read else _inventory(args)
     try:
         check_cluster_names(inventory, exclude=args.exclude)
         plan = place(app, inventory, scorer=args.scorer, exclude=args.exclude, hysteresis=args.hysteresis)
