@@ -6,6 +6,7 @@ needs no Kubernetes client."""
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,30 @@ def gather_credentials(name: str, params: dict) -> tuple:
         "required when gather_nodes is true (or the K8S_AUTH options: k8s_kubeconfig, "
         "or k8s_host with k8s_api_key)",
     )
+
+
+def read_nodes(name: str, params: dict) -> list:
+    """The cluster's nodes (gather_nodes). A kubeconfig file this host lacks is named as such:
+    the Kubernetes client says only "Invalid kube-config file. No configuration found."."""
+    kubeconfig, context = gather_credentials(name, params)
+    try:
+        return node_facts(get_client(name, kubeconfig, context))
+    except Exception:
+        if isinstance(kubeconfig, str):
+            full = os.path.expanduser(kubeconfig)
+            if not os.path.exists(full):
+                raise InputError(
+                    "kubeconfig", f"{kubeconfig}: no such file on this host (gather_nodes reads it here)"
+                ) from None
+            if not os.path.isfile(full) or not os.access(full, os.R_OK):
+                raise InputError("kubeconfig", f"{kubeconfig}: not a readable file") from None
+        raise
+
+
+def why(name: str, exc: BaseException) -> str:
+    """An error's message for the list of failed clusters, which names each cluster itself."""
+    msg = fail_fields(exc)["msg"]
+    return msg[len(name) + 2 :] if msg.startswith(f"{name}: ") else msg
 
 
 def registered(kb: Any, name: str) -> dict | None:
@@ -143,7 +168,7 @@ def run(module: QonnectModule) -> dict:
     result: dict = {"changed": False}
     nodes = None
     if params["state"] == "present" and params["gather_nodes"]:
-        nodes = node_facts(get_client(name, *gather_credentials(name, params)))
+        nodes = read_nodes(name, params)
         result["nodes"] = nodes
     change = decide(name, params, existing, nodes)
     if change.action != "none":
@@ -184,8 +209,7 @@ def gather_all(items: list[dict], errors: dict) -> dict:
     read waits on its cluster's API server); a cluster whose read fails goes to ``errors``."""
 
     def one(item: dict) -> list:
-        name = item["name"]
-        return node_facts(get_client(name, *gather_credentials(name, item)))
+        return read_nodes(item["name"], item)
 
     wanted = [i for i in items if i["state"] == "present" and i["gather_nodes"]]
     found: dict = {}
@@ -197,7 +221,7 @@ def gather_all(items: list[dict], errors: dict) -> dict:
             try:
                 found[name] = future.result()
             except Exception as exc:  # each cluster's own error, told with its name below
-                errors[name] = fail_fields(exc)["msg"]
+                errors[name] = why(name, exc)
     return found
 
 
@@ -219,7 +243,7 @@ def run_many(module: QonnectModule) -> dict:
         try:
             planned.append(decide(name, item, existing.get(name), nodes.get(name)))
         except QonnectError as exc:
-            errors[name] = fail_fields(exc)["msg"]
+            errors[name] = why(name, exc)
     if errors:
         return failed(errors, len(items), "nothing was written")
     results: list[dict] = []
@@ -229,7 +253,7 @@ def run_many(module: QonnectModule) -> dict:
         try:
             entry["cluster"] = write(kb, change, module.check_mode)
         except QonnectError as exc:
-            errors[change.name] = fail_fields(exc)["msg"]
+            errors[change.name] = why(change.name, exc)
             continue
         if change.name in nodes:
             entry["nodes"] = nodes[change.name]

@@ -84,3 +84,28 @@ def test_label_economics_that_need_approval_are_warned_and_returned(run_module, 
     assert len(warned) == 1 and "cluster edge-3: 1 node economics change(s)" in warned[0]
     assert "approve_economics=true takes them" in warned[0]
     assert kb.get_cluster("edge-3")["node_economics"]["n1"]["price_eur_h"] == 2.5
+
+
+def test_a_missing_kubeconfig_is_named_once_per_cluster(run_module, tmp_path):
+    """Issue 34.8: not "edge-9: edge-9: ... Invalid kube-config file. No configuration found."."""
+    missing = str(tmp_path / "missing.yaml")
+    many = run_module(
+        cluster,
+        {"clusters": [{"name": "edge-9", "tier": "edge", "kubeconfig": missing}], "gather_nodes": True},
+    )
+    assert many["failed"] and many["errors"] == {
+        "edge-9": f"kubeconfig: {missing}: no such file on this host (gather_nodes reads it here)"
+    }
+    assert "edge-9: edge-9" not in many["msg"] and many["msg"].startswith("1 of 1 cluster(s) failed")
+    one = run_module(cluster, {"name": "edge-9", "tier": "edge", "kubeconfig": missing, "gather_nodes": True})
+    assert (
+        one["failed"]
+        and one["msg"] == f"kubeconfig: {missing}: no such file on this host (gather_nodes reads it here)"
+    )
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
+    many = run_module(
+        cluster,
+        {"clusters": [{"name": "edge-9", "tier": "edge", "kubeconfig": str(broken)}], "gather_nodes": True},
+    )
+    assert many["errors"]["edge-9"].startswith("cannot load kubeconfig"), many["errors"]
