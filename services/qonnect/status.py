@@ -30,6 +30,8 @@ TIERS = ("cloud", "fog", "edge")
 API = "/api/v1"
 SUMMARY_ABOVE = 100  # more clusters than this: counts and the unhealthy ones, unless --all
 PAGE = 500  # clusters per inventory page when every cluster of a large federation is shown
+HEALTHY, FAILED = "Healthy", "Failed"  # workload states of the agent's report
+REASON_WIDTH = 200  # characters of a workload's failing reason shown on its line
 
 
 def add_parser(subparsers: Any) -> None:
@@ -264,18 +266,27 @@ def _mean(values: Any) -> float | None:
 def _running(
     placements: list[dict[str, Any]], workloads: list[dict[str, Any]]
 ) -> dict[str, list[dict[str, Any]]]:
-    """cluster -> [{application, service, replicas, ready, desired}] from placements and agent reports.
+    """cluster -> [{application, service, replicas, ready, desired, status, reason}] from
+    placements and agent reports.
 
     A service may have several workloads (Bookinfo's reviews runs v1, v2 and v3), so readiness is
-    counted in pods over every workload of the service: ``ready`` of ``desired``.
+    counted in pods over every workload of the service: ``ready`` of ``desired``. Those counts
+    include an old revision's pods, which keep serving while a new one fails, so a workload the
+    agent reports not Healthy gives the service its ``status`` (Failed before Progressing) and
+    ``reason`` (its pods' own, k8s/reasons.py): "1/1 pods ready" would hide a failing rollout.
     """
     ready: dict[tuple[str, str, str], int] = {}
     desired: dict[tuple[str, str, str], int] = {}
+    trouble: dict[tuple[str, str, str], tuple[str, str]] = {}
     for w in workloads:
         if w.get("application") and w.get("service"):
             key = (w["cluster"], w["application"], w["service"])
             ready[key] = ready.get(key, 0) + int(w.get("ready_replicas") or 0)
             desired[key] = desired.get(key, 0) + int(w.get("replicas") or 0)
+            state = w.get("status") or HEALTHY
+            if state != HEALTHY and (key not in trouble or state == FAILED != trouble[key][0]):
+                name = f"{w.get('kind') or 'workload'}/{w.get('name') or '?'}"
+                trouble[key] = (state, f"{name}: {w.get('reason') or 'not ready'}")
     out: dict[str, list[dict[str, Any]]] = {}
     for record in placements:
         app = record["application"]
@@ -289,6 +300,8 @@ def _running(
                         "replicas": int(entry.get("replicas", 1)),
                         "ready": ready.get(key),
                         "desired": desired.get(key),
+                        "status": trouble[key][0] if key in trouble else (HEALTHY if key in ready else None),
+                        "reason": trouble[key][1] if key in trouble else "",
                     }
                 )
     return out
@@ -374,6 +387,8 @@ def render(doc: dict[str, Any]) -> str:
             )
             for a in c["running"]:
                 ready = "" if a["ready"] is None else f" ({a['ready']}/{a['desired']} pods ready)"
+                if a.get("reason"):  # the counts may be an old revision's pods: say what fails
+                    ready = f" ({a['status']}: {_short(a['reason'], REASON_WIDTH)})"
                 lines.append(f"      {a['application']}/{a['service']} x{a['replicas']}{ready}")
     lines += ["", f"applications: {', '.join(doc['applications']) or 'none placed'}", "", "last events:"]
     if not doc["events"]:

@@ -42,9 +42,12 @@ class Federation:
         body = {"role": role, **({"cluster": cluster} if cluster else {})}
         return self.admin.request("POST", "/api/v1/tokens", body)["token"]
 
-    def report(self, cluster: dict, reachable: bool = True) -> None:
-        """One agent report of a cluster: its paper node and the Bookinfo workloads on it."""
+    def report(self, cluster: dict, reachable: bool = True, failing: dict[str, str] | None = None) -> None:
+        """One agent report of a cluster: its paper node and the Bookinfo workloads on it
+        (``failing``: service -> the reason of its new revision, Progressing while its old pod
+        still counts ready)."""
         self.seq += 1
+        failing = failing or {}
         workloads = [
             {
                 "namespace": "bookinfo",
@@ -52,7 +55,8 @@ class Federation:
                 "name": f"{svc}-v1",
                 "application": "bookinfo",
                 "service": svc,
-                "status": "Healthy",
+                "status": "Progressing" if svc in failing else "Healthy",
+                "reason": failing.get(svc, ""),
                 "replicas": 1,
                 "ready_replicas": 1,
             }

@@ -194,3 +194,28 @@ def test_controller_leader_and_term_come_from_its_status_endpoint(federation, co
     assert run.returncode == 0, run.stderr
     assert f"controller: leader solo, term {doc['term']}" in run.stdout
     assert "http://127.0.0.1:9: UNREACHABLE" in run.stdout
+
+
+PULL = 'ImagePullBackOff: Back-off pulling image "qonnect.test/pull-fail/ratings:2" (pod ratings-v1-7d9-x2k, container ratings); 1 old replica(s) pending termination'
+
+
+def test_a_failing_new_revision_shows_its_reason_not_its_old_pods_ready(federation) -> None:
+    """Issue 34.3: the old pod still counts 1/1 ready while the new revision cannot pull."""
+    edge1 = next(c for c in federation.paper["clusters"] if c["name"] == "edge-1")
+    federation.report(edge1, failing={"ratings": PULL})
+    try:
+        run = status(*reader_args(federation))
+        assert run.returncode == 0, run.stderr
+        (line,) = [x for x in run.stdout.splitlines() if "bookinfo/ratings" in x]
+        assert "pods ready" not in line, line
+        assert line.strip().startswith(
+            "bookinfo/ratings x1 (Progressing: Deployment/ratings-v1: ImagePullBackOff: Back-off pulling image "
+            '"qonnect.test/pull-fail/ratings:2"'
+        ), line
+        run = status(*reader_args(federation), "--json")
+        (edge,) = [c for c in json.loads(run.stdout)["tiers"]["edge"] if c["name"] == "edge-1"]
+        (ratings,) = [a for a in edge["running"] if a["service"] == "ratings"]
+        assert ratings["status"] == "Progressing" and ratings["reason"] == f"Deployment/ratings-v1: {PULL}"
+        assert "bookinfo/productpage x1 (1/1 pods ready)" in status(*reader_args(federation)).stdout
+    finally:
+        federation.report(edge1)

@@ -200,3 +200,30 @@ def test_page_shows_the_fleet_then_a_migration(federation, browser: webdriver.Ch
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if os.environ.get("QONNECT_UI_SCREENSHOT"):
         shutil.copyfile(shot, os.environ["QONNECT_UI_SCREENSHOT"])
+
+
+def test_page_shows_a_failing_new_revision_s_reason(federation, browser: webdriver.Chrome) -> None:
+    """Issue 34.3: the old pod still counts 1/1 ready while the new revision crash-loops; the
+    card and the placements table show the reason the agent reports, not "1/1 ready"."""
+    crash = (
+        "CrashLoopBackOff: last exit code 1, restarted 3 times: back-off 40s restarting failed "
+        "container=ratings (pod ratings-v1-7d9-x2k, container ratings)"
+    )
+    edge1 = next(c for c in federation.paper["clusters"] if c["name"] == "edge-1")
+    federation.report(edge1, failing={"ratings": crash})
+    try:
+        browser.get(f"{federation.url}/ui#token={federation.reader_token}")
+        until(browser, lambda d: "CrashLoopBackOff" in card(d, "edge-1")["text"])
+        edge = card(browser, "edge-1")["text"]
+        assert f"bookinfo/ratings \u00d71 (Progressing: Deployment/ratings-v1: {crash})" in edge, edge
+        assert "1/1 ready" not in edge
+        row = text(browser, '#placements tr[data-service="ratings"]')
+        assert "last exit code 1" in row and "1/1" not in row, row
+        assert (
+            browser.execute_script(
+                "return document.querySelector('.cluster[data-cluster=\"edge-1\"] li[data-status]').dataset.status"
+            )
+            == "Progressing"
+        )
+    finally:
+        federation.report(edge1)

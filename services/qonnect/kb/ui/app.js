@@ -70,14 +70,29 @@ async function load() {
 // placement/model.py), never recomputed here, so this page shows what `qonnect status` shows.
 function where(inventory, application) { return (inventory.placements || {})[application] || {}; }
 
+// Per cluster/application/service: ready pods over its workloads and, when the agent reports one
+// not Healthy, its status and reason (its pods' own, the deploy's answer too): the counts may be
+// an old revision's pods still serving while the new one fails, as `qonnect status` says.
 function readyCounts(workloads) {
   const ready = new Map();
   for (const w of workloads) {
     if (!w.application || !w.service) continue;
     const key = `${w.cluster}/${w.application}/${w.service}`;
-    ready.set(key, (ready.get(key) || 0) + (w.ready_replicas || 0));
+    const cur = ready.get(key) || { ready: 0, status: null, reason: "" };
+    cur.ready += w.ready_replicas || 0;
+    if (w.status && w.status !== "Healthy" &&
+        (!cur.status || (w.status === "Failed" && cur.status !== "Failed"))) {
+      cur.status = w.status;
+      cur.reason = `${w.kind || "workload"}/${w.name || "?"}: ${w.reason || "not ready"}`;
+    }
+    ready.set(key, cur);
   }
   return ready;
+}
+
+function readyText(r, replicas) {
+  if (r === undefined) return "-";
+  return r.status ? `${r.status}: ${r.reason}` : `${r.ready}/${replicas}`;
 }
 
 function runningByCluster(placements, inventory, ready) {
@@ -87,7 +102,7 @@ function runningByCluster(placements, inventory, ready) {
       for (const e of entries) {
         const list = out.get(e.cluster) || [];
         list.push({ app: p.application, service, replicas: e.replicas ?? 1,
-                    ready: ready.get(`${e.cluster}/${p.application}/${service}`) });
+                    ready: ready.get(`${e.cluster}/${p.application}/${service}`) });  // undefined: no report
         out.set(e.cluster, list);
       }
     }
@@ -156,9 +171,12 @@ function clusterCard(c, inventoried, apps) {
   const age = c.status.heartbeat_age === null || c.status.heartbeat_age === undefined
     ? "never reported" : `report ${Math.round(c.status.heartbeat_age)} s ago`;
   const list = apps.length
-    ? el("ul", { class: "apps" }, apps.map((a) => el("li", { class: a.ready !== undefined && a.ready < a.replicas ? "notready" : "" },
+    ? el("ul", { class: "apps" }, apps.map((a) => el("li", {
+        class: a.ready !== undefined && (a.ready.status || a.ready.ready < a.replicas) ? "notready" : "",
+        "data-status": a.ready && a.ready.status ? a.ready.status : null },
         `${a.app}/${a.service} ×${a.replicas}`,
-        a.ready === undefined ? "" : ` (${a.ready}/${a.replicas} ready)`)))
+        a.ready === undefined ? "" : a.ready.status ? ` (${readyText(a.ready, a.replicas)})`
+          : ` (${a.ready.ready}/${a.replicas} ready)`)))
     : el("p", { class: "empty" }, "nothing placed here");
   return el("div", { class: "cluster" + (c.status.healthy ? "" : " unhealthy"), "data-cluster": c.name, "data-health": state },
     el("div", { class: "head" }, el("span", { class: "name" }, c.name),
@@ -182,15 +200,13 @@ function drawPlacements(data, ready) {
       const desired = p.desired && p.desired[service];
       const moving = p.current && desired && JSON.stringify(desired.map((e) => e.cluster)) !==
         JSON.stringify(entries.map((e) => e.cluster));
-      const readyText = entries.map((e) => {
-        const r = ready.get(`${e.cluster}/${p.application}/${service}`);
-        return r === undefined ? "-" : `${r}/${e.replicas ?? 1}`;
-      }).join(", ");
+      const readyCell = entries.map((e) =>
+        readyText(ready.get(`${e.cluster}/${p.application}/${service}`), e.replicas ?? 1)).join(", ");
       rows.push(el("tr", { "data-app": p.application, "data-service": service },
         el("td", {}, p.application), el("td", {}, service),
         el("td", { class: moving ? "moved" : "" }, entries.map((e) => `${e.cluster} ×${e.replicas ?? 1}`).join(", "),
           moving ? ` (moving to ${desired.map((e) => e.cluster).join(", ")})` : ""),
-        el("td", {}, readyText),
+        el("td", { class: readyCell.includes(": ") ? "notready" : "" }, readyCell),
         el("td", {}, fenced(p) ? `${p.fencing.term}/${p.fencing.seq}` : "-"),
         el("td", {}, fmtTime(p.updated))));
     }
