@@ -23,6 +23,8 @@ COMPONENTS = {
     "agent": "qonnect.agent.cli",
     "controller": "qonnect.controller.cli",
     "status": "qonnect.status",
+    "history": "qonnect.history",
+    "rollback": "qonnect.rollback",
     "plan": "qonnect.plan",
     "demo": "qonnect.demo.cli",
 }
