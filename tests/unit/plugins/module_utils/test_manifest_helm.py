@@ -39,7 +39,7 @@ def helm_bin() -> Path:
             pytest.fail(f"scripts/build-helm.sh failed: {done.stderr[-2000:]}")
         return Path(done.stdout.strip().splitlines()[-1])
     cache = Path(os.environ.get("QONNECT_HELM_CACHE") or Path.home() / ".cache" / "qonnect" / "helm")
-    found = sorted(cache.glob("v*/bin/helm"))
+    found = sorted(cache.glob("v*-b*/bin/helm"))  # VERSION-bBUILD: helm's own Kubernetes defaults
     if not found:
         pytest.fail(f"the project's helm is not built in {cache} (make kube)")
     return found[-1].parent
@@ -170,8 +170,8 @@ def test_not_a_chart_and_bad_keys_are_named(tmp_path):
         tmp_path,
     )
     assert (
-        "spec.services[0].manifests[0].helm: 'empty' is not a chart directory (a directory with Chart.yaml)"
-        in found
+        "spec.services[0].manifests[0].helm: 'empty' is not a chart directory (a directory with "
+        "Chart.yaml) or a chart archive (.tgz)" in found
     )
     assert any(e.startswith("spec.services[1].manifests[0].value: unknown field") for e in found), found
     assert "spec.services[1].manifests[0].valuesFiles: expected a list of values file paths" in found
