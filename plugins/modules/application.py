@@ -15,6 +15,7 @@ description:
     and reports every error at once, with the path of each field.
   - Manifests given by file are read and stored inline, so the Knowledge Base holds the whole application.
   - Storing an unchanged spec changes nothing; each change makes a new version in the Knowledge Base.
+  - With O(rollback_to), stores an older version's spec again as the newest version (a rollback).
 requirements:
   - python >= 3.10
   - PyYAML >= 6.0 (specs read from O(src))
@@ -28,7 +29,7 @@ author:
 options:
   name:
     description:
-      - Name of the application. Required with O(state=absent).
+      - Name of the application. Required with O(state=absent) and with O(rollback_to).
       - With O(state=present) it must match the spec's C(metadata.name) if given.
     type: str
   spec:
@@ -54,6 +55,15 @@ options:
         unplaceable spec never becomes the current version.
     type: bool
     default: true
+  rollback_to:
+    description:
+      - Store the spec of this older stored version again as the application's newest version (a
+        rollback; the new version names the version it replaced and the one it restores). The
+        controller then places it like any new version.
+      - Needs O(name); mutually exclusive with O(spec) and O(src). Changes nothing when the current
+        version already holds that version's spec.
+      - Uses the Knowledge Base's C(/rollback) operation, as C(qonnect rollback NAME --to VERSION) does.
+    type: int
   state:
     description: Whether the application should be stored or removed.
     type: str
@@ -83,6 +93,11 @@ EXAMPLES = r"""
   qonnect.core.application:
     src: "{{ playbook_dir }}/specs/shop.yml"
 
+- name: Roll bookinfo back to the spec of its version 2 (stored again as the newest version)
+  qonnect.core.application:
+    name: bookinfo
+    rollback_to: 2
+
 - name: Remove it
   qonnect.core.application:
     name: bookinfo
@@ -101,6 +116,12 @@ version:
   returned: when state is present
   type: raw
   sample: 3
+rollback:
+  description: With O(rollback_to), the rollback stored (or, in check mode, the one that would be).
+  returned: when a rollback changed the application
+  type: dict
+  sample: {"failing": 4, "restores": 2, "by": "admin",
+           "reason": "rolled back by the application module from version 4 to version 2"}
 errors:
   description: Every problem found in the spec, each as its path, a colon and what is wrong.
   returned: failure
@@ -121,9 +142,15 @@ from ansible_collections.qonnect.core.plugins.module_utils.runners.application i
 def main() -> None:
     run_module(
         run,
-        argspec(SOURCE_ARGSPEC, STATE_ARGSPEC, check_placement={"type": "bool", "default": True}),
-        mutually_exclusive=[("spec", "src")],
-        required_if=[("state", "present", ("spec", "src"), True)],
+        argspec(
+            SOURCE_ARGSPEC,
+            STATE_ARGSPEC,
+            check_placement={"type": "bool", "default": True},
+            rollback_to={"type": "int"},
+        ),
+        mutually_exclusive=[("spec", "src", "rollback_to")],
+        required_if=[("state", "present", ("spec", "src", "rollback_to"), True)],
+        required_by={"rollback_to": ("name",)},
     )
 
 

@@ -27,6 +27,7 @@ class MemoryKB:
         self.placements: dict[str, dict] = {}
         self.events: list[dict] = []
         self.history_rows: list[dict] = []
+        self.versions: dict[str, list[dict]] = {}
         self.fence = {"term": 0, "seq": 0, "updated": None}
         self.inventory_doc: dict[str, Any] = {"clusters": [], "latency_ms": {}, "placements": {}}
         self.writes = 0
@@ -99,13 +100,43 @@ class MemoryKB:
         self.writes += 1
         version = (old or {"version": 0})["version"] + 1
         self.apps[name] = {"name": name, "version": version, "spec": copy.deepcopy(spec), "application": app}
+        self.versions.setdefault(name, []).append(
+            {
+                "version": version,
+                "spec": copy.deepcopy(spec),
+                "application": copy.deepcopy(app),
+                "rollback": None,
+            }
+        )
         self._touch("application", name)
         return dict(copy.deepcopy(self.apps[name]), changed=True)
+
+    def application_versions(self, name: str) -> list[dict]:
+        self._get(self.apps, name, "application")
+        return copy.deepcopy(self.versions.get(name, []))
+
+    def roll_back(
+        self, name: str, failing: int, restores: int, reason: str, fencing: dict | None = None
+    ) -> dict:
+        current = self._get(self.apps, name, "application")
+        if current["version"] != failing:
+            raise KBError(409, f"failing: {name} is at version {current['version']}, not {failing}")
+        if restores >= failing:
+            raise KBError(422, f"restores: version {restores} is not older than the failing {failing}")
+        old = next((v for v in self.versions.get(name, []) if v["version"] == restores), None)
+        if old is None:
+            raise KBError(404, f"version {name}@{restores} does not exist")
+        record = {"failing": failing, "restores": restores, "by": "admin", "reason": reason}
+        done = self.put_application(name, old["spec"])
+        if done["changed"]:
+            self.versions[name][-1]["rollback"] = record
+        return {"version": done["version"], "changed": done["changed"], "rollback": record}
 
     def delete_application(self, name: str) -> None:
         self._get(self.apps, name, "application")
         self.writes += 1
         del self.apps[name]
+        self.versions.pop(name, None)
         self.placements.pop(name, None)
         self._touch("application", name, removed=True)
         self.stamps.pop(("placement", name), None)

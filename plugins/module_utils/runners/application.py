@@ -18,6 +18,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.runners.placement imp
     PLAN_DEFAULTS,
     compute_plan,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.runners.rollback import roll_back
 
 
 def summary(app: Any) -> dict:
@@ -45,6 +46,8 @@ def run(module: QonnectModule) -> dict:
     params, kb = module.params, module.kb
     if params["state"] == "absent":
         return remove(module, kb)
+    if params.get("rollback_to") is not None:
+        return roll_back(module, kb)
     app, body = load_given(params, kb)
     if params.get("name") and params["name"] != app.name:
         raise InputError("name", f"{params['name']!r} differs from the spec's metadata.name {app.name!r}")

@@ -100,3 +100,30 @@ def test_placement_with_given_inventory_and_infeasible(run_module):
 def test_scorers(run_module, scorer):
     out = run_module(placement, {"src": ENERGY, "inventory": PAPER, "scorer": scorer})
     assert out["plan"]["scorer"] == scorer
+
+
+def test_rollback_to_stores_an_older_spec_as_the_newest_version(run_module, kb):
+    """Issue 34.5: the application module rolls back through the KB's /rollback; check mode
+    changes nothing, the diff shows the spec before and after, a second run changes nothing."""
+    run_module(application, {"src": ENERGY})
+    spec = kb.apps["bookinfo"]["spec"]
+    changed = json.loads(json.dumps(spec))
+    changed["spec"]["objective"] = {"energy": 0.5, "cost": 0.5}
+    assert run_module(application, {"spec": changed})["version"] == 2
+    writes = kb.writes
+    check = run_module(application, {"name": "bookinfo", "rollback_to": 1}, check_mode=True, diff=True)
+    assert check["changed"] and not check.get("failed"), check
+    assert kb.writes == writes and kb.apps["bookinfo"]["version"] == 2
+    assert check["diff"]["before"]["objective"] != check["diff"]["after"]["objective"]
+    done = run_module(application, {"name": "bookinfo", "rollback_to": 1})
+    assert done["changed"] and done["version"] == 3, done
+    assert done["rollback"]["failing"] == 2 and done["rollback"]["restores"] == 1
+    assert kb.apps["bookinfo"]["spec"] == kb.versions["bookinfo"][0]["spec"]
+    again = run_module(application, {"name": "bookinfo", "rollback_to": 1})
+    assert again["changed"] is False and kb.apps["bookinfo"]["version"] == 3
+    missing = run_module(application, {"name": "bookinfo", "rollback_to": 9})
+    assert missing["failed"] and missing["msg"].startswith("rollback_to:") and "1 to 3" in missing["msg"]
+    both = run_module(application, {"name": "bookinfo", "rollback_to": 1, "src": ENERGY})
+    assert both["failed"] and "mutually exclusive" in both["msg"]
+    nameless = run_module(application, {"rollback_to": 1})
+    assert nameless["failed"] and "name" in nameless["msg"]
