@@ -42,3 +42,23 @@ def test_readme_keeps_its_two_commands():
 
 def test_readme_says_how_to_get_the_first_admin_token():
     assert "qonnect kb token create" in README and "--role admin" in README
+
+
+def test_readme_opens_with_the_users_path_and_says_what_own_clusters_need():
+    """Issue 34.8: install and use first, developer targets after; a short "bring your own
+    clusters" section names the federation file, the node labels and the DNS, and links to the
+    operations guide for the details."""
+    assert README.index("## Use it with your clusters") < README.index("make demo   #")
+    assert README.index("## Use it with your clusters") < README.index("make test   #")
+    byo = README.split("### Bring your own clusters", 1)[1].split("\n## ", 1)[0]
+    for needle in (
+        "federation_file",
+        "qonnect.io/energy-kwh",
+        "qonnect.io/price-eur-h",
+        "qonnect.io/bandwidth-gbps",
+        "ExternalName",
+        "qonnect.io/service-domain",
+        "docs/operations.md#2-member-clusters-kind-k3d-k3s-any-kubernetes",
+        "docs/operations.md#cross-cluster-addresses",
+    ):
+        assert needle in byo, needle
