@@ -9,6 +9,9 @@ A deploy spec asks for a fault through the image reference under the reserved re
 - ``qonnect.test/crash/<name>``: the container exits 1 a second after each start (CrashLoopBackOff).
 - ``qonnect.test/slow-<N>s/<name>``: the pull takes N s more (ContainerCreating meanwhile).
 
+Containers of a pod whose restartPolicy is Never or OnFailure (a Job's) exit 0
+COMPLETE_AFTER_SECONDS after they start, and the pod Succeeds: run-to-completion work finishes.
+
 Start delays per image come from the profile's ``start_delays`` rules (fnmatch on the image,
 first match wins, uniform jitter), else from ``--start-delay``.
 """
@@ -25,6 +28,7 @@ REGISTRY = "qonnect.test"
 KINDS = ("pull-fail", "pull-flaky", "crash", "slow")
 _FAULT = re.compile(rf"^{re.escape(REGISTRY)}/(pull-fail|crash|(pull-flaky|slow)-([0-9]+(?:\.[0-9]+)?)s)/")
 CRASH_RUN_SECONDS = 1.0  # how long a crashing container runs before it exits 1
+COMPLETE_AFTER_SECONDS = 1.0  # how long a run-to-completion container runs before it exits 0
 BACKOFF_INITIAL = 10.0  # kubelet's image-pull and crash-loop back-off: 10 s doubling ...
 BACKOFF_MAX = 300.0  # ... up to 5 min
 
@@ -45,6 +49,11 @@ def fault_of(image: str) -> Fault | None:
     if match.group(2):
         return Fault(match.group(2), float(match.group(3)))
     return Fault(match.group(1))
+
+
+def runs_to_completion(pod: dict) -> bool:
+    """Whether a pod's containers finish (restartPolicy Never or OnFailure) rather than serve."""
+    return (pod.get("spec") or {}).get("restartPolicy") in ("Never", "OnFailure")
 
 
 def backoff(failures: int) -> float:

@@ -30,17 +30,22 @@ REQUIRED = {
     ("coordination.k8s.io/v1", "leases"),
     ("networking.k8s.io/v1", "ingresses"),
 }
-# served by a real API server, not by the emulator (docs/testbed.md, differences table)
-NOT_EMULATED = {
+# served by both since the emulator serves the generated list (test_served_kinds.py compares all)
+REQUIRED |= {
     ("discovery.k8s.io/v1", "endpointslices"),
     ("apps/v1", "controllerrevisions"),
     ("batch/v1", "jobs"),
+    ("batch/v1", "cronjobs"),
     ("rbac.authorization.k8s.io/v1", "roles"),
     ("v1", "persistentvolumeclaims"),
-    ("v1", "pods/eviction"),
-    ("v1", "pods/log"),
     ("autoscaling/v2", "horizontalpodautoscalers"),
     ("policy/v1", "poddisruptionbudgets"),
+}
+# served by a real API server, not by the emulator (docs/testbed.md, differences table)
+NOT_EMULATED = {
+    ("v1", "pods/eviction"),
+    ("v1", "pods/log"),
+    ("autoscaling/v1", "horizontalpodautoscalers"),
 }
 
 

@@ -65,7 +65,7 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:  # noqa: C901 -
     if path == "/version":
         return _json(_version_info(version))
     if path in ("/api", "/apis"):
-        return _discovery_root(request, path == "/api")
+        return _discovery_root(request, path == "/api", store)
     if path == "/openapi/v2":
         if any(t in request.headers.get("Accept", "") for t in MEDIA_TYPES):
             return web.Response(
@@ -93,7 +93,7 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:  # noqa: C901 -
     if parts[0] == "api" and len(parts) >= 2 and parts[1] == "v1":
         gv, rest = "v1", parts[2:]
     elif parts[0] == "apis" and len(parts) == 2:
-        group = discovery.api_group(parts[1])
+        group = discovery.api_group(parts[1], store.types.values())
         if group is None:
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
         return _json(group)
@@ -102,11 +102,11 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:  # noqa: C901 -
     else:
         raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
     if not rest:
-        doc = discovery.api_resource_list(gv)
+        doc = discovery.api_resource_list(gv, store.types.values())
         if doc is None:
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
         return _json(doc)
-    rt, namespace, name, sub = _resolve(gv, rest, path)
+    rt, namespace, name, sub = _resolve(gv, rest, path, store)
     return await _resource(request, store, version, rt, namespace, name, sub)
 
 
@@ -125,14 +125,14 @@ def _version_info(version: str) -> dict:
     }
 
 
-def _discovery_root(request: web.Request, core: bool) -> web.Response:
+def _discovery_root(request: web.Request, core: bool, store: Store) -> web.Response:
     wanted = discovery.wanted_aggregated_version(request.headers.get("Accept", ""))
     if wanted:
         ctype = f"application/json;g=apidiscovery.k8s.io;v={wanted};as=APIGroupDiscoveryList"
-        return _json(discovery.aggregated(core, wanted), content_type=ctype)
+        return _json(discovery.aggregated(core, wanted, store.types.values()), content_type=ctype)
     if core:
         return _json(discovery.api_versions(request.host))
-    return _json(discovery.api_group_list())
+    return _json(discovery.api_group_list(store.types.values()))
 
 
 def _require_json(request: web.Request, path: str) -> None:
@@ -145,8 +145,10 @@ def _require_json(request: web.Request, path: str) -> None:
         )
 
 
-def _resolve(gv: str, rest: list[str], path: str) -> tuple[ResourceType, str | None, str | None, str | None]:
-    types = {rt.plural: rt for rt in discovery.group_versions().get(gv, [])}
+def _resolve(
+    gv: str, rest: list[str], path: str, store: Store
+) -> tuple[ResourceType, str | None, str | None, str | None]:
+    types = {rt.plural: rt for rt in discovery.group_versions(store.types.values()).get(gv, [])}
     namespace = None
     if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] in types and types[rest[2]].namespaced:
         namespace, rest = rest[1], rest[2:]
@@ -230,11 +232,11 @@ async def _resource(  # noqa: C901 - over the budget before it was set; split wh
             return _list(request, store, rt, namespace, wants_table(accept), include)
         if method == "POST" and (namespace or not rt.namespaced):
             body = await _body(request)
-            new = store.create(rt.plural, namespace, body, dry_run=True)
+            new = store.create(rt.key, namespace, body, dry_run=True)
             record_update(None, new, _schema(version, rt), _field_manager(request), rt.api_version)
             if _dry_run(request):
                 return _json(new, 201)
-            return _json(store.create(rt.plural, namespace, new), 201)
+            return _json(store.create(rt.key, namespace, new), 201)
         if method == "DELETE":
             return _delete_collection(request, store, rt, namespace)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on a collection of {rt.plural}")
@@ -243,10 +245,10 @@ async def _resource(  # noqa: C901 - over the budget before it was set; split wh
     if sub == "binding":
         return await _binding(request, store, namespace, name)
     if method == "GET":
-        obj = store.get_ref(rt.plural, namespace, name)
+        obj = store.get_ref(rt.key, namespace, name)
         if wants_table(accept):
             return _json(table(rt.plural, [obj], obj["metadata"]["resourceVersion"], include))
-        return web.Response(body=store.encoded(rt.plural, obj), headers={"Content-Type": "application/json"})
+        return web.Response(body=store.encoded(rt.key, obj), headers={"Content-Type": "application/json"})
     if method == "PUT":
         body = await _body(request)
         if not isinstance(body, dict) or not isinstance(body.get("metadata", {}), dict):
@@ -254,10 +256,10 @@ async def _resource(  # noqa: C901 - over the budget before it was set; split wh
         if (body.get("metadata") or {}).get("name") not in (None, name):
             raise ApiError(400, "BadRequest", "the name of the object does not match the name on the URL")
         body.setdefault("metadata", {})["name"] = name
-        old = store.get_ref(rt.plural, namespace, name)
+        old = store.get_ref(rt.key, namespace, name)
         if sub is None:
             record_update(old, body, _schema(version, rt), _field_manager(request), rt.api_version)
-        return _json(store.update(rt.plural, namespace, body, subresource=sub, dry_run=_dry_run(request)))
+        return _json(store.update(rt.key, namespace, body, subresource=sub, dry_run=_dry_run(request)))
     if method == "PATCH":
         return await _patch(request, store, version, rt, namespace, name, sub)
     if method == "DELETE" and sub is None:
@@ -280,7 +282,7 @@ def _list(
     except ValueError:
         raise ApiError(400, "BadRequest", "limit: expected a non-negative integer") from None
     items, rv, more = store.list_refs(
-        rt.plural,
+        rt.key,
         namespace,
         query.get("labelSelector"),
         query.get("fieldSelector"),
@@ -294,7 +296,7 @@ def _list(
         meta["continue"], meta["remainingItemCount"] = more
     head = json.dumps({"kind": _list_kind(rt), "apiVersion": rt.api_version, "metadata": meta})
     body = b"".join(
-        (head[:-1].encode(), b',"items":[', b",".join(store.encoded(rt.plural, o) for o in items), b"]}")
+        (head[:-1].encode(), b',"items":[', b",".join(store.encoded(rt.key, o) for o in items), b"]}")
     )
     return web.Response(body=body, headers={"Content-Type": "application/json"})
 
@@ -334,7 +336,7 @@ async def _delete(
     options = await _delete_options(request)
     pre = options.get("preconditions") or {}
     deleted = store.delete(
-        rt.plural,
+        rt.key,
         namespace,
         name,
         propagation=_propagation(request, options),
@@ -361,13 +363,13 @@ def _delete_collection(
 ) -> web.Response:
     query = request.query
     items, _rv, _continuation = store.list_refs(
-        rt.plural, namespace, query.get("labelSelector"), query.get("fieldSelector")
+        rt.key, namespace, query.get("labelSelector"), query.get("fieldSelector")
     )
     dry = _dry_run(request)
     policy = _propagation(request, {})
     deleted = [
         store.delete(
-            rt.plural, o["metadata"].get("namespace"), o["metadata"]["name"], propagation=policy, dry_run=dry
+            rt.key, o["metadata"].get("namespace"), o["metadata"]["name"], propagation=policy, dry_run=dry
         )
         for o in list(items)
     ]
@@ -414,11 +416,11 @@ async def _patch(
     node = _schema(version, rt)
     if ctype == _APPLY:
         return _server_side_apply(request, store, rt, namespace, name, sub, body, node, dry)
-    live = store.get_ref(rt.plural, namespace, name)
+    live = store.get_ref(rt.key, namespace, name)
     new = _apply_patch(ctype, live, body, node)
     if sub is None:
         record_update(live, new, node, _field_manager(request), rt.api_version)
-    return _json(store.update(rt.plural, namespace, new, subresource=sub, dry_run=dry))
+    return _json(store.update(rt.key, namespace, new, subresource=sub, dry_run=dry))
 
 
 def _server_side_apply(
@@ -449,7 +451,7 @@ def _server_side_apply(
         )
     force = request.query.get("force") in ("true", "1")
     try:
-        live = store.get_ref(rt.plural, namespace, name)
+        live = store.get_ref(rt.key, namespace, name)
     except ApiError as err:
         if err.code != 404 or sub is not None:
             raise
@@ -457,11 +459,11 @@ def _server_side_apply(
     if sub == "status":
         merged = json_copy(live)
         merged["status"] = merge_patch(live.get("status") or {}, applied.get("status") or {})
-        return _json(store.update(rt.plural, namespace, merged, subresource="status", dry_run=dry))
+        return _json(store.update(rt.key, namespace, merged, subresource="status", dry_run=dry))
     merged = server_side_apply(live, applied, node, manager, force, rt.api_version)
     if live is None:
-        return _json(store.create(rt.plural, namespace, merged, dry_run=dry), 201)
-    return _json(store.update(rt.plural, namespace, merged, dry_run=dry))
+        return _json(store.create(rt.key, namespace, merged, dry_run=dry), 201)
+    return _json(store.update(rt.key, namespace, merged, dry_run=dry))
 
 
 def _scale_of(deploy: dict) -> dict:
@@ -486,7 +488,7 @@ def _scale_of(deploy: dict) -> dict:
 async def _scale(
     request: web.Request, store: Store, version: str, rt: ResourceType, namespace: str | None, name: str
 ) -> web.Response:
-    live = store.get_ref(rt.plural, namespace, name)
+    live = store.get_ref(rt.key, namespace, name)
     scale = _scale_of(live)
     if request.method == "GET":
         return _json(scale)
@@ -512,7 +514,7 @@ async def _scale(
         "metadata"
     ]["resourceVersion"]
     record_update(live, new, _schema(version, rt), _field_manager(request), rt.api_version, "scale")
-    return _json(_scale_of(store.update(rt.plural, namespace, new, dry_run=_dry_run(request))))
+    return _json(_scale_of(store.update(rt.key, namespace, new, dry_run=_dry_run(request))))
 
 
 async def _binding(request: web.Request, store: Store, namespace: str | None, name: str) -> web.Response:

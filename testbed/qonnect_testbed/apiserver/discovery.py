@@ -6,22 +6,19 @@ legacy documents when the server answers plain JSON; the Python client uses the 
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from qonnect_testbed.store import RESOURCES, ResourceType
 
-VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-SUBRESOURCE_VERBS = {
-    "status": ["get", "patch", "update"],
-    "scale": ["get", "patch", "update"],
-    "binding": ["create"],
-}
-SUBRESOURCE_KINDS = {"scale": ("autoscaling", "v1", "Scale"), "binding": ("", "v1", "Binding")}
 AGGREGATED_VERSIONS = ("v2", "v2beta1")
 
 
-def group_versions() -> dict[str, list[ResourceType]]:
-    """Served resources by group/version ("v1" for the core group), core first."""
+def group_versions(types: Iterable[ResourceType] | None = None) -> dict[str, list[ResourceType]]:
+    """Served resources by group/version ("v1" for the core group), core first; ``types`` are a
+    store's (built-ins plus the custom resources of its CRDs), the built-ins if None."""
     out: dict[str, list[ResourceType]] = {}
-    for rt in sorted(RESOURCES.values(), key=lambda r: (r.group != "", r.group, r.plural)):
+    chosen = RESOURCES.values() if types is None else types
+    for rt in sorted(chosen, key=lambda r: (r.group != "", r.group, r.plural)):
         out.setdefault(rt.group_version, []).append(rt)
     return out
 
@@ -35,10 +32,10 @@ def api_versions(server_address: str) -> dict:
     }
 
 
-def api_group_list() -> dict:
+def api_group_list(types: Iterable[ResourceType] | None = None) -> dict:
     """GET /apis (legacy)."""
     groups = []
-    for gv in group_versions():
+    for gv in group_versions(types):
         if "/" not in gv:
             continue
         group, version = gv.split("/")
@@ -47,9 +44,9 @@ def api_group_list() -> dict:
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
 
-def api_group(group: str) -> dict | None:
+def api_group(group: str, types: Iterable[ResourceType] | None = None) -> dict | None:
     """GET /apis/GROUP, or None if the group is not served."""
-    for gv in group_versions():
+    for gv in group_versions(types):
         if gv.startswith(f"{group}/"):
             entry = {"groupVersion": gv, "version": gv.split("/")[1]}
             return {
@@ -62,9 +59,9 @@ def api_group(group: str) -> dict | None:
     return None
 
 
-def api_resource_list(group_version: str) -> dict | None:
+def api_resource_list(group_version: str, served: Iterable[ResourceType] | None = None) -> dict | None:
     """GET /api/v1 or /apis/G/V, or None if not served."""
-    types = group_versions().get(group_version)
+    types = group_versions(served).get(group_version)
     if types is None:
         return None
     resources: list[dict] = []
@@ -74,24 +71,23 @@ def api_resource_list(group_version: str) -> dict | None:
             "singularName": rt.singular,
             "namespaced": rt.namespaced,
             "kind": rt.kind,
-            "verbs": VERBS if rt.plural != "namespaces" else [v for v in VERBS if v != "deletecollection"],
+            "verbs": list(rt.verbs),
         }
         if rt.short_names:
             entry["shortNames"] = list(rt.short_names)
         if rt.categories:
             entry["categories"] = list(rt.categories)
         resources.append(entry)
-        for sub in rt.subresources:
+        for sub, group, version, kind, verbs in rt.subresource_info:
             sub_entry = {
                 "name": f"{rt.plural}/{sub}",
                 "singularName": "",
                 "namespaced": rt.namespaced,
-                "kind": rt.kind,
-                "verbs": SUBRESOURCE_VERBS[sub],
+                "kind": kind,
+                "verbs": list(verbs),
             }
-            if sub in SUBRESOURCE_KINDS:
-                group, version, kind = SUBRESOURCE_KINDS[sub]
-                sub_entry.update(kind=kind, version=version)
+            if (group, version) != (rt.group, rt.version):
+                sub_entry["version"] = version
                 if group:
                     sub_entry["group"] = group
             resources.append(sub_entry)
@@ -103,10 +99,10 @@ def api_resource_list(group_version: str) -> dict | None:
     }
 
 
-def aggregated(core: bool, api_version: str) -> dict:
+def aggregated(core: bool, api_version: str, served: Iterable[ResourceType] | None = None) -> dict:
     """GET /api (core=True) or /apis as an APIGroupDiscoveryList of apidiscovery.k8s.io/<api_version>."""
     items = []
-    for gv, types in group_versions().items():
+    for gv, types in group_versions(served).items():
         if ("/" not in gv) != core:
             continue
         group, _slash, version = gv.rpartition("/")
@@ -117,22 +113,19 @@ def aggregated(core: bool, api_version: str) -> dict:
                 "responseKind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
                 "scope": "Namespaced" if rt.namespaced else "Cluster",
                 "singularResource": rt.singular,
-                "verbs": VERBS
-                if rt.plural != "namespaces"
-                else [v for v in VERBS if v != "deletecollection"],
+                "verbs": list(rt.verbs),
             }
             if rt.short_names:
                 entry["shortNames"] = list(rt.short_names)
             if rt.categories:
                 entry["categories"] = list(rt.categories)
             subs = []
-            for sub in rt.subresources:
-                sgroup, sversion, skind = SUBRESOURCE_KINDS.get(sub, (rt.group, rt.version, rt.kind))
+            for sub, sgroup, sversion, skind, verbs in rt.subresource_info:
                 subs.append(
                     {
                         "subresource": sub,
                         "responseKind": {"group": sgroup, "version": sversion, "kind": skind},
-                        "verbs": SUBRESOURCE_VERBS[sub],
+                        "verbs": list(verbs),
                     }
                 )
             if subs:

@@ -61,7 +61,7 @@ async def serve_watch(  # noqa: C901 - over the budget before it was set; split 
 ) -> web.StreamResponse:
     """Stream changes of rt (in namespace, if given) until timeoutSeconds or disconnect."""
     query = request.query
-    matcher = store.matcher(rt.plural, query.get("labelSelector"), query.get("fieldSelector"))
+    matcher = store.matcher(rt.key, query.get("labelSelector"), query.get("fieldSelector"))
     try:
         timeout = float(query.get("timeoutSeconds") or DEFAULT_TIMEOUT)
     except ValueError:
@@ -74,22 +74,22 @@ async def serve_watch(  # noqa: C901 - over the budget before it was set; split 
     queue: asyncio.Queue[tuple[str, dict]] = asyncio.Queue()
 
     def on_event(event: str, resource: str, obj: dict) -> None:
-        if resource == rt.plural:
+        if resource == rt.key:
             queue.put_nowait((event, obj))
 
     backlog: list[tuple[str, dict]] = []
     error: ApiError | None = None
     if rv_text in ("", "0"):
-        backlog = [("ADDED", o) for o in store.list_refs(rt.plural, namespace)[0]]
+        backlog = [("ADDED", o) for o in store.list_refs(rt.key, namespace)[0]]
     else:
         try:
             wanted.known = {
                 (o["metadata"].get("namespace", ""), o["metadata"]["name"])
-                for o in store.list_refs(rt.plural, namespace)[0]
+                for o in store.list_refs(rt.key, namespace)[0]
                 if matcher(o)
             }
             backlog = [
-                (etype, obj) for _rv, etype, _resource, obj in store.events_since(rt.plural, int(rv_text))
+                (etype, obj) for _rv, etype, _resource, obj in store.events_since(rt.key, int(rv_text))
             ]
         except ApiError as err:
             error = err

@@ -21,6 +21,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from qonnect_testbed.faults import runs_to_completion
 from qonnect_testbed.fleet import ClusterSpec, NodeSpec
 from qonnect_testbed.kube import timeline
 from qonnect_testbed.kube.api import STRATEGIC, KubeApi, KubeApiError
@@ -315,6 +316,8 @@ class Kubelets:
         for container in pod["spec"].get("containers") or []:
             image = container.get("image", "")
             kind, seconds = self.policy.fault(image)
+            if kind is None and runs_to_completion(pod):
+                kind = "complete"
             plans.append((container, kind, seconds, self.policy.delay(image)))
         return plans
 
@@ -457,8 +460,11 @@ class Kubelets:
             }
             for c in pod["spec"].get("initContainers") or []
         ]
+        completed = bool(views) and all(
+            (v.state.get("terminated") or {}).get("exitCode") == 0 for _c, v in views
+        )
         status: dict[str, Any] = {
-            "phase": "Running" if any_started else "Pending",
+            "phase": "Succeeded" if completed else "Running" if any_started else "Pending",
             "hostIP": host_ip,
             "hostIPs": [{"ip": host_ip}],
             "podIP": pod_ip,

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from qonnect_testbed.faults import CRASH_RUN_SECONDS, backoff
+from qonnect_testbed.faults import COMPLETE_AFTER_SECONDS, CRASH_RUN_SECONDS, backoff
 
 ERR_PULL_SECONDS = 1.0  # ErrImagePull is shown this long before ImagePullBackOff
 
@@ -55,7 +55,7 @@ def view(
     """The container's view ``elapsed`` seconds after binding.
 
     kind: None (normal, or "slow": its seconds are in the delay), "pull-fail", "pull-flaky",
-    "crash" (qonnect_testbed.faults); seconds: the fault's N; delay: the image's start delay
+    "crash" (qonnect_testbed.faults), "complete" (a run-to-completion pod's container: exits 0); seconds: the fault's N; delay: the image's start delay
     (faults.StartDelays); stamp(t) formats the moment t as RFC 3339.
     """
     creating = ContainerView(state={"waiting": {"reason": "ContainerCreating"}})
@@ -89,6 +89,14 @@ def view(
         )
     if kind == "crash":
         return _crash(delay, elapsed, stamp)
+    if kind == "complete":
+        end = delay + COMPLETE_AFTER_SECONDS
+        if elapsed < end:
+            view = _running(delay, stamp, image)
+            view.next_change = end
+            return view
+        done = {"exitCode": 0, "reason": "Completed", "startedAt": stamp(delay), "finishedAt": stamp(end)}
+        return ContainerView(state={"terminated": done}, started=False)
     return _running(delay, stamp, image)
 
 

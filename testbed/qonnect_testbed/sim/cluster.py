@@ -7,16 +7,19 @@ import contextlib
 from typing import Any
 
 from qonnect_testbed.fleet import ClusterSpec
+from qonnect_testbed.sim.autoscaling import StatusOnly
 from qonnect_testbed.sim.base import Cache
 from qonnect_testbed.sim.daemonsets import DaemonSets
 from qonnect_testbed.sim.deployments import Deployments
 from qonnect_testbed.sim.endpoints import EndpointsController
+from qonnect_testbed.sim.jobs import Jobs
 from qonnect_testbed.sim.kubelet import Kubelets
 from qonnect_testbed.sim.namespaces import NamespaceController
 from qonnect_testbed.sim.nodes import NodeController, lifecycle_taints
 from qonnect_testbed.sim.objects import controller_uid, is_true, key_of
 from qonnect_testbed.sim.scheduler import Scheduler
 from qonnect_testbed.sim.statefulsets import StatefulSets
+from qonnect_testbed.sim.volumes import Volumes
 from qonnect_testbed.store import Store
 
 DEFAULT_HEARTBEAT_SECONDS = 10.0
@@ -53,6 +56,9 @@ class ClusterSim:
         self.statefulsets = StatefulSets(store, self.cache)
         self.daemonsets = DaemonSets(store, self.cache)
         self.endpoints = EndpointsController(store, self.cache)
+        self.jobs = Jobs(store, self.cache)
+        self.volumes = Volumes(store)
+        self.status_only = StatusOnly(store)
         self._tasks: list[asyncio.Task] = []
         self._unsubscribe = None
 
@@ -68,6 +74,11 @@ class ClusterSim:
             "daemonsets",
             "services",
             "pods",
+            "jobs",
+            "persistentvolumes",
+            "persistentvolumeclaims",
+            "horizontalpodautoscalers",
+            "poddisruptionbudgets",
         ):
             for obj in self.store.list_refs(resource)[0]:
                 self._on_event("ADDED", resource, obj)
@@ -79,6 +90,9 @@ class ClusterSim:
             self.statefulsets,
             self.daemonsets,
             self.endpoints,
+            self.jobs,
+            self.volumes,
+            self.status_only,
         ):
             self._tasks.append(
                 asyncio.create_task(controller.run(), name=f"{self.spec.name}-{controller.name}")
@@ -100,6 +114,7 @@ class ClusterSim:
         """Route one Store change to the controllers that care (runs inside the write)."""
         old = self.cache.apply(event, resource, obj)
         current = None if event == "DELETED" else obj
+        self._status_kinds(resource, obj, current)
         if resource == "pods":
             key = key_of(obj)
             self.scheduler.pod_changed(key, current)
@@ -131,6 +146,25 @@ class ClusterSim:
             if old is None or _scheduling_view(old) != _scheduling_view(current):
                 self.scheduler.retry_pending()
                 self.daemonsets.enqueue_all()
+
+    def _status_kinds(self, resource: str, obj: dict, current: dict | None) -> None:
+        """Jobs, volumes, HPAs and PDBs: a change of theirs, or of the pods and workloads they
+        count, makes their controller look again."""
+        key = key_of(obj)
+        if resource in ("pods", "deployments", "replicasets", "statefulsets"):
+            self.status_only.namespace_changed(key[0])
+        if resource == "pods":
+            for ref in obj["metadata"].get("ownerReferences") or ():
+                if isinstance(ref, dict) and ref.get("kind") == "Job" and ref.get("controller"):
+                    self.jobs.enqueue((key[0], ref.get("name", "")))
+        if current is None:
+            return
+        if resource == "jobs":
+            self.jobs.enqueue(key)
+        elif resource in ("persistentvolumeclaims", "persistentvolumes"):
+            self.volumes.enqueue(key)
+        elif resource in ("horizontalpodautoscalers", "poddisruptionbudgets"):
+            self.status_only.enqueue((resource, *key))
 
     def _owner_changed(self, pod: dict) -> None:
         """A pod changed: its controller (through its ReplicaSet for Deployments) looks again."""

@@ -18,7 +18,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from qonnect_testbed.faults import CRASH_RUN_SECONDS, Fault, StartDelays, backoff, fault_of
+from qonnect_testbed.faults import (
+    COMPLETE_AFTER_SECONDS,
+    CRASH_RUN_SECONDS,
+    Fault,
+    StartDelays,
+    backoff,
+    fault_of,
+    runs_to_completion,
+)
 from qonnect_testbed.sim.base import Cache, Controller
 from qonnect_testbed.sim.events import record
 from qonnect_testbed.sim.nodes import condition_taint_key
@@ -143,7 +151,15 @@ class Kubelets(Controller):
                 self._later(key, CRASH_RUN_SECONDS)
                 return
             self._write(pod, node, run, running=True)
+            if runs_to_completion(pod):
+                run.state = "completing"
+                self._later(key, COMPLETE_AFTER_SECONDS)
+                return
             self._runs.pop(key, None)
+            return
+        if run.state == "completing":
+            self._runs.pop(key, None)
+            self._complete(pod)
             return
         if run.state == "pull-error":
             run.state = "pull-backoff"
@@ -303,6 +319,29 @@ class Kubelets(Controller):
         status.update(
             phase="Running" if started else "Pending", containerStatuses=containers, conditions=conditions
         )
+        self.store.update(
+            "pods", pod["metadata"]["namespace"], dict(pod, status=status), subresource="status"
+        )
+
+    def _complete(self, pod: dict) -> None:
+        """Every container exited 0: the pod Succeeded (a Job's pod, run to completion)."""
+        stamp = now()
+        status = dict(pod.get("status") or {})
+        containers = []
+        for c in status.get("containerStatuses") or []:
+            started = ((c.get("state") or {}).get("running") or {}).get("startedAt") or stamp
+            terminated = {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": stamp}
+            if c.get("containerID"):
+                terminated["containerID"] = c["containerID"]
+            containers.append(dict(c, ready=False, started=False, state={"terminated": terminated}))
+        conditions = []
+        for cond in status.get("conditions") or []:
+            if cond.get("type") in ("Ready", "ContainersReady", "PodReadyToStartContainers"):
+                cond = dict(cond, status="False", lastTransitionTime=stamp)
+                if cond["type"] != "PodReadyToStartContainers":
+                    cond.update(reason="PodCompleted")
+            conditions.append(cond)
+        status.update(phase="Succeeded", containerStatuses=containers, conditions=conditions)
         self.store.update(
             "pods", pod["metadata"]["namespace"], dict(pod, status=status), subresource="status"
         )

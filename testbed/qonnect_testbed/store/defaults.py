@@ -3,7 +3,7 @@ default admission plugins add to a new pod. Only the fields clients look at are 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 TOLERATED_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
@@ -115,12 +115,92 @@ def _default_service(obj: dict, spec: dict, allocate_ip: Callable[[], str]) -> N
     obj.setdefault("status", {"loadBalancer": {}})
 
 
+def _default_job_spec(spec: dict) -> None:
+    if "completions" not in spec and "parallelism" not in spec:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    _default_template(spec)
+
+
+def _default_job(obj: dict, spec: dict) -> None:
+    _default_job_spec(spec)
+    obj.setdefault("status", {})
+
+
+def job_selector(obj: dict) -> None:
+    """What the Job registry adds once the uid is known: the selector on the controller-uid
+    label and the labels on its pod template (unless spec.manualSelector)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or spec.get("manualSelector"):
+        return
+    uid, name = obj["metadata"]["uid"], obj["metadata"]["name"]
+    spec.setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+    template = spec.setdefault("template", {})
+    if isinstance(template, dict):
+        labels = template.setdefault("metadata", {}).setdefault("labels", {})
+        labels.update(
+            {
+                "batch.kubernetes.io/controller-uid": uid,
+                "batch.kubernetes.io/job-name": name,
+                "controller-uid": uid,
+                "job-name": name,
+            }
+        )
+
+
+def _default_cronjob(obj: dict, spec: dict) -> None:
+    spec.setdefault("concurrencyPolicy", "Allow")
+    spec.setdefault("suspend", False)
+    spec.setdefault("successfulJobsHistoryLimit", 3)
+    spec.setdefault("failedJobsHistoryLimit", 1)
+    job_spec = (spec.get("jobTemplate") or {}).get("spec")
+    if isinstance(job_spec, dict):
+        job_spec.setdefault("backoffLimit", 6)
+        job_spec.setdefault("completionMode", "NonIndexed")
+        job_spec.setdefault("suspend", False)
+        job_spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+        _default_template(job_spec)
+    obj.setdefault("status", {})
+
+
+def _default_hpa(obj: dict, spec: dict) -> None:
+    spec.setdefault("minReplicas", 1)
+    if not spec.get("metrics"):
+        spec["metrics"] = [
+            {
+                "type": "Resource",
+                "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+            }
+        ]
+    obj.setdefault("status", {"currentReplicas": 0, "desiredReplicas": 0})
+
+
+def _default_claim(obj: dict, spec: dict) -> None:
+    spec.setdefault("volumeMode", "Filesystem")
+    obj.setdefault("status", {"phase": "Pending"})
+
+
+def _default_volume(obj: dict, spec: dict) -> None:
+    spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+    spec.setdefault("volumeMode", "Filesystem")
+    obj.setdefault("status", {"phase": "Pending"})
+
+
 _SPEC_DEFAULTS: dict[str, Callable[[dict, dict], None]] = {
     "pods": _default_pod,
     "deployments": _default_deployment,
     "replicasets": _default_replicaset,
     "statefulsets": _default_statefulset,
     "daemonsets": _default_daemonset,
+    "jobs": _default_job,
+    "cronjobs": _default_cronjob,
+    "horizontalpodautoscalers": _default_hpa,
+    "persistentvolumeclaims": _default_claim,
+    "persistentvolumes": _default_volume,
 }
 
 
@@ -200,3 +280,34 @@ def qos_class(spec: dict) -> str:
         for k in ("cpu", "memory")
     )
     return "Guaranteed" if guaranteed else "Burstable"
+
+
+# Every emulated cluster has a default StorageClass named "standard", as kind and k3s clusters
+# do; its provisioner is the emulator's own volume controller (sim/volumes.py), which binds a
+# claim at once (volumeBindingMode Immediate; kind's local-path waits for the first consumer).
+DEFAULT_STORAGE_CLASS = {
+    "metadata": {
+        "name": "standard",
+        "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+    },
+    "provisioner": "qonnect.test/emulated",
+    "reclaimPolicy": "Delete",
+    "volumeBindingMode": "Immediate",
+}
+
+
+def default_storage_class(claim: dict, classes: Iterable[dict]) -> None:
+    """The DefaultStorageClass admission plugin: a claim without a class gets the default one."""
+    spec = claim.get("spec")
+    if not isinstance(spec, dict) or "storageClassName" in spec:
+        return
+    defaults = [
+        c
+        for c in classes
+        if (c["metadata"].get("annotations") or {}).get("storageclass.kubernetes.io/is-default-class")
+        == "true"
+    ]
+    if defaults:
+        spec["storageClassName"] = sorted(defaults, key=lambda c: c["metadata"]["name"])[-1]["metadata"][
+            "name"
+        ]

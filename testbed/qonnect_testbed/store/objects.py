@@ -23,10 +23,17 @@ import uuid
 from typing import Callable, Iterator
 
 from qonnect_testbed.quantities import UPSTREAM_PATTERN, canonicalise
-from qonnect_testbed.store import selectors
-from qonnect_testbed.store.defaults import TOLERATED_TAINTS, admit_pod, apply_defaults
+from qonnect_testbed.store import crds, quota, selectors
+from qonnect_testbed.store.defaults import (
+    DEFAULT_STORAGE_CLASS,
+    TOLERATED_TAINTS,
+    admit_pod,
+    apply_defaults,
+    default_storage_class,
+    job_selector,
+)
 from qonnect_testbed.store.errors import ApiError, invalid
-from qonnect_testbed.store.resources import INITIAL_NAMESPACES, RESOURCES, ResourceType, resource_type
+from qonnect_testbed.store.resources import INITIAL_NAMESPACES, RESOURCES, ResourceType
 from qonnect_testbed.store.validation import validate
 from qonnect_testbed.store.values import json_copy, now_rfc3339
 
@@ -47,6 +54,8 @@ class Store:
         self.toleration_seconds = dict.fromkeys(TOLERATED_TAINTS, 300)
         # Called with a namespace's name when it starts terminating; None: clean it up at once.
         self.namespace_terminating: Callable[[str], None] | None = None
+        # the served types: the built-ins, plus the custom resources of this cluster's CRDs
+        self.types: dict[str, ResourceType] = dict(RESOURCES)
         self._objects: dict[str, dict[_Key, dict]] = {r: {} for r in RESOURCES}
         self._rv = 0
         self._history: collections.deque[Event] = collections.deque(maxlen=history)
@@ -57,6 +66,14 @@ class Store:
         next(self._ips)  # 10.96.0.1 is the kubernetes service's address
         for name in INITIAL_NAMESPACES:
             self.create("namespaces", None, {"metadata": {"name": name}})
+        self.create("storageclasses", None, DEFAULT_STORAGE_CLASS)
+
+    def resource_type(self, resource: str) -> ResourceType:
+        """The served type of a store table name, or 404 NotFound like a real server."""
+        rt = self.types.get(resource)
+        if rt is None:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({resource})")
+        return rt
 
     # ----------------------------------------------------------------- reads
 
@@ -70,7 +87,7 @@ class Store:
 
     def get_ref(self, resource: str, namespace: str | None, name: str) -> dict:
         """The stored object itself (read-only: the server serialises it without a copy)."""
-        rt = resource_type(resource)
+        rt = self.resource_type(resource)
         obj = self._objects[resource].get(self._key(rt, namespace, name))
         if obj is None:
             raise ApiError(
@@ -106,7 +123,7 @@ class Store:
 
         Returns (items, resourceVersion, (continue token, remaining count) or None).
         """
-        rt = resource_type(resource)
+        rt = self.resource_type(resource)
         matcher = self.matcher(resource, label_selector, field_selector)
         start: _Key | None = None
         if continue_token:
@@ -159,7 +176,7 @@ class Store:
             return hit[1]
         data = json.dumps(obj, separators=(",", ":")).encode()
         meta = obj.get("metadata", {})
-        rt = RESOURCES.get(resource)
+        rt = self.types.get(resource)
         if (
             rt is not None
             and self._objects[resource].get(self._key(rt, meta.get("namespace"), meta.get("name", ""))) is obj
@@ -179,7 +196,7 @@ class Store:
 
     def create(self, resource: str, namespace: str | None, obj: dict, *, dry_run: bool = False) -> dict:
         """Store a new object (uid, creationTimestamp, generation, resourceVersion, defaults)."""
-        rt = resource_type(resource)
+        rt = self.resource_type(resource)
         obj = self._prepare(rt, namespace, obj)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
@@ -191,9 +208,7 @@ class Store:
         if rt.namespaced:
             self._require_namespace(namespace or "", rt, meta["name"])
         apply_defaults(resource, obj, self.allocate_cluster_ip)
-        if resource == "pods":
-            admit_pod(obj, self.toleration_seconds)
-            self._require_service_account(obj, namespace or "")
+        self._admit_new(resource, obj, namespace or "")
         validate(rt, obj)
         key = self._key(rt, namespace, meta["name"])
         existing = self._objects[resource].get(key)
@@ -210,12 +225,16 @@ class Store:
         for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(field, None)
         meta["uid"] = str(uuid.uuid4())
+        if resource == "jobs":
+            job_selector(obj)
         meta["creationTimestamp"] = now_rfc3339()
         meta["generation"] = 1
+        self._admit_checked(resource, obj, namespace or "")
         if dry_run:
             meta["resourceVersion"] = str(self._rv)
             return obj
         self._commit(rt, key, obj, "ADDED")
+        self._after_write(resource, namespace or "", obj, None)
         if resource == "namespaces":
             self.create("serviceaccounts", meta["name"], {"metadata": {"name": "default"}})
             if self.root_ca:  # the root-ca-cert-publisher's ConfigMap
@@ -240,7 +259,7 @@ class Store:
         An update that changes nothing keeps the resourceVersion and sends no event, as real
         servers do. generation grows when anything outside metadata and status changes.
         """
-        rt = resource_type(resource)
+        rt = self.resource_type(resource)
         obj = self._prepare(rt, namespace, obj)
         meta = obj["metadata"]
         name = meta.get("name")
@@ -308,6 +327,7 @@ class Store:
             self._commit(rt, key, new, "MODIFIED")
             return json_copy(self._remove(rt, key, cascade=True))  # the last finalizer went
         self._commit(rt, key, new, "MODIFIED")
+        self._after_write(resource, namespace or "", new, old)
         return json_copy(new)
 
     def delete(
@@ -322,7 +342,7 @@ class Store:
         precondition_rv: str | None = None,
     ) -> dict:
         """Remove an object and (unless propagation is Orphan) its dependents and namespace contents."""
-        rt = resource_type(resource)
+        rt = self.resource_type(resource)
         obj = self.get_ref(resource, namespace, name)
         meta = obj["metadata"]
         if precondition_uid and precondition_uid != meta["uid"]:
@@ -380,14 +400,14 @@ class Store:
     def finalize_namespace(self, name: str) -> bool:
         """The namespace controller's pass over a Terminating namespace: delete its content;
         once nothing is left, remove the namespace. Returns True when it is gone."""
-        rt = RESOURCES["namespaces"]
+        rt = self.types["namespaces"]
         ns = self._objects["namespaces"].get(("", name))
         if ns is None or not ns["metadata"].get("deletionTimestamp"):
             return ns is None
         remaining: dict[str, int] = {}
         finalizers: dict[str, int] = {}
         for other, table in self._objects.items():
-            if not RESOURCES[other].namespaced:
+            if other not in self.types or not self.types[other].namespaced:
                 continue
             for key in [k for k in table if k[0] == name]:
                 obj = table.get(key)
@@ -522,6 +542,85 @@ class Store:
             obj["data"] = data
         return obj
 
+    def _admit_new(self, resource: str, obj: dict, namespace: str) -> None:
+        """The mutating admission of a create: what real servers' plugins add."""
+        if resource == "pods":
+            admit_pod(obj, self.toleration_seconds)
+            self._require_service_account(obj, namespace)
+        elif resource == "persistentvolumeclaims":
+            default_storage_class(obj, self._objects["storageclasses"].values())
+        elif resource == crds.CRDS:
+            crds.default_crd(obj)
+        elif resource == "resourcequotas":
+            obj["status"] = quota.status_of(obj, self._in_namespace("pods", namespace))
+
+    def _admit_checked(self, resource: str, obj: dict, namespace: str) -> None:
+        """The validating admission of a create (after validation): quota, CRD names."""
+        quotas = self._in_namespace("resourcequotas", namespace) if resource == "pods" else []
+        if quotas:
+            quota.admit(obj, quotas, self._in_namespace("pods", namespace))
+        if resource == crds.CRDS:
+            self._check_crd(obj)
+
+    def _after_write(self, resource: str, namespace: str, new: dict, old: dict | None) -> None:
+        """What follows a stored write: a CRD's resource is served; quota usage follows pods."""
+        if resource == crds.CRDS:
+            self._serve_crd(new)
+        elif resource == "pods" and (
+            old is None or (new.get("status") or {}).get("phase") != (old.get("status") or {}).get("phase")
+        ):
+            self._refresh_quotas(namespace)
+
+    def _in_namespace(self, resource: str, namespace: str) -> list[dict]:
+        return [o for k, o in self._objects[resource].items() if k[0] == namespace]
+
+    def _refresh_quotas(self, namespace: str) -> None:
+        """The quota controller: each ResourceQuota's status.used follows the namespace's pods."""
+        quotas = [(k, o) for k, o in self._objects["resourcequotas"].items() if k[0] == namespace]
+        if not quotas:
+            return
+        pods = self._in_namespace("pods", namespace)
+        rt = self.types["resourcequotas"]
+        for key, old in quotas:
+            if old["metadata"].get("deletionTimestamp"):
+                continue
+            status = quota.status_of(old, pods)
+            if status != old.get("status"):
+                self._commit(rt, key, dict(old, status=status), "MODIFIED")
+
+    def _check_crd(self, crd: dict) -> None:
+        """422 Invalid unless the CRD names a group, plural, kind and a storage version."""
+        rt = crds.served_type(crd)
+        name = crd["metadata"]["name"]
+        if rt is None:
+            raise invalid(
+                "CustomResourceDefinition",
+                name,
+                [("spec", "Invalid value: group, names and versions are required")],
+            )
+        if name != rt.key:
+            raise invalid(
+                "CustomResourceDefinition",
+                name,
+                [("metadata.name", f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group')],
+            )
+
+    def _serve_crd(self, crd: dict) -> None:
+        rt = crds.served_type(crd)
+        if rt is not None:
+            self.types[rt.key] = rt
+            self._objects.setdefault(rt.key, {})
+
+    def _unserve_crd(self, crd: dict) -> None:
+        """A deleted CRD takes its custom resources with it."""
+        rt = crds.served_type(crd)
+        if rt is None or rt.key not in self.types or rt.key in RESOURCES:
+            return
+        for key in list(self._objects.get(rt.key, {})):
+            self._remove(rt, key, cascade=True)
+        del self.types[rt.key]
+        self._objects.pop(rt.key, None)
+
     def _require_service_account(self, pod: dict, namespace: str) -> None:
         """The ServiceAccount admission plugin: a pod's service account must exist (403)."""
         account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
@@ -568,7 +667,7 @@ class Store:
             )
 
     def _generate_name(self, rt: ResourceType, namespace: str | None, prefix: str) -> str:
-        table = self._objects[rt.plural]
+        table = self._objects[rt.key]
         for _attempt in range(100):
             suffix = "".join(_GENERATE_CHARS[b % len(_GENERATE_CHARS)] for b in uuid.uuid4().bytes[:5])
             name = prefix[:58] + suffix
@@ -583,26 +682,30 @@ class Store:
     def _commit(self, rt: ResourceType, key: _Key, obj: dict, event: str) -> None:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
-        old = self._objects[rt.plural].get(key)
+        old = self._objects[rt.key].get(key)
         if old is not None:
             self._encoded.pop(id(old), None)
         if event == "DELETED":
-            self._objects[rt.plural].pop(key, None)
+            self._objects[rt.key].pop(key, None)
         else:
-            self._objects[rt.plural][key] = obj
+            self._objects[rt.key][key] = obj
         if len(self._history) == self._history.maxlen:
             self._oldest_rv = self._history[0][0]
-        self._history.append((self._rv, event, rt.plural, obj))
+        self._history.append((self._rv, event, rt.key, obj))
         for callback, copy in list(self._subscribers):
-            callback(event, rt.plural, json_copy(obj) if copy else obj)
+            callback(event, rt.key, json_copy(obj) if copy else obj)
 
     def _remove(self, rt: ResourceType, key: _Key, *, cascade: bool) -> dict:
-        obj = self._objects[rt.plural].get(key)
+        obj = self._objects[rt.key].get(key)
         if obj is None:
             return {}
         gone = dict(obj)
         gone["metadata"] = dict(obj["metadata"], deletionTimestamp=now_rfc3339())
         self._commit(rt, key, gone, "DELETED")
+        if rt.key == crds.CRDS:
+            self._unserve_crd(obj)
+        elif rt.key == "pods":
+            self._refresh_quotas(key[0])
         if cascade:
             for dep_rt, dep_key in list(self._dependents(obj)):
                 self._remove(dep_rt, dep_key, cascade=True)
@@ -612,7 +715,9 @@ class Store:
         uid = owner["metadata"]["uid"]
         namespace = owner["metadata"].get("namespace", "")
         for plural, table in self._objects.items():
-            rt = RESOURCES[plural]
+            rt = self.types.get(plural)
+            if rt is None:
+                continue
             for key, obj in table.items():
                 if rt.namespaced and namespace and key[0] != namespace:
                     continue

@@ -34,6 +34,8 @@ def validate(rt: ResourceType, obj: dict) -> None:
         _validate_service(spec, causes)
     elif rt.plural in ("configmaps", "secrets"):
         _validate_data(rt, obj, causes)
+    elif rt.key == "jobs":
+        _validate_job(spec, causes)
     if causes:
         raise invalid(rt.kind, name if isinstance(name, str) else "", causes)
 
@@ -75,6 +77,19 @@ def _validate_workload(spec: Any, causes: Causes) -> None:
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
         causes.append(("spec.replicas", "Invalid value: must be greater than or equal to 0"))
     _validate_pod_spec(template.get("spec"), "spec.template.spec", causes)
+
+
+def _validate_job(spec: Any, causes: Causes) -> None:
+    template = (spec or {}).get("template") if isinstance(spec, dict) else None
+    if not isinstance(template, dict):
+        causes.append(("spec.template", "Required value"))
+        return
+    pod_spec = template.get("spec")
+    _validate_pod_spec(pod_spec, "spec.template.spec", causes)
+    if isinstance(pod_spec, dict) and pod_spec.get("restartPolicy") not in ("OnFailure", "Never"):
+        causes.append(
+            ("spec.template.spec.restartPolicy", 'Required value: valid values: "OnFailure", "Never"')
+        )
 
 
 def _validate_service(spec: dict, causes: Causes) -> None:
