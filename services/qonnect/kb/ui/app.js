@@ -243,6 +243,33 @@ function draw(data) {
   ].join(" · ");
 }
 
+// -- placement history (issue 34.5): one application's changes, newest first -------------------
+
+async function loadHistory(apps) {
+  const select = $("history-app");
+  const chosen = apps.includes(select.value) ? select.value : apps[0];
+  select.replaceChildren(...apps.map((a) => el("option", { value: a }, a)));
+  if (!chosen) { drawHistory([]); return; }
+  select.value = chosen;
+  drawHistory((await get(`/applications/${encodeURIComponent(chosen)}/history?limit=20`)).history);
+}
+
+function drawHistory(rows) {
+  const items = rows.map((r) => el("tr", { "data-history": r.id, "data-outcome": r.outcome },
+    el("td", {}, fmtTime(r.ended)), el("td", {}, r.version ?? "-"), el("td", {}, r.service),
+    el("td", {}, `${r.from.join(", ") || "-"} → ${r.to.join(", ") || "-"}`), el("td", {}, r.trigger),
+    el("td", {}, r.by === "admin" ? "user" : r.by || "-"), el("td", {}, r.decision || "-"),
+    el("td", { class: r.outcome === "succeeded" ? "" : "notready", title: r.detail || "" },
+      r.outcome, r.outcome === "succeeded" || !r.detail ? "" : `: ${r.detail}`),
+    el("td", {}, `${Number(r.duration).toFixed(1)} s`)));
+  $("history").tBodies[0].replaceChildren(...(items.length ? items
+    : [el("tr", {}, el("td", { colSpan: 9, class: "empty" }, "no placement changes recorded"))]));
+}
+
+function historyApps(data) {
+  return [...new Set(data.placements.map((p) => p.application))].sort();
+}
+
 // -- control ---------------------------------------------------------------------------------
 
 function showLogin(message) {
@@ -266,6 +293,7 @@ async function refresh() {
     $("content").hidden = false;
     $("forget").hidden = false;
     draw(latest);
+    await loadHistory(historyApps(latest));
   } catch (err) {
     if (err instanceof AuthError) { showLogin(err.message); return; }
     $("banner").textContent = `cannot read the KB: ${err.message}` +
@@ -290,6 +318,9 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("forget").addEventListener("click", () => showLogin("token forgotten"));
   $("all-events").addEventListener("change", () => { if (latest) drawTimeline(latest.events); });
+  $("history-app").addEventListener("change", () => {
+    if (latest) loadHistory(historyApps(latest)).catch(() => {});
+  });
   window.addEventListener("hashchange", () => { tokenFromFragment(); start(); });
   tokenFromFragment();
   start();
