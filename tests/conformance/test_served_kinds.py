@@ -270,7 +270,7 @@ def test_a_crds_custom_resources_are_served(engine, ns):
             ],
             timeout=30,
             what="widgets in discovery",
-            retry_on=(client.ApiException,),
+            retry_on=(client.ApiException, ValueError),
         )
         assert listed[0]["kind"] == "Widget" and listed[0]["namespaced"] is True
         custom = client.CustomObjectsApi(engine.api())
