@@ -33,6 +33,7 @@ import hashlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import (
@@ -226,8 +227,12 @@ class Deployer:
         adopt: bool | set[str] | frozenset[str] = False,
         unavailable: set[str] | frozenset[str] = frozenset(),
         min_ready_seconds: float = 0.0,
+        progress: Callable[[str, list[str]], None] | None = None,
     ):
         self.application = application
+        # called by each cluster's wait with the workloads still pending (the deploy runner
+        # reports progress from it); must not raise
+        self.progress = progress
         self.namespace = namespace
         self.identity = owner_identity(application, namespace)
         # True: take over every foreign object in the way; a set: only those of these services
@@ -498,6 +503,7 @@ class Deployer:
             work.workloads,
             max(0.0, deadline - time.monotonic()),
             min_ready=self.min_ready_seconds,
+            on_poll=None if self.progress is None else partial(self.progress, work.result.cluster),
         )
         if pending:
             work.result.status = "failed"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import (
     Readiness,
@@ -122,6 +122,7 @@ def wait_workloads(
     timeout: float,
     interval: float = 0.1,
     min_ready: float = 0.0,
+    on_poll: Callable[[list[str]], None] | None = None,
 ) -> list[NotReady]:
     """Poll until every (kind, name) workload is ready; returns those still not ready, each with
     why (read when the wait ends, see ``_explain``).
@@ -171,6 +172,8 @@ def wait_workloads(
         # waiting longer is moot
         if not pending or time.monotonic() >= deadline or set(pending) <= failed:
             break
+        if on_poll is not None:  # progress (the deploy runner's hook): "<kind>/<name>: <why>"
+            on_poll([f"{k}/{n}: {why}" for (k, n), why in sorted(pending.items())])
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
         interval = min(interval * 1.5, 0.5)
     if not pending:

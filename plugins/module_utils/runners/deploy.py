@@ -40,6 +40,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.runners.placement imp
     check_options,
     compute_plan,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.runners.progress import Progress
 
 STALE_FENCE_HINT = "a newer controller decision is stored: fencing token too old"
 
@@ -224,6 +225,8 @@ def deployer_for(
         min_ready_seconds=min_ready_seconds(params),
         before_step=fence_guard(kb, params.get("fencing")),
         adopt=params.get("adopt") or None,
+        # a slow rollout's progress as KB events (runners/progress.py)
+        progress=Progress(kb, app.name, params["wait_timeout"]) if params["record"] else None,
     )
 
 
