@@ -1,0 +1,73 @@
+"""Issue 34.4 on real processes (testbed + KB + agents + a controller replica): a user's deploy
+of a failing version, then a fix, while the controller watches.
+
+Before: the controller decided ``spec-changed 2 -> 3`` for the failed version, ran it for about
+4 minutes, and recorded that run ``succeeded`` when the user's fix made the clusters Ready. Now
+the failed version is left alone (its deploy marked it failed), the fix is observed, not placed
+twice, and the history says exactly what ran Ready where.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from _controller_stack import Stack, small_app, wait_for
+from qonnect.controller import journal
+from test_fleet_heal import deploy, ours
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+APP = "orders"
+BROKEN = "qonnect.test/pull-fail/nginx"  # the testbed's kubelets never pull it (docs/testbed.md)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = Stack(tmp_path_factory.mktemp("ordering"))
+    try:
+        stack.start_kb()
+        stack.start_testbed(3)
+        stack.start_agents(1.0)
+        yield stack
+    finally:
+        stack.close()
+
+
+def test_a_failed_version_is_never_recorded_succeeded_and_the_fix_wins(fleet: Stack) -> None:
+    stack = fleet
+    deploy(stack, small_app(APP, "1"))
+    stack.start_replicas(1, ["--agent-interval", "1"])
+    try:
+        leader = stack.wait_leader(30)
+        wait_for(lambda: (leader.status() or {}).get("versions", {}).get(APP) == 1, 30, 0.2, "v1 observed")
+        deploy(stack, small_app(APP, "2", image=BROKEN), check=False, wait_timeout=15)
+        versions = {v["version"]: v["status"] for v in stack.admin.application_versions(APP)}
+        assert versions[2]["state"] == "failed" and versions[2]["ready"] == [], versions
+        time.sleep(8)  # several controller ticks: the failed version is not the controller's to place
+        waiting = (leader.status() or {}).get("waiting") or {}
+        assert [e for e in ours(stack, APP) if e["type"] == journal.DECISION] == [], waiting
+        deploy(stack, small_app(APP, "3"))  # the user's fix
+        wait_for(lambda: (leader.status() or {}).get("versions", {}).get(APP) == 3, 30, 0.2, "v3 observed")
+        time.sleep(3)
+        events = ours(stack, APP)
+        assert [e for e in events if e["type"] == journal.DECISION] == [], [e["message"] for e in events]
+        assert not [e for e in events if e["type"] == journal.SUCCEEDED]
+        history = stack.admin.history(APP)["history"]
+        story = [(r["version"], r["trigger"], r["outcome"], r["from"], r["to"]) for r in reversed(history)]
+        where = history[-1]["to"]
+        assert story[0] == (1, "deploy", "succeeded", [], where), story
+        assert story[1][:3] == (2, "deploy", "failed") and story[1][3] == where, story
+        assert story[2][:3] == (3, "deploy", "succeeded"), story
+        assert len(story) == 3 and all(r["by"] == "admin" and r["duration"] > 0 for r in history)
+        assert not any(v == 2 and outcome == "succeeded" for v, _t, outcome, _f, _to in story)
+        status = {v["version"]: v["status"] for v in stack.admin.application_versions(APP)}
+        assert (status[1]["state"], status[2]["state"], status[3]["state"]) == ("ready", "failed", "ready")
+        assert status[3]["ready"] == story[2][4] and status[2]["ready"] == []
+        logs = leader.log()
+        assert "failed in its user's deploy" in logs
+        intents = [e for e in stack.events(APP) if e["type"] == "deploy.intent"]
+        assert intents and all(not e["message"].startswith("{") and e.get("data") for e in intents)
+    finally:
+        stack.stop_replicas()
