@@ -250,6 +250,8 @@ class MemoryKB:
             "nodes": [],
             "capacity_baseline": None,
             "free": {"cpu": 0.0, "memory": 0.0, "ephemeral_storage": 0.0},
+            "kube_version": None,
+            "api_versions": [],
             "heartbeat": None,
             "nodes_received": None,
         }

@@ -63,6 +63,10 @@ MAX_TEXT = 1024  # reasons and errors are cut here: the KB takes at most 4096 ch
 # (seconds; deploy sets it from the application's spec.failureGraceSeconds), else a Deployment's
 # spec.progressDeadlineSeconds, else the agent's --not-ready-timeout.
 DEFAULT_NOT_READY_TIMEOUT = 600.0  # Kubernetes' default progressDeadlineSeconds
+# The API server's version and served group-versions change only with an upgrade or a new CRD:
+# read on (re)connect and then every few minutes, not every report (charts render for them).
+SERVER_INTERVAL = 300.0
+MAX_API_VERSIONS = 1000
 
 
 class CollectError(Exception):
@@ -392,6 +396,8 @@ class Collector:
         self._api: Any = None
         self._refresh: Callable[[Any], None] | None = None
         self._warned_replicasets = False
+        self.server_interval = SERVER_INTERVAL
+        self._server_at: float | None = None  # monotonic time of the last discovery read
 
     def _get(self, what: str, path: str, **query: str) -> list[dict]:
         """The ``items`` of one list call, read as raw JSON."""
@@ -500,7 +506,47 @@ class Collector:
                     }
                 )
         self.clock.forget_except(seen)
-        return {"nodes": node_reports, "workloads": workloads}
+        out: dict[str, Any] = {"nodes": node_reports, "workloads": workloads}
+        server = self._server()
+        if server is not None:
+            out["server"] = server
+        return out
+
+    def _server(self) -> dict | None:
+        """``{"kube_version", "api_versions"}`` (``/version``'s gitVersion; the group-versions of
+        ``/api`` and ``/apis``, at most MAX_API_VERSIONS) when due: on (re)connect, then every
+        ``server_interval`` s. None when not due or not readable (logged; the KB keeps the last)."""
+        now = time.monotonic()
+        if self._server_at is not None and now - self._server_at < self.server_interval:
+            return None
+        self._server_at = now
+        try:
+            version = json.loads(raw_get(self._api, "/version", {}, self.timeout)).get("gitVersion")
+            core = json.loads(raw_get(self._api, "/api", {}, self.timeout)).get("versions") or []
+            groups = json.loads(raw_get(self._api, "/apis", {}, self.timeout)).get("groups") or []
+        except (
+            k8s_client.exceptions.ApiException,
+            ValueError,
+            AttributeError,
+            OSError,
+            urllib3.exceptions.HTTPError,
+        ) as exc:
+            log.warning("cannot read the API server's version and discovery: %s", _first_line(exc))
+            return None
+        served = {v for v in core if isinstance(v, str)}
+        for group in groups if isinstance(groups, list) else []:
+            for gv in (group.get("versions") or []) if isinstance(group, dict) else []:
+                if isinstance(gv, dict) and isinstance(gv.get("groupVersion"), str):
+                    served.add(gv["groupVersion"])
+        if not isinstance(version, str) or not version:
+            log.warning("the API server's /version names no gitVersion")
+            return None
+        apis = sorted(v for v in served if 0 < len(v) <= 253)
+        if len(apis) > MAX_API_VERSIONS:
+            log.warning(
+                "the API server serves %d group-versions; reporting the first %d", len(apis), MAX_API_VERSIONS
+            )
+        return {"kube_version": version[:64], "api_versions": apis[:MAX_API_VERSIONS]}
 
     def close(self) -> None:
         if self._api is not None:
@@ -509,6 +555,7 @@ class Collector:
             except Exception:  # closing a pool on a dead connection may raise; nothing to do
                 pass
             self._api = self._refresh = None
+        self._server_at = None  # a new connection reads the server again
 
 
 def _first_line(exc: BaseException) -> str:

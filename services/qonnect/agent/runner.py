@@ -88,7 +88,7 @@ class Agent:
                 log.warning("cluster %s: API unreachable: %s", self.cluster, error)
             self._cluster_down = error
         latencies = self.smoothed.add(self.prober.measure())
-        return {
+        report = {
             "seq": self.sequence.next(),
             "ts": round(time.time(), 6),
             "reachable": reachable,
@@ -97,6 +97,9 @@ class Agent:
             "workloads": observed["workloads"],
             "latencies": latencies,
         }
+        if observed.get("server"):  # the API server's version and group-versions, when read
+            report["server"] = observed["server"]
+        return report
 
     def flush(self) -> int:
         """Deliver buffered reports oldest first; returns how many left the outbox."""

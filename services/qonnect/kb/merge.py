@@ -2,7 +2,8 @@
 
 The cluster's heartbeat fields, its node list (a JSON array in its row) and its workload list
 each remember the seq that last set them and are replaced as a whole only by a newer report;
-latencies are kept per peer.
+latencies are kept per peer; the API server's version and group-versions (sent every few
+minutes) remember their own seq too.
 Reports that arrive late, twice or out of order therefore change nothing, so the group writer's
 batch is first reduced in Python to the newest value per key (``_reduce``) and then written with
 set-based statements.
@@ -28,7 +29,7 @@ from typing import Any
 from fastapi import HTTPException
 
 from qonnect.kb import trust
-from qonnect.kb.models import ECONOMIC_FIELDS, NodeReport, Report, WorkloadReport
+from qonnect.kb.models import ECONOMIC_FIELDS, NodeReport, Report, ServerReport, WorkloadReport
 from qonnect.kb.ops import not_found
 from qonnect.kb.storage import Conn
 
@@ -44,6 +45,7 @@ class _Newest:
     nodes: dict[str, tuple[int, float, list[NodeReport]]] = field(default_factory=dict)  # seq, now, nodes
     workloads: dict[str, tuple[int, list[WorkloadReport], float]] = field(default_factory=dict)  # seq, ., now
     latencies: dict[tuple[str, str], tuple] = field(default_factory=dict)  # cluster, peer, seq, ms, now
+    server: dict[str, tuple[int, ServerReport]] = field(default_factory=dict)  # seq, what it said
 
 
 Bounds = dict[str, tuple[dict | None, dict | None]]  # cluster -> (capacity baseline, registered capacity)
@@ -102,6 +104,7 @@ def apply_reports(
             cache.update(found)
     else:
         stored = _write_sqlite(conn, newest, baselines, stamp)
+    _write_server(conn, newest.server, known, stamp)
     return [
         refused[i]
         if i in refused
@@ -165,7 +168,30 @@ def _reduce(items: list[tuple[str, Report, float]], known: set[str] | None) -> _
             key = (cluster, peer)
             if key not in out.latencies or rep.seq > out.latencies[key][2]:
                 out.latencies[key] = (cluster, peer, rep.seq, ms, now)
+        if rep.server is not None and (cluster not in out.server or rep.seq > out.server[cluster][0]):
+            out.server[cluster] = (rep.seq, rep.server)
     return out
+
+
+def _write_server(
+    conn: Conn, server: dict[str, tuple[int, ServerReport]], known: set[str], stamp: float
+) -> None:
+    """A cluster's API server version and group-versions, newest by seq. Agents send them on
+    (re)connect and every few minutes, so they take a statement of their own (the same on both
+    databases) and leave the per-report statements as they are; a different value is a material
+    change (``changed``, the change feed)."""
+    rows: list[Sequence[Any]] = []
+    for cluster, (seq, found) in sorted(server.items()):
+        if cluster in known:
+            apis = json.dumps(sorted(set(found.api_versions)))
+            rows.append((found.kube_version, apis, stamp, found.kube_version, apis, seq, cluster, seq))
+    conn.executemany(
+        "UPDATE clusters SET changed = CASE WHEN coalesce(kube_version, '') <> ?"
+        " OR coalesce(api_versions, '') <> ? THEN ? ELSE changed END,"
+        " kube_version = ?, api_versions = ?, server_seq = ?"
+        " WHERE name = ? AND (server_seq IS NULL OR server_seq < ?)",
+        rows,
+    )
 
 
 def _chunks(rows: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:

@@ -211,6 +211,18 @@ MIGRATIONS: list[tuple[int, str, list[str | tuple[str, str]]]] = [
         ],
     ),
     (
+        9,
+        "what each cluster's API server says of itself: its version and served group-versions",
+        [
+            # /version's gitVersion and a JSON array of the group-versions of /api and /apis, from
+            # the agent's report with the highest seq that carried them (server_seq); Helm charts
+            # are rendered for them (docs/qos-spec.md, helm entries)
+            "ALTER TABLE clusters ADD COLUMN kube_version TEXT",
+            "ALTER TABLE clusters ADD COLUMN api_versions TEXT",
+            "ALTER TABLE clusters ADD COLUMN server_seq BIGINT",
+        ],
+    ),
+    (
         10,
         "a history of placement changes, a status on each stored version, structured event data",
         [

@@ -241,6 +241,15 @@ class WorkloadReport(Strict):
     since: NonNegative | None = None
 
 
+class ServerReport(Strict):
+    """What the cluster's API server says of itself: charts are rendered for it (issue 34)."""
+
+    kube_version: Annotated[str, Text(64, 1)] = Field(description="/version's gitVersion, e.g. v1.34.4")
+    api_versions: Annotated[list[Annotated[str, Text(253, 1)]], Field(max_length=1000)] = Field(
+        description="served group-versions (/api and /apis), e.g. v1, apps/v1, autoscaling/v2"
+    )
+
+
 class Report(Strict):
     """One agent report: heartbeat, nodes, workloads and latencies (merge rule in the docs)."""
 
@@ -256,6 +265,9 @@ class Report(Strict):
     )
     latencies: Annotated[dict[Annotated[str, Text(253, 1)], NonNegative], Field(max_length=5000)] = Field(
         default_factory=dict, description="round-trip ms to each peer (cluster name or 'kb')"
+    )
+    server: ServerReport | None = Field(
+        None, description="sent on (re)connect and every few minutes; null: the stored one stays"
     )
 
     @model_validator(mode="after")
@@ -624,6 +636,12 @@ class InventoryCluster(Out):
     free: dict[str, float] = Field(
         description="free capacity over the nodes that may run application pods "
         "(placement/model.py Cluster.free)"
+    )
+    kube_version: str | None = Field(
+        None, description="its API server's gitVersion as its agent last read it (null: not reported)"
+    )
+    api_versions: list[str] = Field(
+        default_factory=list, description="the group-versions its API server serves (/api, /apis)"
     )
 
 

@@ -41,7 +41,9 @@ _CLUSTER_FIELDS = (
 _JSON_FIELDS = frozenset({"labels", "economics", "node_economics", "capacity"})
 # a re-registration starts a new epoch: the next report is applied whatever its seq (a report
 # "from the future" no longer silences the agent), and its node list sets a new capacity baseline
-_NEW_EPOCH = "report_seq = NULL, nodes_seq = NULL, workloads_seq = NULL, capacity_baseline = NULL"
+_NEW_EPOCH = (
+    "report_seq = NULL, nodes_seq = NULL, workloads_seq = NULL, capacity_baseline = NULL, server_seq = NULL"
+)
 
 
 def _value(field: str, value: Any) -> Any:

@@ -420,7 +420,7 @@ def list_events(
 # -- the inventory ------------------------------------------------------------------------
 _INVENTORY_COLS = (
     "name, tier, location, labels, heartbeat, reachable, error, capacity_baseline,"
-    " nodes, nodes_received, economics, node_economics"
+    " nodes, nodes_received, economics, node_economics, kube_version, api_versions"
 )
 
 
@@ -449,6 +449,8 @@ def _inventory_clusters(
         received,
         economics,
         node_economics,
+        kube_version,
+        api_versions,
     ) in conn.all(
         f"SELECT {_INVENTORY_COLS} FROM clusters {where} ORDER BY name"
         + ("" if limit is None else " LIMIT ?"),
@@ -470,6 +472,9 @@ def _inventory_clusters(
             "credentials_broken": broken,
             "nodes": nodes,
             "capacity_baseline": json.loads(baseline) if baseline else None,
+            # what its API server said of itself (Helm charts are rendered for it)
+            "kube_version": kube_version,
+            "api_versions": json.loads(api_versions) if api_versions else [],
         }
         if broken:  # the agent hears the cluster but may not read it: its last-known nodes stand
             for node in cluster["nodes"]:
