@@ -117,3 +117,53 @@ def test_chart_deployed_over_two_tiers(federation, k8s, tmp_path, helm_on_path):
     assert recap(gone)["failed"] == 0, gone.stdout + gone.stderr
     for cluster in (web, cache):
         assert not k8s(cluster)[1].list_namespaced_deployment("charted").items
+
+
+PODINFO = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "podinfo" / "podinfo-6.14.1.tgz"
+
+
+def test_public_chart_with_kube_version_deploys(federation, k8s, tmp_path, helm_on_path):
+    """Issue 34.1: podinfo as upstream ships it (kubeVersion >=1.23.0-0; see its SOURCE.md) is
+    rendered for the clusters the agents report, placed, deployed Ready, unchanged on a second
+    run, and removed; the KB's copy keeps the chart's kubeVersion as the service's constraint."""
+    kb = federation.kb()
+    clusters = wait_reported(kb)
+    spec = tmp_path / "podinfo.yml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "qonnect.io/v1",
+                "kind": "Application",
+                "metadata": {"name": "podinfo", "namespace": "podinfo"},
+                "spec": {
+                    "objective": {"latency": 1.0},
+                    "services": [{"name": "web", "tier": "edge", "manifests": [{"helm": str(PODINFO)}]}],
+                },
+            }
+        )
+    )
+    result = federation.playbook("qonnect.core.deploy", "-e", f"app_file={spec}")
+    assert recap(result)["failed"] == 0, result.stdout + result.stderr
+    (entry,) = kb.get_placement("podinfo")["current"]["web"]
+    assert entry["cluster"] in clusters
+    assert ready(k8s, entry["cluster"], "podinfo", "podinfo")
+    stored = kb.get_application("podinfo")["application"]
+    assert stored["services"][0]["constraints"]["kube_version"] == [">=1.23.0-0"]
+
+    again = federation.playbook("qonnect.core.deploy", "-e", f"app_file={spec}")
+    assert recap(again)["changed"] == 0 and recap(again)["failed"] == 0, again.stdout
+
+    gone = federation.playbook("qonnect.core.remove", "-e", "app=podinfo")
+    assert recap(gone)["failed"] == 0, gone.stdout + gone.stderr
+    assert not k8s(entry["cluster"])[1].list_namespaced_deployment("podinfo").items
+
+
+def wait_reported(kb, timeout: float = 60.0) -> set[str]:
+    """The clusters whose agents reported their API server's version (every one, in time)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        clusters = kb.inventory()["clusters"]
+        if all(c.get("kube_version") for c in clusters) or time.monotonic() > deadline:
+            assert all(c.get("kube_version") for c in clusters), [c["name"] for c in clusters]
+            return {c["name"] for c in clusters}
+        time.sleep(0.5)
