@@ -209,9 +209,15 @@ def min_ready_seconds(params: dict) -> float:
 
 
 def deployer_for(
-    module: QonnectModule, kb: Any, app: Application, chosen: dict, old_clusters: set
+    module: QonnectModule,
+    kb: Any,
+    app: Application,
+    chosen: dict,
+    old_clusters: set,
+    version: int | None = None,
 ) -> Deployer:
-    """The deployer of this run: the plan's clusters and those the application leaves."""
+    """The deployer of this run: the plan's clusters and those the application leaves
+    (``version``: the stored version a controller's run places; a newer one stops it)."""
     params = module.params
     new_clusters = {e["cluster"] for entries in chosen.values() for e in entries}
     return application_deployer(
@@ -223,7 +229,7 @@ def deployer_for(
         wait=params["wait"],
         wait_timeout=params["wait_timeout"],
         min_ready_seconds=min_ready_seconds(params),
-        before_step=fence_guard(kb, params.get("fencing")),
+        before_step=fence_guard(kb, params.get("fencing"), app.name, version),
         adopt=params.get("adopt") or None,
         # a slow rollout's progress as KB events (runners/progress.py)
         progress=Progress(kb, app.name, params["wait_timeout"]) if params["record"] else None,
@@ -309,6 +315,10 @@ def run(module: QonnectModule) -> dict:
     if params["state"] == "absent":
         return remove(module, kb)
     given = bool(params.get("src") or params.get("spec") is not None)
+    # a controller's run places the stored version: read before the spec, so a version stored
+    # in between stops the run (fencing.FenceGuard) rather than passing for this one
+    fenced_run = params.get("fencing") and not given and params.get("name")
+    placing = current_version(kb, params["name"]) if fenced_run else None
     if given:
         app, body = load_given(params, kb)
     else:
@@ -323,7 +333,7 @@ def run(module: QonnectModule) -> dict:
     chosen = plan_services(plan)
     plan["services"] = chosen
     plan.pop("explanation", None)  # the placement module returns it; here it would only be noise
-    deployer = deployer_for(module, kb, app, chosen, old_clusters)
+    deployer = deployer_for(module, kb, app, chosen, old_clusters, placing)
     # A user's deploy (not the controller's fenced run) says what it is doing before the new
     # version becomes visible: the controller then leaves that version to it, and heals the
     # application later with the policy given here.

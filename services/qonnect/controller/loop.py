@@ -990,14 +990,10 @@ class Controller:
             etype = {SUCCEEDED: journal.SUCCEEDED, CANCELLED: journal.CANCELLED}.get(
                 outcome.result, journal.FAILED
             )
-            newer = moves.superseding_version(self.kb, decision) if outcome.result == SUCCEEDED else None
-            if newer is not None:  # a user's deploy stored a newer version meanwhile (issue 34.4)
+            newer = moves.superseding_version(self.kb, decision) if outcome.result != CANCELLED else None
+            if newer is not None:  # a newer version was stored meanwhile (issue 34.4): not ours
                 etype = journal.MIGRATION_SUPERSEDED
-                outcome = dataclasses.replace(
-                    outcome,
-                    detail=f"superseded by version {newer} (stored by a deploy while this run placed "
-                    f"version {decision.get('spec_version')}): {outcome.detail}",
-                )
+                outcome = moves.superseded(outcome, newer, decision)
                 pending[i] = (decision, attempt, token, outcome)
             log.warning(
                 "decision %s attempt %d %s: %s (artifacts %s)",
@@ -1046,7 +1042,9 @@ class Controller:
                     "result": SUCCEEDED if outcome.result == SUCCEEDED else "failed",
                     "detail": outcome.detail,
                     "artifacts": outcome.artifacts,
-                    "retry": outcome.result != SUCCEEDED and attempt < self.cfg.max_attempts,
+                    "retry": outcome.result != SUCCEEDED
+                    and attempt < self.cfg.max_attempts
+                    and not moves.is_superseded(outcome),
                     "not_before": now + self.cfg.backoff * 2 ** (attempt - 1),
                 }
                 for decision, attempt, outcome in ended
@@ -1057,7 +1055,7 @@ class Controller:
                 continue
             if outcome.result == SUCCEEDED and decision.get("detected_at"):
                 self.metrics.observe("recovery_seconds", max(0.0, now - decision["detected_at"]))
-            if res.get("ok") and res.get("status") == "failed":
+            if res.get("ok") and res.get("status") == "failed" and not moves.is_superseded(outcome):
                 self._gave_up(decision, f"gave up after {attempt} attempts: {outcome.detail}")
         return [res is not None for res in results]
 

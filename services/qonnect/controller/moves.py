@@ -1,10 +1,11 @@
 """A controller run's outcome as the application's history records it (issue 34, items 4 and 5).
 
 - Superseded: a user's deploy may store a newer version while the controller's run for an
-  older one is in flight (nothing else orders the two writers of one application). What the
-  clusters run is then the user's version, so the controller's run is recorded "superseded by
-  version N", never "succeeded" for the version it was decided for, and that version is not
-  marked ready anywhere.
+  older one is in flight. The run stops before its next cluster-changing step
+  (fencing.FenceGuard checks the stored version too), and whatever it got to, it is recorded
+  "superseded by version N": never "succeeded" for the version it was decided for, never
+  retried (the newer version is placed by its deploy, or by a spec-changed decision of its
+  own), and that version is not marked ready anywhere.
 - Every run that ended (succeeded, failed, superseded) is one history row per changed service:
   from -> to clusters, the trigger (the decision's kind, ``rollback`` for a version a rollback
   stored), the decision id, the outcome and the duration; written under the attempt's fencing
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -21,9 +23,12 @@ from ansible_collections.qonnect.core.plugins.module_utils.history import moves
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 
+from qonnect.controller.executor import FAILED, Outcome
+
 log = logging.getLogger("qonnect.controller")
 
 SUPERSEDED = "superseded"
+SUPERSEDED_PREFIX = "superseded by version"
 
 
 def superseding_version(kb: Any, decision: dict[str, Any]) -> int | None:
@@ -37,6 +42,19 @@ def superseding_version(kb: Any, decision: dict[str, Any]) -> int | None:
     except KBError:
         return None
     return current if isinstance(current, int) and current > version else None
+
+
+def superseded(outcome: Outcome, newer: int, decision: dict[str, Any]) -> Outcome:
+    """The outcome of a run a newer version overtook: ended, not succeeded, not retried."""
+    detail = (
+        f"{SUPERSEDED_PREFIX} {newer} (stored while this run placed version "
+        f"{decision.get('spec_version')}); run: {outcome.result}: {outcome.detail}"
+    )
+    return dataclasses.replace(outcome, result=FAILED, detail=detail)
+
+
+def is_superseded(outcome: Outcome) -> bool:
+    return outcome.detail.startswith(SUPERSEDED_PREFIX)
 
 
 def trigger_of(kb: Any, decision: dict[str, Any]) -> str:

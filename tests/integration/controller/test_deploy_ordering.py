@@ -71,3 +71,49 @@ def test_a_failed_version_is_never_recorded_succeeded_and_the_fix_wins(fleet: St
         assert intents and all(not e["message"].startswith("{") and e.get("data") for e in intents)
     finally:
         stack.stop_replicas()
+
+
+def test_a_controller_run_overtaken_by_a_users_deploy_is_superseded(fleet: Stack) -> None:
+    """The controller places version 2 (stored through the KB API: no deploy applies it), whose
+    pods take 45 s to start; meanwhile the user deploys version 3. The controller's run stops (or
+    ends) and is recorded "superseded by version 3", never succeeded, never retried; version 2
+    is ready nowhere, version 3 is."""
+    stack, app = fleet, "billing"
+    deploy(stack, small_app(app, "1"))
+    stack.start_replicas(1, ["--agent-interval", "1"])
+    try:
+        leader = stack.wait_leader(30)
+        wait_for(lambda: (leader.status() or {}).get("versions", {}).get(app) == 1, 30, 0.2, "v1 observed")
+        stack.admin.put_application(app, small_app(app, "2", image="qonnect.test/slow-45s/nginx"))
+
+        def started() -> list[dict]:
+            return [e for e in ours(stack, app) if e["type"] == journal.STARTED]
+
+        wait_for(started, 60, 0.2, "the controller's run for version 2")
+        deploy(stack, small_app(app, "3"))  # the user's fix, while that run waits for version 2
+
+        def ended() -> list[dict]:
+            return [
+                e
+                for e in ours(stack, app)
+                if e["type"] in (journal.MIGRATION_SUPERSEDED, journal.SUCCEEDED, journal.FAILED)
+            ]
+
+        outcome = wait_for(ended, 120, 0.5, "the controller's run to end")
+        assert [e["type"] for e in outcome] == [journal.MIGRATION_SUPERSEDED], [e["message"] for e in outcome]
+        assert "superseded by version 3" in outcome[0]["message"]
+        wait_for(lambda: (leader.status() or {}).get("versions", {}).get(app) == 3, 60, 0.2, "v3 observed")
+        time.sleep(3)
+        assert len(started()) == 1  # not retried
+        assert not [e for e in ours(stack, app) if e["type"] == journal.SUCCEEDED]
+        history = stack.admin.history(app)["history"]
+        controller_rows = [r for r in history if r["by"] == "controller"]
+        assert [(r["version"], r["trigger"], r["outcome"]) for r in controller_rows] == [
+            (2, "spec-changed", "superseded")
+        ], history
+        assert controller_rows[0]["decision"] == outcome[0]["ref"]["id"]
+        status = {v["version"]: v["status"] for v in stack.admin.application_versions(app)}
+        assert status[2]["state"] == "pending" and status[2]["ready"] == [], status
+        assert status[3]["state"] == "ready", status
+    finally:
+        stack.stop_replicas()

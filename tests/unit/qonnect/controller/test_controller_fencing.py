@@ -78,3 +78,27 @@ def test_deployer_checks_the_fence_before_it_changes_a_cluster():
     with pytest.raises(FencedError, match="before apply"):
         deployer.run()
     assert cluster.writes == [] and kb.asked == 1
+
+
+class VersionedKB(KB):
+    """The fence, and the application's stored version (issue 34.4)."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__({"term": 3, "seq": 7})
+        self.version = version
+
+    def get_application(self, name: str) -> dict:
+        return {"name": name, "version": self.version}
+
+
+def test_a_newer_stored_version_supersedes_the_run():
+    """A user's deploy stored version 4 while the controller's run places version 3: the run
+    stops before its next cluster-changing step, naming the version that superseded it."""
+    token = {"term": 3, "seq": 7}
+    kb = VersionedKB(3)
+    guard = fence_guard(kb, token, "shop", 3)
+    guard("apply")  # still the newest: goes on
+    kb.version = 4
+    with pytest.raises(FencedError, match=r"^superseded by version 4: stopped before switch"):
+        guard("switch")
+    fence_guard(kb, token)("switch")  # without a version (a removal): the fence only
