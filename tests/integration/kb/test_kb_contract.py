@@ -108,6 +108,43 @@ def test_application_versions_grow_only_on_change(kb: Impl):
     assert kb.admin.get_application(name)["application"]["objective"]["energy"] == 0.5
 
 
+def test_history_and_rollback_answer_alike(kb: Impl):
+    """Issue 34.5: history rows (newest first, paged) and rollbacks, as the deploy and
+    application modules use them."""
+    name = fresh("hist")
+    kb.admin.put_application(name, spec(name))
+    kb.admin.put_application(name, spec(name, energy=0.5))
+    for version, dst in ((1, ["edge-1"]), (2, ["edge-2"])):
+        body = {
+            "version": version,
+            "trigger": "deploy",
+            "outcome": "succeeded",
+            "started": 1.0,
+            "ended": 3.5,
+            "changes": [{"service": "web", "from": [], "to": dst}],
+        }
+        assert kb.admin.record_history(name, body) == {"recorded": 1}
+    page = kb.admin.history(name, limit=1)
+    row = page["history"][0]
+    assert (row["version"], row["from"], row["to"], row["by"], row["duration"]) == (
+        2,
+        [],
+        ["edge-2"],
+        "admin",
+        2.5,
+    )
+    assert page["next"] == row["id"]
+    older = kb.admin.history(name, limit=1, before=page["next"])
+    assert [r["version"] for r in older["history"]] == [1] and older["next"] is None
+    assert status_of(kb.admin.history, fresh("none")) == 404
+    assert [v["version"] for v in kb.admin.application_versions(name)] == [1, 2]
+    assert status_of(kb.admin.roll_back, name, 1, 1, "why") == 409
+    assert status_of(kb.admin.roll_back, name, 2, 2, "why") == 422
+    done = kb.admin.roll_back(name, 2, 1, "why")
+    assert (done["version"], done["changed"], done["rollback"]["restores"]) == (3, True, 1)
+    assert kb.admin.application_versions(name)[-1]["rollback"]["failing"] == 2
+
+
 def test_a_bad_spec_is_422_and_stores_nothing(kb: Impl):
     name = fresh("bad")
     bad = spec(name)
