@@ -187,7 +187,7 @@ def test_reports_merge_by_seq_into_the_inventory(live_kb, fresh):
     cluster = next(c for c in inv["clusters"] if c["name"] == a)
     assert set(cluster) == {
         "name", "tier", "location", "labels", "healthy", "heartbeat_age", "nodes", "free",
-        "reachable", "error", "credentials_broken", "capacity_baseline",
+        "reachable", "error", "credentials_broken", "capacity_baseline", "kube_version", "api_versions",
     }  # fmt: skip
     assert cluster["healthy"] is True and 0 <= cluster["heartbeat_age"] < 2
     assert cluster["free"] == free_capacity(cluster)  # the one definition of free capacity
@@ -208,6 +208,15 @@ def test_reports_merge_by_seq_into_the_inventory(live_kb, fresh):
     assert [n["name"] for n in live_kb.admin.list_nodes(a)] == ["n1"]
     never = next(c for c in live_kb.admin.inventory()["clusters"] if c["name"] == b)
     assert never["healthy"] is False and never["heartbeat_age"] is None and never["nodes"] == []
+    # what the API server says of itself: the newest report that carried it (issue 34)
+    assert (cluster["kube_version"], cluster["api_versions"]) == (None, [])
+    agent.report(
+        a, {"seq": 14, "ts": now, "server": {"kube_version": "v1.34.4", "api_versions": ["v1", "apps/v1"]}}
+    )
+    agent.report(a, {"seq": 13, "ts": now, "server": {"kube_version": "v1.20.0", "api_versions": ["v1"]}})
+    agent.report(a, {"seq": 15, "ts": now})
+    served = next(c for c in live_kb.admin.inventory()["clusters"] if c["name"] == a)
+    assert (served["kube_version"], served["api_versions"]) == ("v1.34.4", ["apps/v1", "v1"])
 
 
 def test_a_silent_cluster_becomes_unhealthy_after_the_heartbeat_timeout(live_kb, fresh):
