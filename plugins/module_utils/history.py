@@ -23,3 +23,10 @@ def moves(previous: dict, placement: dict, every: bool) -> list[dict]:
         for svc in sorted(set(before) | set(after))
         if every or before.get(svc, []) != after.get(svc, [])
     ]
+
+
+def describe(changes: list[dict]) -> str:
+    """Changes in a sentence for an event: 'ratings: edge-1 -> edge-2; web: - -> cloud-1'."""
+    return "; ".join(
+        f"{c['service']}: {', '.join(c['from']) or '-'} -> {', '.join(c['to']) or '-'}" for c in changes
+    )

@@ -20,7 +20,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
 )
 from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError
 from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
-from ansible_collections.qonnect.core.plugins.module_utils.history import moves
+from ansible_collections.qonnect.core.plugins.module_utils.history import describe, moves
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer, Target
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
@@ -296,13 +296,15 @@ def record_success(
         put_fenced(kb, app, {"desired": placement, "current": placement}, params.get("fencing"))
         result["changed"] = True
     if result["changed"]:
+        message = params.get("reason") or result["message"]
+        moved = describe(moves(previous, placement, False))
         event(
             kb,
             {
                 "type": "deploy",
                 "reason": "Deployed",
                 "application": app,
-                "message": params.get("reason") or result["message"],
+                "message": f"{message} ({moved})" if moved else message,
             },
             result["warnings"],
         )

@@ -38,7 +38,7 @@ def test_exclude_moves_service_and_cleans_old_cluster(run_module, kb, federation
     assert out["changed"] and out["plan"]["services"]["ratings"][0]["cluster"] == "edge-2"
     assert ready_deployments(clusters["edge-2"]) == ["ratings-v1"]
     assert clusters["edge-1"].get("v1", "Namespace", "bookinfo") is None
-    assert kb.events[-1]["message"] == "edge-1 failed"
+    assert kb.events[-1]["message"] == "edge-1 failed (ratings: edge-1 -> edge-2)"  # why, and from -> to
 
 
 def test_stale_fencing_token_fails(run_module, kb, federation):
