@@ -511,9 +511,8 @@ class Deployer:
             work.result.reasons = [n.to_dict() for n in pending]
             waited = time.monotonic() - started
             # a rollout Kubernetes (or a crash loop) declared failed returns before the timeout
-            work.result.error = "not ready after {:.0f}s: {}".format(
-                min(waited, self.wait_timeout), "; ".join(work.result.not_ready)
-            )
+            seconds = min(waited, self.wait_timeout)
+            work.result.error = f"not ready after {seconds:.0f}s: {_joined(work.result.not_ready)}"
 
     def _switch(self, work: _ClusterWork) -> None:
         for obj in work.desired:
@@ -755,6 +754,24 @@ class Deployer:
             "rolled_back": rolled_back,
             "diff": diff,
         }
+
+
+# Characters of a cluster's error naming the workloads not ready: it is the DeployFailed event's
+# message too (the KB takes 8 KiB), so an application with many failing workloads names the first
+# ones and counts the rest (each is in the cluster's ``reasons``).
+MAX_ERROR = 4000
+
+
+def _joined(lines: list[str]) -> str:
+    """The lines joined by '; ' up to MAX_ERROR characters, then how many more there are."""
+    out: list[str] = []
+    size = 0
+    for i, line in enumerate(lines):
+        if out and size + len(line) > MAX_ERROR:
+            return "; ".join(out) + f"; and {len(lines) - i} more workload(s) not ready (see reasons)"
+        out.append(line[:MAX_ERROR])
+        size += len(out[-1]) + 2
+    return "; ".join(out)
 
 
 def object_header(cluster: str, key: str) -> str:

@@ -218,3 +218,13 @@ def test_the_waiter_and_the_agent_give_the_same_reason():
 def test_a_reason_no_retry_fixes_fails_the_agent_s_workload(reason: str):
     bad = pod("new", "web-new-bbbbb", BAD_IMAGE, **waiting(reason, "nope", BAD_IMAGE))
     assert workload_status("Deployment", deployment(), [OLD, bad], [], RS)["status"] == FAILED
+
+
+def test_a_cluster_s_error_stays_within_an_event_s_message():
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import MAX_ERROR, _joined
+
+    lines = [f"Deployment/web-{i}: " + "ImagePullBackOff: x" * 30 for i in range(40)]
+    text = _joined(lines)
+    assert len(text) < MAX_ERROR + 200 and text.startswith(lines[0])
+    assert text.endswith("more workload(s) not ready (see reasons)")
+    assert _joined(lines[:2]) == "; ".join(lines[:2])
