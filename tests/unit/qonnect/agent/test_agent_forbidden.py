@@ -59,6 +59,7 @@ class FakeApiServer:
     def __init__(self):
         self.denied: set[str] = set()
         self.seen: list[str] = []
+        self.items: dict[str, list[dict]] = {"/api/v1/nodes": [NODE]}  # path -> its list's items
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -68,7 +69,7 @@ class FakeApiServer:
                 if path in outer.denied:
                     status, body = 403, forbidden(path)
                 else:
-                    items = [NODE] if path == "/api/v1/nodes" else []
+                    items = outer.items.get(path, [])
                     status, body = 200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}
                 data = json.dumps(body).encode()
                 self.send_response(status)
@@ -199,3 +200,49 @@ def test_the_documented_deploy_clusterrole_covers_what_deploy_touches():
     for verb in ("get", "list", "create", "patch", "delete"):
         assert ("", "namespaces", verb) in granted
     assert not any(verb in ("*", "update", "escalate", "bind", "impersonate") for _g, _r, verb in granted)
+
+
+def test_an_agent_without_the_replicasets_right_still_reports_the_new_pods_reason(apiserver, caplog):
+    """The right was added for issue 34 (a Deployment's current ReplicaSet names the pods whose
+    reasons count): an agent whose ClusterRole predates it keeps reporting, and takes the pods
+    running the template's images; the ReplicaSets are read only while a Deployment is not ready."""
+    server, kubeconfig = apiserver
+    collector = Collector(kubeconfig, timeout=5)
+    collector.collect()
+    assert "/apis/apps/v1/replicasets" not in server.seen  # nothing is rolling out
+    labels = {"app.kubernetes.io/managed-by": "qonnect", "app": "web"}
+    template = {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "web", "image": "web:2"}]}}
+    server.items["/apis/apps/v1/deployments"] = [
+        {
+            "metadata": {"name": "web", "namespace": "shop", "generation": 2, "labels": labels},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": template},
+            "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "readyReplicas": 1},
+        }
+    ]
+
+    def pod(name: str, image: str, state: dict) -> dict:
+        return {
+            "metadata": {"name": name, "namespace": "shop", "labels": labels},
+            "spec": {"containers": [{"name": "web", "image": image}]},
+            "status": {
+                "phase": "Pending",
+                "containerStatuses": [{"name": "web", "image": image, "state": state}],
+            },
+        }
+
+    server.items["/api/v1/pods"] = [
+        pod("web-old", "web:1", {"running": {}}),
+        pod(
+            "web-new",
+            "web:2",
+            {"waiting": {"reason": "ErrImagePull", "message": 'Failed to pull image "web:2"'}},
+        ),
+    ]
+    server.denied = {"/apis/apps/v1/replicasets"}
+    (workload,) = collector.collect()["workloads"]
+    assert "/apis/apps/v1/replicasets" in server.seen
+    assert workload["status"] == "Progressing"
+    assert workload["reason"].startswith(
+        'ErrImagePull: Failed to pull image "web:2" (pod web-new, container web)'
+    )
+    assert "cannot list replicasets (HTTP 403)" in caplog.text
