@@ -164,3 +164,26 @@ def test_a_crd_serves_its_custom_resources_until_it_is_deleted():
     store.delete("customresourcedefinitions", None, "widgets.example.com")
     with pytest.raises(ApiError):
         store.list("widgets.example.com", "default")
+
+
+def test_a_replicaset_refused_by_a_quota_shows_replica_failure():
+    async def scenario(store: Store, sim) -> None:
+        store.create(
+            "resourcequotas", "default", {"metadata": {"name": "two"}, "spec": {"hard": {"pods": "1"}}}
+        )
+        store.create("deployments", "default", _deployment(2))
+
+        def failure() -> str:
+            for rs in store.list("replicasets", "default")[0]:
+                for c in (rs.get("status") or {}).get("conditions") or []:
+                    if c["type"] == "ReplicaFailure" and c["status"] == "True":
+                        return c["message"]
+            return ""
+
+        message = await until(failure)
+        assert (
+            "is forbidden: exceeded quota: two, requested: pods=1, used: pods=1, limited: pods=1" in message
+        )
+        assert len(store.list("pods", "default")[0]) == 1
+
+    run_scenario(scenario, "paper", nodes=2)
