@@ -85,6 +85,13 @@ def test_the_agent_clusterrole_is_enough_and_every_right_in_it_is_needed(kube, t
     collector = Collector(agent_config, timeout=10)
     try:
         observed = wait_for(lambda: _collect(collector), 30, "the agent to read with its ClusterRole")
+        # its first read also says what the API server is (issue 34): discovery needs no right
+        # beyond the ClusterRole (Kubernetes grants it to every authenticated user)
+        server = observed["server"]
+        version = yaml.safe_load(kubectl(admin, "version", "-o", "json"))["serverVersion"]["gitVersion"]
+        assert server["kube_version"] == version
+        assert server["api_versions"] == sorted(set(kubectl(admin, "api-versions").split()))
+        assert {"v1", "apps/v1", "autoscaling/v2", "batch/v1", "policy/v1"} <= set(server["api_versions"])
         nodes = {n["name"]: n for n in observed["nodes"]}
         assert nodes[f"{CLUSTER}-control-plane"]["taints"] == [
             {"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}
