@@ -387,11 +387,11 @@ def record_history(conn: Conn, app: str, body: HistoryIn, by: str, now: float) -
                 max(body.started, body.ended),
             ),
         )
-    row = conn.one("SELECT COUNT(*), MIN(id) FROM history WHERE application = ?", (app,))
-    if row is not None and row[0] > HISTORY_KEPT:
-        conn.execute(
-            "DELETE FROM history WHERE application = ? AND id < ?", (app, row[1] + row[0] - HISTORY_KEPT)
-        )
+    conn.execute(  # ids are global: keep the application's newest HISTORY_KEPT rows
+        "DELETE FROM history WHERE application = ? AND id <= (SELECT id FROM history"
+        " WHERE application = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+        (app, app, HISTORY_KEPT),
+    )
     if body.version is not None and body.outcome != "superseded":
         _mark_version(conn, app, body, now)
     return len(body.changes)

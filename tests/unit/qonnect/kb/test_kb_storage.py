@@ -82,3 +82,37 @@ def test_the_token_cache_rereads_tokens_only_after_a_token_write(tmp_path):
     assert write(lambda c: auth.revoke_token_id(c, made["id"])) == 0
     assert reload() is False
     db.close()
+
+
+def test_history_keeps_each_applications_newest_rows(tmp_path, monkeypatch):
+    """Rows of several applications interleave (ids are global): each keeps its own newest."""
+    import time
+
+    from qonnect.kb import ops, queries
+    from qonnect.kb.models import HistoryIn
+
+    monkeypatch.setattr(ops, "HISTORY_KEPT", 3)
+    db = Database(f"sqlite://{tmp_path / 'kb.sqlite'}")
+    migrations.migrate(db)
+    conn = db.connect()
+    spec = {"apiVersion": "qonnect.io/v1", "kind": "Application", "metadata": {"name": "x"}}
+    for app in ("a", "b"):
+        ops.put_application(conn, app, spec, {"name": app}, time.time())
+    for i in range(5):
+        for app in ("a", "b"):
+            body = HistoryIn.model_validate(
+                {
+                    "version": 1,
+                    "trigger": "deploy",
+                    "outcome": "succeeded",
+                    "started": float(i),
+                    "ended": float(i),
+                    "changes": [{"service": "web", "from": [], "to": [f"c{i}"]}],
+                }
+            )
+            ops.record_history(conn, app, body, "admin", time.time())
+    with db.reader() as reader:
+        for app in ("a", "b"):
+            rows = queries.list_history(reader, app, 50)["history"]
+            assert [r["to"] for r in rows] == [["c4"], ["c3"], ["c2"]], app
+    db.close()
