@@ -228,3 +228,40 @@ def test_a_cluster_s_error_stays_within_an_event_s_message():
     assert len(text) < MAX_ERROR + 200 and text.startswith(lines[0])
     assert text.endswith("more workload(s) not ready (see reasons)")
     assert _joined(lines[:2]) == "; ".join(lines[:2])
+
+
+def test_a_statefulset_s_and_a_daemonset_s_current_pods():
+    def labelled(name: str, **labels: str) -> dict:
+        p = pod("x", name, "db:2", **waiting("ErrImagePull", "no", "db:2"))
+        p["metadata"]["labels"] = {"app": "web", **labels}
+        del p["metadata"]["ownerReferences"]
+        return p
+
+    sts = {
+        "kind": "StatefulSet",
+        "metadata": {"name": "web", "namespace": "guestbook", "generation": 2},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {
+            "observedGeneration": 2,
+            "readyReplicas": 1,
+            "updateRevision": "web-2",
+            "currentRevision": "web-1",
+        },
+    }
+    old, new = (
+        labelled("web-0", **{"controller-revision-hash": "web-1"}),
+        labelled("web-1", **{"controller-revision-hash": "web-2"}),
+    )
+    assert [p["metadata"]["name"] for p in current_pods(sts, [old, new])] == ["web-1"]
+    assert "(pod web-1, container web, image db:2)" in why_not_ready(sts, [old, new]).text
+    ds = {
+        "kind": "DaemonSet",
+        "metadata": {"name": "web", "namespace": "guestbook", "generation": 3},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"observedGeneration": 3, "desiredNumberScheduled": 2, "numberReady": 1},
+    }
+    old, new = (
+        labelled("web-a", **{"pod-template-generation": "2"}),
+        labelled("web-b", **{"pod-template-generation": "3"}),
+    )
+    assert [p["metadata"]["name"] for p in current_pods(ds, [old, new])] == ["web-b"]
