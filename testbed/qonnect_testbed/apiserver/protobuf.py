@@ -166,7 +166,49 @@ _MESSAGES: dict[str, Spec] = {
     "EnvVar": {1: ("name", "str", None), 2: ("value", "str", None)},
     "ResourceRequirements": {1: ("limits", "map", "quantity"), 2: ("requests", "map", "quantity")},
 }
-_KINDS = {"Namespace", "ConfigMap", "Secret", "ServiceAccount", "Service", "Deployment"}
+# batch/v1 (kubectl create job|cronjob); policies and success policies are refused (415)
+_MESSAGES.update(
+    {
+        "Job": {
+            1: ("metadata", "msg", "ObjectMeta"),
+            2: ("spec", "msg", "JobSpec"),
+            3: ("status", "skip", None),
+        },
+        "JobSpec": {
+            1: ("parallelism", "int0", None),
+            2: ("completions", "int0", None),
+            3: ("activeDeadlineSeconds", "int0", None),
+            4: ("selector", "msg", "LabelSelector"),
+            5: ("manualSelector", "bool", None),
+            6: ("template", "msg", "PodTemplateSpec"),
+            7: ("backoffLimit", "int0", None),
+            8: ("ttlSecondsAfterFinished", "int0", None),
+            9: ("completionMode", "str", None),
+            10: ("suspend", "bool", None),
+            12: ("backoffLimitPerIndex", "int0", None),
+            13: ("maxFailedIndexes", "int0", None),
+            14: ("podReplacementPolicy", "str", None),
+            15: ("managedBy", "str", None),
+        },
+        "JobTemplateSpec": {1: ("metadata", "msg", "ObjectMeta"), 2: ("spec", "msg", "JobSpec")},
+        "CronJob": {
+            1: ("metadata", "msg", "ObjectMeta"),
+            2: ("spec", "msg", "CronJobSpec"),
+            3: ("status", "skip", None),
+        },
+        "CronJobSpec": {
+            1: ("schedule", "str", None),
+            2: ("startingDeadlineSeconds", "int0", None),
+            3: ("concurrencyPolicy", "str", None),
+            4: ("suspend", "bool", None),
+            5: ("jobTemplate", "msg", "JobTemplateSpec"),
+            6: ("successfulJobsHistoryLimit", "int0", None),
+            7: ("failedJobsHistoryLimit", "int0", None),
+            8: ("timeZone", "str", None),
+        },
+    }
+)
+_KINDS = {"Namespace", "ConfigMap", "Secret", "ServiceAccount", "Service", "Deployment", "Job", "CronJob"}
 
 
 def _refuse(message: str) -> ApiError:

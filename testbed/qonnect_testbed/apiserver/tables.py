@@ -57,7 +57,7 @@ def _pod_status(pod: dict) -> str:
     if _get(pod, "metadata", "deletionTimestamp"):
         return "Terminating"
     for status in _get(pod, "status", "containerStatuses", default=[]):
-        waiting = _get(status, "state", "waiting", "reason")
+        waiting = _get(status, "state", "waiting", "reason") or _get(status, "state", "terminated", "reason")
         if waiting:
             return waiting
     return _get(pod, "status", "reason") or _get(pod, "status", "phase", default="Unknown")
@@ -108,8 +108,62 @@ def _containers(deploy: dict, field: str) -> str:
 
 
 NAME: Column = ("Name", "string", 0, lambda o: _get(o, "metadata", "name", default=""))
+
+
+def _job_status(job: dict) -> str:
+    for kind, text in (("Complete", "Complete"), ("Failed", "Failed")):
+        if any(
+            c.get("type") == kind and c.get("status") == "True"
+            for c in _get(job, "status", "conditions", default=[])
+        ):
+            return text
+    return "Running"
+
+
+def _hpa_reference(hpa: dict) -> str:
+    return f"{_get(hpa, 'spec', 'scaleTargetRef', 'kind', default='')}/{_get(hpa, 'spec', 'scaleTargetRef', 'name', default='')}"
+
+
+# kubectl's columns of the kinds whose status the emulator keeps (Jobs, claims, HPAs, PDBs)
+_STATUS_KIND_COLUMNS: dict[str, list[Column]] = {
+    "jobs": [
+        ("Status", "string", 0, _job_status),
+        (
+            "Completions",
+            "string",
+            0,
+            lambda o: (
+                f"{_get(o, 'status', 'succeeded', default=0)}/{_get(o, 'spec', 'completions', default=1)}"
+            ),
+        ),
+    ],
+    "persistentvolumeclaims": [
+        ("Status", "string", 0, lambda o: _get(o, "status", "phase", default="")),
+        ("Volume", "string", 0, lambda o: _get(o, "spec", "volumeName", default="")),
+        ("Capacity", "string", 0, lambda o: _get(o, "status", "capacity", "storage", default="")),
+        ("Access Modes", "string", 0, lambda o: ",".join(_get(o, "status", "accessModes", default=[]))),
+        ("StorageClass", "string", 0, lambda o: _get(o, "spec", "storageClassName", default="<unset>")),
+    ],
+    "horizontalpodautoscalers": [
+        ("Reference", "string", 0, _hpa_reference),
+        ("MinPods", "string", 0, lambda o: str(_get(o, "spec", "minReplicas", default=1))),
+        ("MaxPods", "string", 0, lambda o: str(_get(o, "spec", "maxReplicas", default=""))),
+        ("Replicas", "string", 0, lambda o: str(_get(o, "status", "currentReplicas", default=0))),
+    ],
+    "poddisruptionbudgets": [
+        ("Min Available", "string", 0, lambda o: str(_get(o, "spec", "minAvailable", default="N/A"))),
+        ("Max Unavailable", "string", 0, lambda o: str(_get(o, "spec", "maxUnavailable", default="N/A"))),
+        (
+            "Allowed Disruptions",
+            "string",
+            0,
+            lambda o: str(_get(o, "status", "disruptionsAllowed", default=0)),
+        ),
+    ],
+}
 AGE: Column = ("Age", "string", 0, _age)
 COLUMNS: dict[str, list[Column]] = {
+    **{k: [NAME, *v, AGE] for k, v in _STATUS_KIND_COLUMNS.items()},
     "pods": [
         NAME,
         ("Ready", "string", 0, _pod_ready),

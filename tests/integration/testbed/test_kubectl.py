@@ -93,8 +93,26 @@ def test_api_resources(kubectl):
         "leases",
         "configmaps",
         "secrets",
+        "jobs",
+        "cronjobs",
+        "horizontalpodautoscalers",
+        "persistentvolumeclaims",
+        "customresourcedefinitions",
     } <= set(rows)
     assert "apps/v1" in rows["deployments"] and "deploy" in rows["deployments"]
+    assert "autoscaling/v2" in rows["horizontalpodautoscalers"] and "hpa" in rows["horizontalpodautoscalers"]
+
+
+def test_get_job_prints_kubectls_columns(kubectl, kns):
+    """`kubectl create job` (a protobuf body) is stored; `get` prints kubectl's Job columns (this
+    server runs no controllers: the Job stays Running, 0/1; conformance tests its completion)."""
+    kubectl("create", "job", "once", "-n", kns, "--image=busybox:1.36", "--", "echo", "hi")
+    header, row = kubectl("get", "job", "once", "-n", kns).stdout.splitlines()
+    assert header.split()[:3] == ["NAME", "STATUS", "COMPLETIONS"] and row.split()[:3] == [
+        "once",
+        "Running",
+        "0/1",
+    ]
 
 
 def test_get_nodes(kubectl, cluster):
@@ -291,6 +309,8 @@ def test_dry_run_server_and_yaml_output(kubectl, kns, tmp_path):
         ("service", "nodeport", "gen-n", "--tcp=80:8080", "--node-port=30080"),
         ("secret", "generic", "gen-x", "--from-literal=user=admin", "--type=Opaque"),
         ("serviceaccount", "gen-sa"),
+        ("job", "gen-j", "--image=busybox:1.36", "--", "echo", "hi"),
+        ("cronjob", "gen-c", "--image=busybox:1.36", "--schedule=*/5 * * * *", "--", "date"),
     ],
 )
 def test_create_generators(kubectl, kns, generator):
