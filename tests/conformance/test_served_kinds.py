@@ -309,3 +309,34 @@ def test_a_pod_over_quota_is_refused_with_the_real_message(engine, ns):
         'pods "b" is forbidden: exceeded quota: compute, requested: requests.cpu=600m, '
         "used: requests.cpu=500m, limited: requests.cpu=1"
     )
+
+
+def test_a_cronjob_runs_a_job_each_minute(engine, ns):
+    """Within about a minute: a Job `<name>-<minutes since the epoch>` owned by the CronJob,
+    lastScheduleTime, and once the Job completes, lastSuccessfulTime."""
+    batch = client.BatchV1Api(engine.api())
+    template = {
+        "spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox:1.36"}]}
+    }
+    batch.create_namespaced_cron_job(
+        ns,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "tick"},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": template}}},
+        },
+    )
+    cron = wait_for(
+        lambda: (c := batch.read_namespaced_cron_job("tick", ns)).status.last_successful_time and c,
+        timeout=150,
+        what="CronJob tick lastSuccessfulTime",
+    )
+    scheduled = cron.status.last_schedule_time
+    job = batch.read_namespaced_job(f"tick-{int(scheduled.timestamp()) // 60}", ns)
+    assert [(r.kind, r.name, r.controller) for r in job.metadata.owner_references] == [
+        ("CronJob", "tick", True)
+    ]
+    assert job.metadata.annotations["batch.kubernetes.io/cronjob-scheduled-timestamp"] == scheduled.strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )

@@ -9,6 +9,7 @@ from typing import Any
 from qonnect_testbed.fleet import ClusterSpec
 from qonnect_testbed.sim.autoscaling import StatusOnly
 from qonnect_testbed.sim.base import Cache
+from qonnect_testbed.sim.cronjobs import CronJobs
 from qonnect_testbed.sim.daemonsets import DaemonSets
 from qonnect_testbed.sim.deployments import Deployments
 from qonnect_testbed.sim.endpoints import EndpointsController
@@ -57,6 +58,7 @@ class ClusterSim:
         self.daemonsets = DaemonSets(store, self.cache)
         self.endpoints = EndpointsController(store, self.cache)
         self.jobs = Jobs(store, self.cache)
+        self.cronjobs = CronJobs(store)
         self.volumes = Volumes(store)
         self.status_only = StatusOnly(store)
         self._tasks: list[asyncio.Task] = []
@@ -75,6 +77,7 @@ class ClusterSim:
             "services",
             "pods",
             "jobs",
+            "cronjobs",
             "persistentvolumes",
             "persistentvolumeclaims",
             "horizontalpodautoscalers",
@@ -91,6 +94,7 @@ class ClusterSim:
             self.daemonsets,
             self.endpoints,
             self.jobs,
+            self.cronjobs,
             self.volumes,
             self.status_only,
         ):
@@ -157,9 +161,15 @@ class ClusterSim:
             for ref in obj["metadata"].get("ownerReferences") or ():
                 if isinstance(ref, dict) and ref.get("kind") == "Job" and ref.get("controller"):
                     self.jobs.enqueue((key[0], ref.get("name", "")))
+        if resource == "jobs":
+            for ref in obj["metadata"].get("ownerReferences") or ():
+                if isinstance(ref, dict) and ref.get("kind") == "CronJob" and ref.get("controller"):
+                    self.cronjobs.enqueue((key[0], ref.get("name", "")))
         if current is None:
             return
-        if resource == "jobs":
+        if resource == "cronjobs":
+            self.cronjobs.enqueue(key)
+        elif resource == "jobs":
             self.jobs.enqueue(key)
         elif resource in ("persistentvolumeclaims", "persistentvolumes"):
             self.volumes.enqueue(key)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import calendar
+import time
+
 import pytest
 from qonnect_testbed.store import ApiError, Store
 from support.sim import run_scenario, until
@@ -185,5 +188,42 @@ def test_a_replicaset_refused_by_a_quota_shows_replica_failure():
             "is forbidden: exceeded quota: two, requested: pods=1, used: pods=1, limited: pods=1" in message
         )
         assert len(store.list("pods", "default")[0]) == 1
+
+    run_scenario(scenario, "paper", nodes=2)
+
+
+def _parse_stamp(stamp: str) -> float:
+    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def test_a_cronjob_makes_its_job_when_due():
+    async def scenario(store: Store, sim) -> None:
+        template = _job("x", completions=1)["spec"]
+        cron = store.create(
+            "cronjobs",
+            "default",
+            {
+                "metadata": {"name": "tick"},
+                "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": template}},
+            },
+        )
+        # as if it had last run three minutes ago: one Job for the latest missed minute
+        store.update(
+            "cronjobs",
+            "default",
+            dict(cron, status={"lastScheduleTime": "2020-01-01T00:00:00Z"}),
+            subresource="status",
+        )
+
+        def succeeded() -> dict:
+            status = store.get("cronjobs", "default", "tick").get("status") or {}
+            return status if status.get("lastSuccessfulTime") else {}
+
+        status = await until(succeeded)
+        # the Job of the latest due minute (one more may start if the test crosses a minute)
+        minutes = int(_parse_stamp(status["lastScheduleTime"]) // 60)
+        job = store.get("jobs", "default", f"tick-{minutes}")
+        assert job["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
+        assert len(store.list("jobs", "default")[0]) <= 2
 
     run_scenario(scenario, "paper", nodes=2)
