@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import (
     Readiness,
     ReadyWindow,
@@ -94,10 +95,13 @@ def _explain(
     current ReplicaSets' pods: k8s/reasons.py, the agent's answer too)."""
     out = []
     replicasets: list[dict] | None = None
-    if any(key[0] == "Deployment" and key in seen for key in pending):
-        replicasets = client.list("apps/v1", "ReplicaSet", namespace, selector)
-    if pods is None and seen:
-        pods = client.list("v1", "Pod", namespace)
+    try:
+        if any(key[0] == "Deployment" and key in seen for key in pending):
+            replicasets = client.list("apps/v1", "ReplicaSet", namespace, selector)
+        if pods is None and seen:
+            pods = client.list("v1", "Pod", namespace)
+    except K8sError:  # the cluster went away at the end: what the waiter saw is the answer
+        return [NotReady(kind, name, reason) for (kind, name), reason in sorted(pending.items())]
     for key, reason in sorted(pending.items()):
         obj = seen.get(key)
         why = why_not_ready(obj, pods or [], replicasets, key[0]) if obj is not None else None

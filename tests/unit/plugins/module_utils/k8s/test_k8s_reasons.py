@@ -265,3 +265,17 @@ def test_a_statefulset_s_and_a_daemonset_s_current_pods():
         labelled("web-b", **{"pod-template-generation": "3"}),
     )
     assert [p["metadata"]["name"] for p in current_pods(ds, [old, new])] == ["web-b"]
+
+
+def test_a_cluster_lost_when_the_wait_ends_keeps_what_the_waiter_saw():
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
+
+    class Gone(Lister):
+        def list(self, api_version, kind, namespace=None, label_selector=None):
+            if kind != "Deployment":
+                raise K8sError("cloud-1", "connection refused", 0)
+            return super().list(api_version, kind, namespace, label_selector)
+
+    cluster = Gone({"Deployment": [deployment()]})
+    (pending,) = waiter.wait_workloads(cluster, "guestbook", "guestbook", [("Deployment", "web")], 0.3)
+    assert pending.line() == "Deployment/web: 1 old replica(s) pending termination" and not pending.pods
