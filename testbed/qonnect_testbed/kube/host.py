@@ -27,6 +27,7 @@ from qonnect_testbed.kube.api import KubeApiError
 from qonnect_testbed.kube.binaries import KUBE_VERSION
 from qonnect_testbed.kube.control_plane import ControlPlane, ControlPlaneError, Timing
 from qonnect_testbed.kube.kubelet import LEASE_RENEW, FaultPolicy, Kubelets
+from qonnect_testbed.kube.volumes import Provisioner
 from qonnect_testbed.server import FederationHost
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def _collection(obj: dict[str, Any]) -> str:
 
 
 class KubeCluster:
-    """One real cluster: its control plane and its simulated kubelets."""
+    """One real cluster: its control plane, its simulated kubelets and volume provisioner."""
 
     def __init__(self, spec: ClusterSpec, plane: ControlPlane, policy: FaultPolicy) -> None:
         self.spec = spec
@@ -59,6 +60,7 @@ class KubeCluster:
         # (tests) would make every node flap - and a zone with every node down is not evicted.
         renew = min(LEASE_RENEW, plane.timing.node_monitor_grace_period / 4)
         self.kubelets = Kubelets(plane.api, spec, policy, KUBE_VERSION, renew_seconds=max(0.5, renew))
+        self.provisioner = Provisioner(plane.api, spec.name)
         self.address = plane.address
         self.restricted_kubeconfig: Path | None = None
         self.role_kubeconfigs: dict[str, Path] = {}  # role -> kubeconfig (identities.py)
@@ -175,8 +177,10 @@ class KubeFederationHost(FederationHost):
         write_private(self.directory / STATE_FILE, json.dumps(state, indent=2))
 
     async def _prepare_cluster(self, cluster: KubeCluster, ca_pem: bytes, deadline: float) -> None:
-        """Nodes registered, the restricted identity made, the default service account there."""
+        """Nodes registered, the default StorageClass and its provisioner, the restricted
+        identity made, the default service account there."""
         await cluster.kubelets.start()
+        await cluster.provisioner.start()
         cluster.restricted_kubeconfig = await self._restricted(cluster, ca_pem)
         for role in identities.ROLES:
             cluster.role_kubeconfigs[role] = await self._least_privilege(cluster, role, ca_pem)
@@ -260,6 +264,7 @@ class KubeFederationHost(FederationHost):
     async def stop(self) -> None:
         for cluster in self.clusters.values():
             await cluster.kubelets.stop()
+            await cluster.provisioner.stop()
         await asyncio.gather(*(c.plane.stop() for c in self.clusters.values()), return_exceptions=True)
         await self.control.stop()
         with contextlib.suppress(FileNotFoundError):
