@@ -117,3 +117,39 @@ def test_a_controller_run_overtaken_by_a_users_deploy_is_superseded(fleet: Stack
         assert status[3]["state"] == "ready", status
     finally:
         stack.stop_replicas()
+
+
+def test_a_heal_is_a_history_row_from_the_failed_cluster(fleet: Stack) -> None:
+    """Issue 34.5: a cluster-down move is recorded with from -> to, its decision, its outcome
+    and duration; the version is then ready where it moved."""
+    stack, app = fleet, "ledger"
+    deploy(stack, small_app(app, "1"))
+    (target,) = {t["cluster"] for targets in stack.placement(app).values() for t in targets}
+    stack.start_replicas(1, ["--agent-interval", "1"])
+    try:
+        leader = stack.wait_leader(30)
+        wait_for(lambda: app in (leader.status() or {}).get("versions", {}), 30, 0.2, f"{app} observed")
+        stack.testbed("fail", target)
+        try:
+            wait_for(lambda: stack.healthy_elsewhere(app, {target}), 150, 0.5, f"{app} healed off {target}")
+
+            def moved() -> list[dict]:
+                return [r for r in stack.admin.history(app)["history"] if r["by"] == "controller"]
+
+            (row,) = wait_for(moved, 30, 0.5, "the heal's history row")
+        finally:
+            stack.testbed("recover", target)
+        (now,) = {t["cluster"] for targets in stack.placement(app).values() for t in targets}
+        assert (row["version"], row["service"], row["trigger"], row["outcome"]) == (
+            1,
+            "web",
+            "cluster-down",
+            "succeeded",
+        )
+        assert (row["from"], row["to"]) == ([target], [now]) and now != target, row
+        decisions = [e for e in ours(stack, app) if e["type"] == journal.DECISION]
+        assert row["decision"] == decisions[-1]["ref"]["id"] and row["duration"] > 0
+        status = stack.admin.application_versions(app)[0]["status"]
+        assert now in status["ready"] and target not in status.get("failed", []), status
+    finally:
+        stack.stop_replicas()
