@@ -19,7 +19,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.utils import get_openapi
 
 import qonnect
-from qonnect.kb import auth, errors, merge, migrations
+from qonnect.kb import auth, errors, merge, migrations, redact
 from qonnect.kb.deps import KBState, Settings
 from qonnect.kb.fastpath import ReportFastPath
 from qonnect.kb.middleware import AccessLog, AuthFirst, SecurityHeaders
@@ -57,7 +57,7 @@ def open_state(settings: Settings) -> KBState:
         one_statement=frozenset({"report"}) if db.dialect in merge.ONE_STATEMENT else frozenset(),
     )
     writer.start()
-    return KBState(settings=settings, db=db, writer=writer)
+    return KBState(settings=settings, db=db, writer=writer, digest_key=redact.digest_key(db))
 
 
 def close_state(kb: KBState) -> None:

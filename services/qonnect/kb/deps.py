@@ -33,6 +33,7 @@ class KBState:
     db: Database
     writer: GroupWriter
     tokens: auth.TokenCache = field(default_factory=auth.TokenCache)
+    digest_key: bytes = b""  # the key of the Secret digests readers see (kb/redact.py)
 
     def lookup(self, digest: str) -> auth.Principal | None:
         with self.db.reader() as conn:

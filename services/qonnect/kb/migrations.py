@@ -253,6 +253,12 @@ MIGRATIONS: list[tuple[int, str, list[str | tuple[str, str]]]] = [
             "ALTER TABLE events ADD COLUMN data TEXT",
         ],
     ),
+    (
+        11,
+        "this KB's own random keys (the key of the Secret digests readers see, kb/redact.py)",
+        # hex text; written once by the first instance that opens the database (redact.digest_key)
+        ["CREATE TABLE kb_keys (name TEXT PRIMARY KEY, value TEXT NOT NULL)"],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

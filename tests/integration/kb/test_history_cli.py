@@ -8,7 +8,7 @@ import os
 import subprocess
 
 import pytest
-from conftest import qonnect_cmd
+from support import qonnect_cmd
 
 pytestmark = pytest.mark.timeout(120)
 

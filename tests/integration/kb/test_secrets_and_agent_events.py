@@ -50,15 +50,17 @@ def spec(name: str, image: str = "nginx:1") -> dict:
     }
 
 
-def digest(value: str) -> str:
-    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+def unkeyed(value: str) -> str:
+    """The plain SHA-256 a reader could compute from a guess (must never be answered)."""
+    return hashlib.sha256(value.encode()).hexdigest()
 
 
 def assert_redacted(doc: object) -> None:
-    """No Secret value anywhere in the answer; the digests are there."""
+    """No Secret value anywhere in the answer, nor its unkeyed hash; keyed digests are there."""
     text = json.dumps(doc)
     assert PASSWORD not in text and TOKEN_B64 not in text
-    assert digest(PASSWORD) in text and digest(TOKEN_B64) in text
+    assert unkeyed(PASSWORD) not in text and unkeyed(TOKEN_B64) not in text
+    assert "hmac-sha256:" in text
 
 
 def secrets_in(record: dict) -> list[dict]:
@@ -90,10 +92,17 @@ def test_readers_get_names_keys_and_digests_of_secrets(live_kb, fresh):
         record = kb.get_application(name)
         found = secrets_in(record)
         assert len(found) == 4  # two Secrets, each in the spec and in the normalized application
+        # one digest per value, the same in every Secret and every answer (a change shows), and
+        # different values have different digests
+        passwords = {s["stringData"]["password"] for s in found}
+        tokens = {s["data"]["token"] for s in found}
+        assert len(passwords) == 1 and len(tokens) == 1 and passwords != tokens, (passwords, tokens)
         for s in found:
             assert s["metadata"]["name"] in ("web-credentials", "db-credentials")
-            assert s["stringData"] == {"password": digest(PASSWORD)}
-            assert s["data"] == {"token": digest(TOKEN_B64)}
+            assert set(s["stringData"]) == {"password"} and set(s["data"]) == {"token"}
+            assert s["stringData"]["password"].startswith("hmac-sha256:")
+        first = [v for v in kb.application_versions(name) if v["version"] == 1]
+        assert secrets_in(first[0]) == found  # the same value: the same digest in version 1
         listed = [a for a in kb.changes()["applications"] if a["name"] == name]
         assert listed and secrets_in(listed[0]) == found
     # admin and controller tokens read them whole (the controller deploys them)

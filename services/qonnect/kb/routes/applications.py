@@ -41,7 +41,7 @@ Version = Annotated[int, Path(ge=1, le=MAX_INT)]
 def list_applications(who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
         found = queries.list_applications(conn)
-    return {"applications": [for_reader(a, who) for a in found]}  # Secrets: kb/redact.py
+    return {"applications": [for_reader(a, who, kb.digest_key) for a in found]}  # Secrets: kb/redact.py
 
 
 @router.get(
@@ -52,7 +52,7 @@ def list_applications(who: Who, kb: KB) -> dict:
 )
 def get_application(name: Name, who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
-        return for_reader(queries.get_application(conn, name), who)
+        return for_reader(queries.get_application(conn, name), who, kb.digest_key)
 
 
 @router.put(
@@ -81,7 +81,7 @@ async def put_application(
     with kb.db.reader() as conn:  # this write's version, even if another one followed
         record = queries.get_application(conn, name, result["version"])
     record["changed"] = result["changed"]
-    return for_reader(record, who)
+    return for_reader(record, who, kb.digest_key)
 
 
 @router.delete("/applications/{name}", status_code=204, response_class=Response, responses=errors(404))
@@ -96,13 +96,13 @@ async def delete_application(name: Name, who: Who, kb: KB) -> Response:
 def list_versions(name: Name, who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
         found = queries.list_versions(conn, name)
-    return {"versions": [for_reader(v, who) for v in found]}
+    return {"versions": [for_reader(v, who, kb.digest_key) for v in found]}
 
 
 @router.get("/applications/{name}/versions/{version}", response_model=VersionOut, responses=errors(404))
 def get_version(name: Name, version: Version, who: Who, kb: KB) -> dict:
     with kb.db.reader() as conn:
-        return for_reader(queries.list_versions(conn, name, version)[0], who)
+        return for_reader(queries.list_versions(conn, name, version)[0], who, kb.digest_key)
 
 
 @router.post("/applications/{name}/rollback", response_model=RollbackOut, responses=errors(404, 409))

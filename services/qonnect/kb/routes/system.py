@@ -190,7 +190,7 @@ def changes(
     with kb.db.reader() as conn:
         doc = queries.changes(conn, now, kb.settings.heartbeat_timeout, since, stale_after, limit, after)
     doc["clusters"] = [_as_inventory(c) for c in doc["clusters"]]
-    doc["applications"] = [for_reader(a, who) for a in doc["applications"]]  # kb/redact.py
+    doc["applications"] = [for_reader(a, who, kb.digest_key) for a in doc["applications"]]  # kb/redact.py
     doc["cursor"] = f"{INSTANCE}:{now!r}"
     body = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return Response(body, media_type="application/json")
