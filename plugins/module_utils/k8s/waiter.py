@@ -20,7 +20,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.keys import APP_LABEL
 
 CRASH_PREFIX = "crash-looping:"  # how readiness.ReadyWindow names a crash loop it failed
 
-__all__ = ["NotReady", "not_ready_reason", "wait_ready", "wait_workloads", "workload_ready"]
+__all__ = ["NotReady", "wait_ready", "wait_workloads", "workload_ready"]
 
 
 @dataclass(frozen=True)
@@ -42,11 +42,6 @@ class NotReady:
             "reason": self.reason,
             "pods": [p.to_dict() for p in self.pods],
         }
-
-
-def not_ready_reason(obj: dict) -> str:
-    """Why a workload is not ready, for the deploy result (see k8s/readiness.py)."""
-    return readiness(obj).reason or "not ready"
 
 
 def _mark(
