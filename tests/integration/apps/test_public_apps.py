@@ -2,8 +2,8 @@
 
 Each application under ``tests/apps`` (unchanged; SOURCE.md names its repository, commit and
 licence) is given to qonnect.core by a QoS spec that only points at it, the way a platform team
-tries its own software: it plans, deploys (changed, then changed=0), runs Ready, heals when the
-cluster it runs on fails, and is removed leaving nothing it owns on any cluster.
+tries its own software: it plans, deploys (changed, then changed=0), runs Ready, heals when its
+busiest cluster fails, and is removed leaving nothing it owns on any cluster.
 
 Real processes throughout: the testbed (emulated clusters, or real control planes with
 ``engine=kube``), the KB, one agent per cluster, three controller replicas, ansible-playbook.
@@ -71,11 +71,47 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-# the kinds each application must have on its cluster once deployed (read from the cluster)
+WEBAPP = APPS / "podinfo-webapp" / "bases"
+CASES["podinfo-webapp"] = {
+    "apiVersion": "qonnect.io/v1",
+    "kind": "Application",
+    "metadata": {"name": "webapp", "namespace": "webapp"},
+    "spec": {
+        "objective": {"latency": 1.0},
+        "services": [
+            {
+                "name": "frontend",
+                "tier": "edge",
+                "dependsOn": ["backend", "cache"],
+                "manifests": [{"kustomize": str(WEBAPP / "frontend")}],
+            },
+            {
+                "name": "backend",
+                "tier": "fog",
+                "dependsOn": ["cache"],
+                "manifests": [{"kustomize": str(WEBAPP / "backend")}],
+            },
+            {"name": "cache", "tier": "fog", "manifests": [{"kustomize": str(WEBAPP / "cache")}]},
+            {"name": "database", "tier": "cloud", "manifests": [{"kustomize": str(WEBAPP / "database")}]},
+        ],
+    },
+}
+
+# the kinds each application must have on its clusters once deployed (read from the clusters)
 EXPECTED = {
     "podinfo-helm": {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"},
     "podinfo-kustomize": {"Deployment", "Service", "HorizontalPodAutoscaler"},
     "wordpress": {"Deployment", "Service", "PersistentVolumeClaim", "Secret"},
+    "podinfo-webapp": {
+        "Deployment",
+        "StatefulSet",
+        "Service",
+        "HorizontalPodAutoscaler",
+        "PersistentVolumeClaim",
+        "ConfigMap",
+        "CronJob",
+        "ServiceAccount",
+    },
 }
 
 
@@ -84,7 +120,7 @@ def fleet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     stack = Stack(tmp_path_factory.mktemp(f"apps-{request.param}"))
     try:
         stack.start_kb()
-        stack.start_testbed(3 if request.param == "kube" else 6, engine=request.param)
+        stack.start_testbed(5 if request.param == "kube" else 6, engine=request.param)
         stack.start_agents(1.0)
         stack.engine = request.param  # type: ignore[attr-defined]
         yield stack
@@ -133,6 +169,9 @@ def _owned(stack: Stack, cluster: str, app: str) -> list[str]:
         ("ConfigMap", core.list_config_map_for_all_namespaces),
         ("HorizontalPodAutoscaler", autoscaling.list_horizontal_pod_autoscaler_for_all_namespaces),
         ("PodDisruptionBudget", client.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces),
+        ("StatefulSet", apps.list_stateful_set_for_all_namespaces),
+        ("CronJob", client.BatchV1Api(api).list_cron_job_for_all_namespaces),
+        ("ServiceAccount", core.list_service_account_for_all_namespaces),
     ):
         found += [f"{kind}/{o.metadata.name}" for o in lister(label_selector=selector).items]
     return found
@@ -140,6 +179,15 @@ def _owned(stack: Stack, cluster: str, app: str) -> list[str]:
 
 def _placed(stack: Stack, app: str) -> set[str]:
     return {t["cluster"] for targets in stack.placement(app).values() for t in targets}
+
+
+def _busiest(stack: Stack, app: str) -> str:
+    """The cluster that runs most of the application's services (ties: by name)."""
+    counts: dict[str, int] = {}
+    for targets in stack.placement(app).values():
+        for cluster in {t["cluster"] for t in targets}:
+            counts[cluster] = counts.get(cluster, 0) + 1
+    return min(counts, key=lambda c: (-counts[c], c))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -168,19 +216,22 @@ def test_a_public_application_plans_deploys_heals_and_is_removed(fleet: Stack, c
     )
     assert planned.returncode == 0, planned.stdout + planned.stderr
     plan = json.loads(planned.stdout)
-    assert plan["services"]["web"], plan
+    services = {s["name"] for s in body["spec"]["services"]}
+    assert set(plan["services"]) == services and all(plan["services"].values()), plan
 
     first = _playbook(stack, "deploy", {"app_file": str(spec), "wait_timeout": 180})
     assert first.returncode == 0 and _recap(first)["changed"] >= 1, (
         first.stdout[-4000:] + first.stderr[-2000:]
     )
-    (home,) = _placed(stack, app)
-    wait_for(lambda: stack.healthy_elsewhere(app, set()), 120, 0.5, f"{app} Healthy on {home}")
-    kinds = {name.split("/")[0] for name in _owned(stack, home, app)}
+    placed = _placed(stack, app)
+    home = _busiest(stack, app)
+    wait_for(lambda: stack.healthy_elsewhere(app, set()), 120, 0.5, f"{app} Healthy on {placed}")
+    kinds = {name.split("/")[0] for cluster in placed for name in _owned(stack, cluster, app)}
     assert EXPECTED[case] <= kinds, (EXPECTED[case] - kinds, kinds)
-    core = client.CoreV1Api(_api(stack, home))
-    for claim in core.list_namespaced_persistent_volume_claim(app).items:  # bound, as a pod needs
-        assert claim.status.phase == "Bound", (claim.metadata.name, claim.status)
+    for cluster in placed:  # every claim bound, as its pods need
+        core = client.CoreV1Api(_api(stack, cluster))
+        for claim in core.list_namespaced_persistent_volume_claim(app).items:
+            assert claim.status.phase == "Bound", (cluster, claim.metadata.name, claim.status)
 
     again = _playbook(stack, "deploy", {"app_file": str(spec), "wait_timeout": 180})
     assert again.returncode == 0, again.stdout[-4000:]
