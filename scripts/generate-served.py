@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write testbed/qonnect_testbed/store/served_v1_34.json from a real API server's own discovery.
 
 The emulator serves what this file lists (store/resources.py loads it), so its resource types

@@ -22,7 +22,8 @@ options:
   exclude:
     description:
       - Clusters not to use, for example a failed or drained cluster.
-      - Each must be a cluster of the inventory (the KB's, or the placement module's given inventory); an unknown name is an error naming it and the known clusters, and nothing is stored or applied.
+      - Each must be a cluster of the inventory (the KB's, or the placement module's given inventory).
+      - An unknown name is an error naming it and the known clusters, and nothing is stored or applied.
       - A controller's fenced run is not checked (its exclusions are its own decisions').
     type: list
     elements: str

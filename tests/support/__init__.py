@@ -34,6 +34,26 @@ def qonnect_reference() -> Path:
     raise FileNotFoundError("shared/qonnect-reference is not beside the checkout; set QONNECT_REFERENCE")
 
 
+def project_helm() -> Path:
+    """The bin directory of the project's helm: in a checkout scripts/build-helm.sh builds it once
+    into its cache (a warm cache builds nothing); in a copy without scripts (ansible-test units)
+    the cache `make kube` filled. Raises RuntimeError when neither has it (tests then fail, not
+    skip)."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "build-helm.sh"
+    if script.exists():
+        done = subprocess.run(
+            ["bash", str(script)], capture_output=True, text=True, timeout=1800, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"scripts/build-helm.sh failed: {done.stderr[-2000:]}")
+        return Path(done.stdout.strip().splitlines()[-1])
+    cache = Path(os.environ.get("QONNECT_HELM_CACHE") or Path.home() / ".cache" / "qonnect" / "helm")
+    found = sorted(cache.glob("v*-b*/bin/helm"))  # VERSION-bBUILD: helm's own Kubernetes defaults
+    if not found:
+        raise RuntimeError(f"the project's helm is not built in {cache} (make kube)")
+    return found[-1].parent
+
+
 def qonnect_cmd(*args: str) -> list[str]:
     """Command line of ``qonnect ARGS`` with the test session's interpreter."""
     return [QONNECT, *args]

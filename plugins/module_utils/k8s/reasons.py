@@ -164,7 +164,6 @@ def current_pods(obj: dict, pods: list[dict], replicasets: list[dict] | None = N
     if namespace is not None:  # the agent passes every pod of the cluster: the cheap test first
         pods = [p for p in pods if (p.get("metadata") or {}).get("namespace", namespace) == namespace]
     mine = pods_of(obj, pods)
-    labels = lambda p: (p.get("metadata") or {}).get("labels") or {}  # noqa: E731
     if kind == "Deployment":
         rs = current_replicaset(obj, replicasets or [])
         if rs is not None:
@@ -172,21 +171,21 @@ def current_pods(obj: dict, pods: list[dict], replicasets: list[dict] | None = N
             mine = [
                 p
                 for p in mine
-                if _owned_by(p, rs, "ReplicaSet") or (hash_ and labels(p).get("pod-template-hash") == hash_)
+                if _owned_by(p, rs, "ReplicaSet") or (hash_ and _labels(p).get("pod-template-hash") == hash_)
             ]
         else:
             mine = [p for p in mine if _runs_template(obj, p)]
     elif kind == "StatefulSet":
         revision = (obj.get("status") or {}).get("updateRevision")
         if revision:
-            mine = [p for p in mine if labels(p).get("controller-revision-hash") == revision]
+            mine = [p for p in mine if _labels(p).get("controller-revision-hash") == revision]
     elif kind == "DaemonSet":
         meta = obj.get("metadata") or {}
         generation = str(
             (meta.get("annotations") or {}).get(DS_GENERATION_ANNOTATION) or meta.get("generation") or ""
         )
-        if generation and any("pod-template-generation" in labels(p) for p in mine):
-            mine = [p for p in mine if labels(p).get("pod-template-generation") == generation]
+        if generation and any("pod-template-generation" in _labels(p) for p in mine):
+            mine = [p for p in mine if _labels(p).get("pod-template-generation") == generation]
         else:
             mine = [p for p in mine if _runs_template(obj, p)]
     elif kind == "ReplicaSet":
@@ -251,6 +250,10 @@ def _failed_create(owner: dict, name: str = "") -> PodReason | None:
                 condition="ReplicaFailure",
             )
     return None
+
+
+def _labels(pod: dict) -> dict:
+    return (pod.get("metadata") or {}).get("labels") or {}
 
 
 def why_not_ready(

@@ -27,7 +27,7 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Union
 
 from ansible_collections.qonnect.core.plugins.module_utils import kube_versions, spec_yaml
 from ansible_collections.qonnect.core.plugins.module_utils.qos.checks import SpecChecker, typename
@@ -58,7 +58,7 @@ MAX_CHART_YAML_BYTES = 1 << 20
 
 # The inventory's cluster entries a chart is rendered for (``kube_version``, ``api_versions``),
 # or a callable giving them (asked only when a spec has a chart), or None: Helm's defaults.
-Clusters = list | Callable[[], list] | None
+Clusters = Union[list, Callable[[], list], None]  # noqa: UP007 (a runtime alias: Union, as the sanity pylint wants)
 
 
 def tool_path(name: str) -> str | None:

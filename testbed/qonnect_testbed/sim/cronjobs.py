@@ -89,7 +89,7 @@ class Schedule:
     def next_after(self, moment: datetime) -> datetime:
         """The first scheduled minute strictly after moment (in moment's time zone)."""
         t = moment.replace(second=0, microsecond=0) + timedelta(minutes=1)
-        for _ in range(200000):
+        for _minute in range(200000):
             if t.month not in self.sets[3]:
                 t = (t.replace(day=1, hour=0, minute=0) + timedelta(days=32)).replace(day=1)
             elif not self._day(t):

@@ -78,7 +78,7 @@ class Jobs(Controller):
             conditions = set_condition(conditions, "Failed", "True", "BackoffLimitExceeded", message, stamp)
         else:
             remaining = (int(completions) - succeeded) if completions is not None else parallelism
-            for _ in range(max(0, min(parallelism, remaining) - len(active))):
+            for _missing in range(max(0, min(parallelism, remaining) - len(active))):
                 active.append(self._create_pod(job))
         for c in conditions:
             c.setdefault("lastProbeTime", stamp)

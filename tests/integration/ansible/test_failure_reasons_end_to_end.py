@@ -92,7 +92,7 @@ def test_an_unpullable_image_is_named_by_deploy_its_event_and_status(federation,
 
         # the agent reports the new revision's reason; status shows it, not the old pod's 1/1
         line = wait_for(
-            lambda: (lambda x: x if any(r in x for r in PULL_REASONS) else None)(status_line(federation)),
+            lambda: _with_reason(status_line(federation)),
             60,
             "qonnect status to show the agent's reason",
         )
@@ -103,3 +103,8 @@ def test_an_unpullable_image_is_named_by_deploy_its_event_and_status(federation,
     finally:
         removed = federation.playbook("qonnect.core.remove", "-e", f"app={APP}")
         assert recap(removed)["failed"] == 0, removed.stdout + removed.stderr
+
+
+def _with_reason(line: str) -> str | None:
+    """The status line when it names one of the pull reasons, else None (keep waiting)."""
+    return line if any(r in line for r in PULL_REASONS) else None

@@ -4,12 +4,15 @@ first, with from -> to, trigger, outcome and the failure's detail."""
 from __future__ import annotations
 
 import pytest
-from test_status_page import browser, text, until  # noqa: F401 (the browser fixture)
+import test_status_page
+from test_status_page import text, until
+
+browser = test_status_page.browser  # that module's headless Chromium fixture, found by its name
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def test_history_panel_shows_moves_newest_first(federation, browser) -> None:  # noqa: F811
+def test_history_panel_shows_moves_newest_first(federation, browser) -> None:
     app = "bookinfo"
     version = federation.admin.get_application(app)["version"]
     for outcome, src, dst, trigger in (

@@ -196,7 +196,10 @@ def test_controller_leader_and_term_come_from_its_status_endpoint(federation, co
     assert "http://127.0.0.1:9: UNREACHABLE" in run.stdout
 
 
-PULL = 'ImagePullBackOff: Back-off pulling image "qonnect.test/pull-fail/ratings:2" (pod ratings-v1-7d9-x2k, container ratings); 1 old replica(s) pending termination'
+PULL = (
+    'ImagePullBackOff: Back-off pulling image "qonnect.test/pull-fail/ratings:2" '
+    "(pod ratings-v1-7d9-x2k, container ratings); 1 old replica(s) pending termination"
+)
 
 
 def test_a_failing_new_revision_shows_its_reason_not_its_old_pods_ready(federation) -> None:

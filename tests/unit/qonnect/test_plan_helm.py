@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from qonnect.cli import main
+from support import project_helm
 
 ROOT = Path(__file__).resolve().parents[3]
 PODINFO = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "podinfo" / "podinfo-6.14.1.tgz"
@@ -19,16 +19,10 @@ PODINFO = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "pod
 
 @pytest.fixture
 def helm_on_path(monkeypatch):
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "build-helm.sh")],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"scripts/build-helm.sh failed: {done.stderr[-2000:]}")
-    bin_dir = done.stdout.strip().splitlines()[-1]
+    try:
+        bin_dir = project_helm()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
 
 

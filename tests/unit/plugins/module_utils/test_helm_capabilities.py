@@ -20,6 +20,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement import (
     place,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.qos import QosSpecError, load_application
+from support import project_helm
 
 ROOT = Path(__file__).resolve().parents[4]
 CHARTS = Path(__file__).resolve().parent / "charts"
@@ -29,21 +30,11 @@ CAPS = CHARTS / "capabilities"
 
 @pytest.fixture(scope="module")
 def helm_bin() -> Path:
-    """The project's helm (scripts/build-helm.sh; a warm cache builds nothing), else the cache
-    `make kube` filled (ansible-test units ships no scripts); none fails the tests."""
-    script = ROOT / "scripts" / "build-helm.sh"
-    if script.exists():
-        done = subprocess.run(
-            ["bash", str(script)], capture_output=True, text=True, timeout=1800, check=False
-        )
-        if done.returncode != 0:
-            pytest.fail(f"scripts/build-helm.sh failed: {done.stderr[-2000:]}")
-        return Path(done.stdout.strip().splitlines()[-1])
-    cache = Path(os.environ.get("QONNECT_HELM_CACHE") or Path.home() / ".cache" / "qonnect" / "helm")
-    found = sorted(cache.glob("v*-b*/bin/helm"))
-    if not found:
-        pytest.fail(f"the project's helm is not built in {cache} (make kube)")
-    return found[-1].parent
+    """The project's helm (support.project_helm); none found fails the tests."""
+    try:
+        return project_helm()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture

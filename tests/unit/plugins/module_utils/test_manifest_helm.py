@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import jsonschema
@@ -20,6 +19,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     load_application_file,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.qos import manifests as manifests_module
+from support import project_helm
 
 ROOT = Path(__file__).resolve().parents[4]
 CHART = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "twotier"
@@ -27,22 +27,11 @@ CHART = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "twoti
 
 @pytest.fixture(scope="module")
 def helm_bin() -> Path:
-    """The project's helm: in a checkout scripts/build-helm.sh builds it once into its cache (a
-    warm cache builds nothing); in the installed collection (ansible-test units, which ships no
-    scripts) the cache `make kube` filled. None found fails the tests, it does not skip them."""
-    script = ROOT / "scripts" / "build-helm.sh"
-    if script.exists():
-        done = subprocess.run(
-            ["bash", str(script)], capture_output=True, text=True, timeout=1800, check=False
-        )
-        if done.returncode != 0:
-            pytest.fail(f"scripts/build-helm.sh failed: {done.stderr[-2000:]}")
-        return Path(done.stdout.strip().splitlines()[-1])
-    cache = Path(os.environ.get("QONNECT_HELM_CACHE") or Path.home() / ".cache" / "qonnect" / "helm")
-    found = sorted(cache.glob("v*-b*/bin/helm"))  # VERSION-bBUILD: helm's own Kubernetes defaults
-    if not found:
-        pytest.fail(f"the project's helm is not built in {cache} (make kube)")
-    return found[-1].parent
+    """The project's helm (support.project_helm); none found fails the tests, it does not skip them."""
+    try:
+        return project_helm()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import copy
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from ansible_collections.qonnect.core.plugins.modules import application, placement
+from support import project_helm
 
 ROOT = Path(__file__).resolve().parents[4]
 PODINFO = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "podinfo" / "podinfo-6.14.1.tgz"
@@ -21,22 +21,11 @@ CAPS = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "capabi
 
 @pytest.fixture
 def helm_on_path(monkeypatch):
-    """The project's helm: scripts/build-helm.sh in a checkout (a warm cache builds nothing),
-    else the cache `make kube` filled (ansible-test units ships no scripts); none fails."""
-    script = ROOT / "scripts" / "build-helm.sh"
-    if script.exists():
-        done = subprocess.run(
-            ["bash", str(script)], capture_output=True, text=True, timeout=1800, check=False
-        )
-        if done.returncode != 0:
-            pytest.fail(f"scripts/build-helm.sh failed: {done.stderr[-2000:]}")
-        bin_dir = done.stdout.strip().splitlines()[-1]
-    else:
-        cache = Path(os.environ.get("QONNECT_HELM_CACHE") or Path.home() / ".cache" / "qonnect" / "helm")
-        found = sorted(cache.glob("v*-b*/bin/helm"))
-        if not found:
-            pytest.fail(f"the project's helm is not built in {cache} (make kube)")
-        bin_dir = str(found[-1].parent)
+    """The project's helm first on PATH (support.project_helm); none found fails."""
+    try:
+        bin_dir = project_helm()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 

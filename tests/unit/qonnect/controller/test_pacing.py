@@ -133,7 +133,7 @@ def test_a_version_its_deploy_failed_is_not_placed_by_the_controller():
     assert keep == [] and observe == []
     assert "failed in its user's deploy" in pacer.waiting()["shop"]
     # the fix (version 4) stored after the failure: the controller places it if no deploy does
-    keep, _ = pacer.pace([spec_changed(version=4)], [], 1000.0, lambda app: failed)
+    keep, _waiting = pacer.pace([spec_changed(version=4)], [], 1000.0, lambda app: failed)
     assert keep == [spec_changed(version=4)]
 
 
