@@ -7,7 +7,10 @@ store/defaults.py's `standard`, the real engine the same class with its own prov
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from conformance_engines import pod
 from kubernetes import client
 from support import wait_for
 
@@ -50,3 +53,40 @@ def test_a_claim_without_a_class_gets_the_default_and_binds(engine, ns):
         stored.metadata.uid,
     )
     assert volume.metadata.annotations["pv.kubernetes.io/provisioned-by"].startswith("qonnect.test/")
+
+
+def test_a_claim_a_pod_uses_is_kept_until_the_pod_is_gone(engine, ns):
+    """StorageObjectInUseProtection: every claim carries the pvc-protection finalizer; deleting a
+    claim a pod uses only marks it, and it goes once the pod has gone (charts such as Grafana's
+    also set that finalizer themselves, so a removal waits on it on every engine)."""
+    core = engine.core()
+    claim = {
+        "metadata": {"name": "held"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    stored = core.create_namespaced_persistent_volume_claim(ns, claim)
+    assert "kubernetes.io/pvc-protection" in (stored.metadata.finalizers or [])
+    wait_for(
+        lambda: core.read_namespaced_persistent_volume_claim("held", ns).status.phase == "Bound",
+        timeout=60,
+        what="claim held Bound",
+    )
+    user = pod("user")
+    user["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "held"}}]
+    core.create_namespaced_pod(ns, user)
+    core.delete_namespaced_persistent_volume_claim("held", ns)
+    marked = core.read_namespaced_persistent_volume_claim("held", ns)
+    assert marked.metadata.deletion_timestamp is not None
+    time.sleep(2)  # the controller had its chance: the pod still uses the claim, so it stays
+    assert core.read_namespaced_persistent_volume_claim("held", ns).metadata.deletion_timestamp
+
+    core.delete_namespaced_pod("user", ns, grace_period_seconds=0)
+
+    def gone() -> bool:
+        try:
+            core.read_namespaced_persistent_volume_claim("held", ns)
+        except client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_for(gone, timeout=60, what="claim held gone once its pod is")

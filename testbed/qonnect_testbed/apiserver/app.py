@@ -330,6 +330,9 @@ def _propagation(request: web.Request, options: dict) -> str:
     return policy
 
 
+RETURNS_DELETED_OBJECT = ("pods", "namespaces", "persistentvolumes", "persistentvolumeclaims")
+
+
 async def _delete(
     request: web.Request, store: Store, rt: ResourceType, namespace: str | None, name: str
 ) -> web.Response:
@@ -344,9 +347,11 @@ async def _delete(
         precondition_uid=pre.get("uid"),
         precondition_rv=pre.get("resourceVersion"),
     )
-    if rt.plural in ("pods", "namespaces"):
-        return _json(deleted)
     meta = deleted["metadata"]
+    # real servers answer with the object when it is only marked (finalizers keep it) and for the
+    # kinds whose storage returns the deleted object; with a Status for the rest
+    if rt.plural in RETURNS_DELETED_OBJECT or (meta.get("deletionTimestamp") and meta.get("finalizers")):
+        return _json(deleted)
     return _json(
         {
             "kind": "Status",

@@ -20,7 +20,7 @@ from qonnect_testbed.sim.nodes import NodeController, lifecycle_taints
 from qonnect_testbed.sim.objects import controller_uid, is_true, key_of
 from qonnect_testbed.sim.scheduler import Scheduler
 from qonnect_testbed.sim.statefulsets import StatefulSets
-from qonnect_testbed.sim.volumes import Volumes
+from qonnect_testbed.sim.volumes import Volumes, claims_of
 from qonnect_testbed.store import Store
 
 DEFAULT_HEARTBEAT_SECONDS = 10.0
@@ -161,6 +161,11 @@ class ClusterSim:
             for ref in obj["metadata"].get("ownerReferences") or ():
                 if isinstance(ref, dict) and ref.get("kind") == "Job" and ref.get("controller"):
                     self.jobs.enqueue((key[0], ref.get("name", "")))
+        if resource == "pods" and (
+            current is None or (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        ):
+            for claim in claims_of(obj):  # a claim marked for deletion may now be unused
+                self.volumes.enqueue((key[0], claim))
         if resource == "jobs":
             for ref in obj["metadata"].get("ownerReferences") or ():
                 if isinstance(ref, dict) and ref.get("kind") == "CronJob" and ref.get("controller"):

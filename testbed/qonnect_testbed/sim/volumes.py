@@ -6,6 +6,8 @@ store/defaults.py) gets a new PersistentVolume ``pvc-<claim uid>`` of the reques
 provisioning); any other claim binds to an Available PersistentVolume of its class with enough
 capacity and the access modes it asks for (static binding), and stays Pending if there is none.
 Both ends are written as the PV controller writes them (claimRef / volumeName, phase Bound).
+A claim marked for deletion loses its ``kubernetes.io/pvc-protection`` finalizer once no running
+pod uses it, as kube-controller-manager's pvc-protection controller does (then it is gone).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.quantity import parse
 
 from qonnect_testbed.sim.base import Controller
 from qonnect_testbed.store import Store
-from qonnect_testbed.store.defaults import DEFAULT_STORAGE_CLASS
+from qonnect_testbed.store.defaults import DEFAULT_STORAGE_CLASS, PVC_PROTECTION
 
 PROVISIONER = DEFAULT_STORAGE_CLASS["provisioner"]
 
@@ -26,6 +28,20 @@ def _size(value: object) -> float:
         return float(parse_quantity_decimal(str(value)))
     except ValueError:
         return 0.0
+
+
+def claims_of(pod: dict) -> list[str]:
+    """The claims a pod's volumes name."""
+    return [
+        str((v.get("persistentVolumeClaim") or {}).get("claimName"))
+        for v in (pod.get("spec") or {}).get("volumes") or []
+        if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
+    ]
+
+
+def uses(pod: dict, claim: str) -> bool:
+    """A pod that has not finished and names the claim (what pvc-protection waits for)."""
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and claim in claims_of(pod)
 
 
 class Volumes(Controller):
@@ -60,7 +76,10 @@ class Volumes(Controller):
             return
         claim = found[0]
         spec = claim.get("spec") or {}
-        if (claim.get("status") or {}).get("phase") == "Bound" or claim["metadata"].get("deletionTimestamp"):
+        if claim["metadata"].get("deletionTimestamp"):
+            self._release(claim)
+            return
+        if (claim.get("status") or {}).get("phase") == "Bound":
             return
         klass = spec.get("storageClassName") or ""
         wanted = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "0")
@@ -102,6 +121,21 @@ class Volumes(Controller):
         }
         self.store.update(
             "persistentvolumeclaims", namespace, dict(bound, status=status), subresource="status"
+        )
+
+    def _release(self, claim: dict) -> None:
+        """A claim marked for deletion: drop its protection finalizer when no pod that has not
+        finished uses it (the store then removes it)."""
+        meta = claim["metadata"]
+        finalizers = meta.get("finalizers") or []
+        if PVC_PROTECTION not in finalizers:
+            return
+        pods = self.store.list_refs("pods", meta.get("namespace"))[0]
+        if any(uses(pod, meta["name"]) for pod in pods):
+            return
+        rest = [f for f in finalizers if f != PVC_PROTECTION]
+        self.store.update(
+            "persistentvolumeclaims", meta.get("namespace"), dict(claim, metadata=dict(meta, finalizers=rest))
         )
 
     def _find(self, claim: dict, klass: str, size: float) -> dict | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from qonnect_testbed.store import crds, quota
-from qonnect_testbed.store.defaults import admit_pod, default_storage_class
+from qonnect_testbed.store.defaults import admit_pod, default_storage_class, protect_claim
 from qonnect_testbed.store.errors import invalid
 from qonnect_testbed.store.resources import RESOURCES
 
@@ -30,6 +30,7 @@ class Admission:
             self._require_service_account(obj, namespace)
         elif resource == "persistentvolumeclaims":
             default_storage_class(obj, self._objects["storageclasses"].values())
+            protect_claim(obj)
         elif resource == crds.CRDS:
             crds.default_crd(obj)
         elif resource == "resourcequotas":

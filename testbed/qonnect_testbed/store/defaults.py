@@ -311,3 +311,18 @@ def default_storage_class(claim: dict, classes: Iterable[dict]) -> None:
         spec["storageClassName"] = sorted(defaults, key=lambda c: c["metadata"]["name"])[-1]["metadata"][
             "name"
         ]
+
+
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+
+
+def protect_claim(claim: dict) -> None:
+    """The StorageObjectInUseProtection admission plugin: every new claim carries the
+    ``kubernetes.io/pvc-protection`` finalizer, so a claim a pod still uses is only marked for
+    deletion (the volume controller removes the finalizer once no pod uses it, sim/volumes.py)."""
+    meta = claim.setdefault("metadata", {})
+    finalizers = meta.get("finalizers")
+    if not isinstance(finalizers, list):
+        finalizers = []
+    if PVC_PROTECTION not in finalizers:
+        meta["finalizers"] = [*finalizers, PVC_PROTECTION]

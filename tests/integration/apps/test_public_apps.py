@@ -72,6 +72,23 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
+# the chart as published, with the values its README gives for a kept password, storage,
+# autoscaling and a disruption budget (a generated password would differ on every render)
+CASES["grafana-helm"] = _spec(
+    "grafana",
+    [
+        {
+            "helm": str(APPS / "grafana" / "grafana-12.11.1.tgz"),
+            "values": {
+                "adminPassword": "qonnect-test-only",
+                "persistence": {"enabled": True},
+                "autoscaling": {"enabled": True},
+                "podDisruptionBudget": {"maxUnavailable": 1},
+            },
+        }
+    ],
+)
+
 WEBAPP = "apps/podinfo-webapp/bases"
 CASES["podinfo-webapp"] = {
     "apiVersion": "qonnect.io/v1",
@@ -103,6 +120,18 @@ EXPECTED = {
     "podinfo-helm": {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"},
     "podinfo-kustomize": {"Deployment", "Service", "HorizontalPodAutoscaler"},
     "wordpress": {"Deployment", "Service", "PersistentVolumeClaim", "Secret"},
+    "grafana-helm": {
+        "Deployment",
+        "Service",
+        "Secret",
+        "ConfigMap",
+        "ServiceAccount",
+        "PersistentVolumeClaim",
+        "HorizontalPodAutoscaler",
+        "PodDisruptionBudget",
+        "ClusterRole",
+        "ClusterRoleBinding",
+    },
     "podinfo-webapp": {
         "Deployment",
         "StatefulSet",
@@ -184,6 +213,10 @@ def _owned(stack: Stack, cluster: str, app: str) -> list[str]:
         ("StatefulSet", apps.list_stateful_set_for_all_namespaces),
         ("CronJob", client.BatchV1Api(api).list_cron_job_for_all_namespaces),
         ("ServiceAccount", core.list_service_account_for_all_namespaces),
+        ("ClusterRole", client.RbacAuthorizationV1Api(api).list_cluster_role),
+        ("ClusterRoleBinding", client.RbacAuthorizationV1Api(api).list_cluster_role_binding),
+        ("Role", client.RbacAuthorizationV1Api(api).list_role_for_all_namespaces),
+        ("RoleBinding", client.RbacAuthorizationV1Api(api).list_role_binding_for_all_namespaces),
     ):
         found += [f"{kind}/{o.metadata.name}" for o in lister(label_selector=selector).items]
     return found
@@ -264,7 +297,10 @@ def test_a_public_application_plans_deploys_heals_and_is_removed(fleet: Stack, c
         finally:
             stack.testbed("recover", home)
         # the copies left on the recovered cluster are removed by the controller's reconcile
-        wait_for(lambda: not _owned(stack, home, app), 180, 1.0, f"{app}'s orphans gone from {home}")
+        try:
+            wait_for(lambda: not _owned(stack, home, app), 180, 1.0, f"{app}'s orphans gone from {home}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; still there: {_owned(stack, home, app)}") from None
     finally:
         stack.stop_replicas()
 
