@@ -167,6 +167,7 @@ def remove(module: QonnectModule, kb: Any) -> dict:
         check_mode=module.check_mode,
         before_step=fence_guard(kb, params.get("fencing")),
     )
+    started = time.time()
     result = deployer.remove()
     for cluster, res in result["clusters"].items():
         if res["status"] == "unreachable":
@@ -178,6 +179,8 @@ def remove(module: QonnectModule, kb: Any) -> dict:
     result["failed"] = any(r["status"] == "failed" for r in result["clusters"].values())
     if params["record"] and not module.check_mode and previous and not result["failed"] and not unreachable:
         put_fenced(kb, name, {"desired": {}, "current": {}}, params.get("fencing"))
+        # what ran where is gone: a history row per service (kept while the spec is, keep_spec)
+        record_history(kb, name, None, result, moves(previous, {}, False), started, trigger="remove")
         event(
             kb,
             {
@@ -237,15 +240,22 @@ def deployer_for(
 
 
 def record_history(
-    kb: Any, app: str, version: int | None, result: dict, changes: list[dict], started: float
+    kb: Any,
+    app: str,
+    version: int | None,
+    result: dict,
+    changes: list[dict],
+    started: float,
+    trigger: str = "deploy",
 ) -> None:
-    """A user's deploy in the application's history: what it placed where (succeeded: the
-    version ran Ready there), or where it failed (the version is marked failed there)."""
+    """A user's deploy (or removal, ``trigger``) in the application's history: what it placed
+    where (succeeded: the version ran Ready there), or where it failed (the version is marked
+    failed there)."""
     if not changes:
         return
     failed_on = sorted(c for c, r in result["clusters"].items() if r["status"] in ("failed", "unreachable"))
     body: dict[str, Any] = {
-        "trigger": "deploy",
+        "trigger": trigger,
         "outcome": "failed" if result["failed"] else "succeeded",
         "detail": (result.get("message") or "")[:2000],
         "started": started,

@@ -76,7 +76,12 @@ def test_remove(run_module, kb, federation):
     assert out["changed"]
     assert all(c.get("v1", "Namespace", "bookinfo") is None for c in clusters.values())
     assert kb.placements["bookinfo"]["current"] == {}
+    # the removal is the history's newest rows: every service from its clusters to none
+    removed = [r for r in kb.history("bookinfo")["history"] if r["trigger"] == "remove"]
+    assert {r["service"] for r in removed} == {"productpage", "details", "reviews", "ratings"}
+    assert all(r["from"] and r["to"] == [] and r["outcome"] == "succeeded" for r in removed), removed
     assert run_module(deploy, {"name": "bookinfo", "state": "absent"})["changed"] is False
+    assert len([r for r in kb.history("bookinfo")["history"] if r["trigger"] == "remove"]) == len(removed)
 
 
 def test_deploy_from_src_stores_the_spec(run_module, kb, federation):
