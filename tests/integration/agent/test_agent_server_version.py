@@ -6,7 +6,6 @@ those group-versions in its ``.Capabilities``."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from _agent_harness import wait_for
 from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
+from support import project_helm
 
 ROOT = Path(__file__).resolve().parents[3]
 CAPS = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "capabilities"
@@ -34,17 +34,14 @@ def served_by(kubeconfig: str) -> tuple[str, list[str]]:
 
 
 @pytest.fixture
-def helm_on_path(monkeypatch) -> None:
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "build-helm.sh")],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"scripts/build-helm.sh failed: {done.stderr[-2000:]}")
-    monkeypatch.setenv("PATH", f"{done.stdout.strip().splitlines()[-1]}{os.pathsep}{os.environ['PATH']}")
+def helm_on_path(monkeypatch) -> Path:
+    """The project's helm first on PATH (support.project_helm: built once into its cache)."""
+    try:
+        bin_dir = project_helm()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    return bin_dir
 
 
 def test_the_inventory_carries_what_the_api_server_says(start_agent, kb, helm_on_path, tmp_path):

@@ -6,13 +6,13 @@ on a second run, and removed."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 from ansible_federation import ROOT, recap
+from support import project_helm
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -21,18 +21,11 @@ CHART = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "twoti
 
 @pytest.fixture
 def helm_on_path(monkeypatch) -> Path:
-    """The project's helm, built once into its cache (warm: nothing is built); a failed build
-    fails the test."""
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "build-helm.sh")],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"scripts/build-helm.sh failed: {done.stderr[-2000:]}")
-    bin_dir = Path(done.stdout.strip().splitlines()[-1])
+    """The project's helm first on PATH (support.project_helm: built once into its cache)."""
+    try:
+        bin_dir = project_helm()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     return bin_dir
 

@@ -9,23 +9,9 @@ import subprocess
 
 import pytest
 from support import qonnect_cmd
+from test_kb_history import spec
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def spec(name: str, image: str) -> dict:
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web"},
-        "spec": {"template": {"spec": {"containers": [{"name": "web", "image": image}]}}},
-    }
-    return {
-        "apiVersion": "swarmchestrate.tu-berlin.de/v1",
-        "kind": "Application",
-        "metadata": {"name": name, "qos": {"energy": 1.0, "pricing": 0, "performance": 0}},
-        "spec": {"cloud_svc": [deployment]},
-    }
 
 
 def qonnect(live_kb, role: str, *args: str) -> subprocess.CompletedProcess:
