@@ -18,8 +18,12 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 # The KB tests' PostgreSQL (scripts/setup-services.sh creates this role and database).
 export QONNECT_TEST_PG ?= postgresql://qonnect:qonnect@127.0.0.1:5432/test
 export PATH := $(BIN):$(PATH)
+# pytest-xdist workers for `make test` and `make check`: the tests mostly wait on stacks, so more
+# workers than cores; groups keep a stack's tests on one worker (tests/support/scheduling.py)
+PYTEST_WORKERS ?= 4
+PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
-.PHONY: setup services test unit integration molecule sanity lint typecheck build check-build ansible-lint ee changelog demo demo-kube demo-down plan clean kube
+.PHONY: setup services test checks check unit integration molecule sanity lint typecheck build check-build ansible-lint ee changelog demo demo-kube demo-down plan clean kube
 
 setup: $(STAMP)
 
@@ -29,12 +33,11 @@ $(STAMP): requirements.txt test-requirements.txt services/pyproject.toml testbed
 
 ## test: everything CI runs — ruff, mypy, unit and integration tests (both engines), molecule, collection build +
 ## secret scan, ansible-test sanity and units, ansible-lint (production), antsibull-changelog lint
-test: setup services kube lint
-	$(PY) -m pytest tests -q --durations=30
-	$(MAKE) --no-print-directory molecule
-	$(MAKE) --no-print-directory check-build
-	$(MAKE) --no-print-directory sanity
-	$(MAKE) --no-print-directory ansible-lint
+test: setup services kube
+	@bash scripts/test-all.sh "$(MAKE)" "$(PY)" -q $(PARALLEL) --durations=30
+
+## checks: everything `make test` runs besides pytest (scripts/test-all.sh runs it beside pytest)
+checks: lint molecule check-build sanity ansible-lint
 
 ## kube: build the real engine's Kubernetes binaries once into a cache outside the checkout
 ## (~/.cache/qonnect/kube/VERSION/bin; QONNECT_KUBE_CACHE moves it) and link .venv/bin/kubectl;
@@ -47,6 +50,12 @@ kube: setup
 ## services: install and start what the tests need (PostgreSQL with the test role and database)
 services:
 	@bash scripts/setup-services.sh
+
+## check: the inner loop while working (a few minutes): ruff, then the unit, contract and fast
+## integration tests in parallel (everything not marked slow or kube); `make test` is the full suite
+check: setup services
+	$(BIN)/ruff check .
+	$(PY) -m pytest tests -q $(PARALLEL) -m "not slow and not kube" --durations=10
 
 unit: setup
 	$(PY) -m pytest tests/unit -q

@@ -9,6 +9,7 @@ explicitly (`if engine.is_emulator: ...`), and docs/testbed.md lists the differe
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -21,9 +22,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "conformance: Kubernetes behaviour checked on every engine")
 
 
+@pytest.hookimpl(tryfirst=True)  # before tests/support/scheduling.py reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The real engine's half carries the project's `kube` marker (`-m "not kube"` leaves it out)."""
+    """The real engine's half carries the project's `kube` marker (`-m "not kube"` leaves it out).
+
+    Every test is in the xdist group `conformance`, split per engine by the scheduler, so one
+    worker starts each engine's session federation and runs all of that engine's tests."""
+    here = Path(__file__).parent
     for item in items:
+        if not Path(str(item.fspath)).is_relative_to(here):
+            continue  # a conftest's modifyitems sees the whole session's items
+        item.add_marker(pytest.mark.xdist_group("conformance"))
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("engine") == "kube":
             item.add_marker(pytest.mark.kube)

@@ -19,7 +19,7 @@ import yaml
 from ansible_federation import recap
 from support import run_qonnect, wait_for
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 APP = "guestbook34"
 UNPULLABLE = "qonnect.test/pull-fail/guestbook:2"

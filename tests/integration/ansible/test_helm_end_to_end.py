@@ -14,7 +14,7 @@ import yaml
 from ansible_federation import ROOT, recap
 from support import project_helm
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 CHART = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "twotier"
 

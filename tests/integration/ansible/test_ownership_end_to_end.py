@@ -16,7 +16,7 @@ import yaml
 from ansible_federation import CLUSTERS, ROOT, recap
 from support.kube import BINARIES
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 RELEASE = ROOT / "examples" / "bookinfo-release"
 FOG = [c for c in CLUSTERS if c.startswith("fog-")]

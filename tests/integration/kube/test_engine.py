@@ -24,6 +24,8 @@ from kubernetes import client, config
 from qonnect_testbed.kube import KUBE_VERSION, KubeFederation, start_federation
 from support import specs
 
+pytestmark = pytest.mark.xdist_group("kube-tiers")  # the session's `tiers` federation: one worker starts it
+
 PROFILE_LABELS = (
     "qonnect.io/tier",
     "qonnect.io/location",

@@ -21,7 +21,10 @@ from qonnect_testbed.kube import KubeFederation
 from support import wait_for
 from support.federation import started_testbed
 
-pytestmark = [pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("kube-tiers"),  # the session's `tiers` federation: one worker starts it,
+]
 
 CLUSTER = "cloud-1"
 GOOD = "registry.k8s.io/pause:3.10"

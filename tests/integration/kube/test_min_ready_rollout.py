@@ -19,7 +19,10 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import D
 from qonnect_testbed.kube import KubeFederation
 from support.federation import started_testbed
 
-pytestmark = [pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("kube-tiers"),  # the session's `tiers` federation: one worker starts it,
+]
 
 WINDOW = 3.0  # plugins/modules/deploy.py min_ready_seconds' default
 CLUSTER = "cloud-1"

@@ -9,10 +9,13 @@ volume, which the provisioner then deletes (reclaimPolicy Delete).
 
 from __future__ import annotations
 
+import pytest
 from kubernetes import client
 from qonnect_testbed.kube import KubeFederation
 from support import specs
 from test_engine import api, namespace, wait_for
+
+pytestmark = pytest.mark.xdist_group("kube-tiers")  # the session's `tiers` federation: one worker starts it
 
 
 def test_a_claim_is_provisioned_bound_used_by_a_ready_pod_and_its_volume_deleted_with_it(

@@ -25,6 +25,8 @@ import pytest
 import support
 from user_path_support import ROOT, tool
 
+pytestmark = pytest.mark.slow  # builds, installs and runs the collection as a user would
+
 WHEELHOUSE = Path(os.environ.get("QONNECT_WHEELHOUSE", Path.home() / ".cache" / "qonnect" / "wheels"))
 # The component whose code is not in the product package (qonnect-testbed): it names what to install.
 ELSEWHERE = {"testbed"}
