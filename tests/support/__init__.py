@@ -4,6 +4,7 @@ stopping processes and launching ``qonnect``. Tests import it as ``support`` (py
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -110,11 +111,34 @@ def wait_for(
         time.sleep(interval)
 
 
+# Ports handed to tests come from below the kernel's ephemeral range (32768-60999 on Linux), a
+# block of 1000 per xdist worker: a port checked free and then bound by the test's server a moment
+# later cannot meanwhile become another process's outgoing connection or another worker's server
+# (a port from bind(0) could: "Address already in use" under parallel runs).
+PORT_BASE, PORT_BLOCK, PORT_BLOCKS = 20000, 1000, 12
+_next_port = itertools.count()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the caller binds it soon after)."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A TCP port nobody listens on right now, from this worker's own block (the caller binds it
+    soon after); successive calls give different ports."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    base = PORT_BASE + (index % PORT_BLOCKS) * PORT_BLOCK
+    for _attempt in range(PORT_BLOCK):
+        port = base + next(_next_port) % PORT_BLOCK
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue  # in use (or TIME_WAIT) from an earlier test: the next one
+            return port
+    raise RuntimeError(f"no free port in {base}-{base + PORT_BLOCK - 1} on {host}")
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` different free ports (free_port, one after another)."""
+    return [free_port(host) for _i in range(count)]
 
 
 def start_process(

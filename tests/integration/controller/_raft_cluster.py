@@ -5,26 +5,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from support import free_ports
+
 HERE = Path(__file__).parent
 DIVERGED = "state machine may have diverged"
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _i in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 class Cluster:
@@ -35,7 +25,7 @@ class Cluster:
         self.secret = root / "secret"
         self.secret.write_text(os.urandom(24).hex())
         self.secret.chmod(0o600)
-        self.ports = _free_ports(size)
+        self.ports = free_ports(size)
         self.addrs = [f"127.0.0.1:{p}" for p in self.ports]
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.logs: dict[int, list[Path]] = {p: [] for p in self.ports}

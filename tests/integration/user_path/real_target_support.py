@@ -22,6 +22,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from support import free_port
+
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "target-root.sh"
 
@@ -42,12 +44,6 @@ def root_tarball(timeout: float = 900) -> Path:
     if proc.returncode != 0:
         raise AssertionError(f"scripts/target-root.sh failed ({proc.returncode}): {proc.stderr[-3000:]}")
     return Path(proc.stdout.strip().splitlines()[-1])
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _mounts_under(path: Path) -> list[str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -17,14 +16,9 @@ from typing import Any
 
 import pytest
 from qonnect.controller.raft import RaftNode, Timing
+from support import free_port
 
 NO_OP = b"\x01"  # pysyncobj's no-op command: applying it touches no state machine
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Follower:
@@ -32,9 +26,9 @@ class Follower:
     the replica's own tick thread, and its replies are recorded."""
 
     def __init__(self) -> None:
-        peers = [f"127.0.0.1:{_free_port()}" for _i in range(2)]
+        peers = [f"127.0.0.1:{free_port()}" for _i in range(2)]
         quiet = Timing(election_min=600, election_max=1200, leader_fallback=1300, connection_timeout=1300)
-        self.node = RaftNode(f"127.0.0.1:{_free_port()}", peers, "s3cr3t-" * 6, None, quiet)
+        self.node = RaftNode(f"127.0.0.1:{free_port()}", peers, "s3cr3t-" * 6, None, quiet)
         self.leader = sorted(self.node.otherNodes, key=lambda n: n.id)[0]
         self.replies: list[dict[str, Any]] = []
         transport = self.node._SyncObj__transport
