@@ -5,7 +5,6 @@ those group-versions in its ``.Capabilities``."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from _agent_harness import wait_for
 from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
-from support import project_helm
 
 ROOT = Path(__file__).resolve().parents[3]
 CAPS = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "capabilities"
@@ -31,17 +29,6 @@ def served_by(kubeconfig: str) -> tuple[str, list[str]]:
     finally:
         api.close()
     return version, sorted({*core, *(v.group_version for g in groups for v in g.versions)})
-
-
-@pytest.fixture
-def helm_on_path(monkeypatch) -> Path:
-    """The project's helm first on PATH (support.project_helm: built once into its cache)."""
-    try:
-        bin_dir = project_helm()
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    return bin_dir
 
 
 def test_the_inventory_carries_what_the_api_server_says(start_agent, kb, helm_on_path, tmp_path):

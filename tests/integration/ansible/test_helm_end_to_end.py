@@ -5,29 +5,15 @@ on a second run, and removed."""
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 from ansible_federation import ROOT, recap
-from support import project_helm
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 CHART = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "charts" / "twotier"
-
-
-@pytest.fixture
-def helm_on_path(monkeypatch) -> Path:
-    """The project's helm first on PATH (support.project_helm: built once into its cache)."""
-    try:
-        bin_dir = project_helm()
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    return bin_dir
 
 
 def ready(k8s, cluster: str, namespace: str, name: str, timeout: float = 60.0) -> bool:
