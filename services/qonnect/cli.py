@@ -26,6 +26,7 @@ COMPONENTS = {
     "history": "qonnect.history",
     "rollback": "qonnect.rollback",
     "plan": "qonnect.plan",
+    "survivability": "qonnect.survivability",
     "demo": "qonnect.demo.cli",
 }
 
@@ -79,11 +80,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)
-    except UserError as exc:
+    except (UserError, *user_errors(args.command)) as exc:
         print(f"qonnect {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def user_errors(command: str) -> tuple[type[Exception], ...]:
+    """The error types a component declares as the user's (``USER_ERRORS``): printed like
+    UserError, so a component such as the testbed need not import the product to raise one."""
+    module = sys.modules.get(COMPONENTS.get(command, ""))
+    return tuple(getattr(module, "USER_ERRORS", ()))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,11 @@
 Reads the inventory from a JSON/YAML file or from the Knowledge Base (bearer token read from a
 file or $QONNECT_KB_TOKEN, so it never appears in the process list or shell history; the URL
 from --kb or $QONNECT_KB_URL, as `qonnect status` reads them).
+
+With --fail CLUSTER and/or --fail-label KEY=VALUE it shows instead the plan the controller's
+heal would commit if those clusters failed now, for every application on them (from the KB:
+each stored application with its stored policy; from --inventory: the --spec files'
+applications), with the planner the controller uses (qonnect/survivability.py reads the fleet).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -28,6 +34,10 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     QosSpecError,
     load_application_file,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.runners.placement import (
+    FailureChoiceError,
+    failed_clusters,
+)
 
 from qonnect.cli import UserError
 from qonnect.status import kb_token
@@ -37,7 +47,14 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "plan", help="compute a placement plan and explain it", description=__doc__.splitlines()[0]
     )
-    p.add_argument("--spec", required=True, help="QoS spec (qonnect.io/v1 or QONNECT format)")
+    p.add_argument(
+        "--spec",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="QoS spec (qonnect.io/v1 or QONNECT format); with --fail repeatable (the applications "
+        "of an --inventory file), and optional with --kb (the KB's applications are used)",
+    )
     p.add_argument(
         "--bundle",
         action="append",
@@ -67,6 +84,21 @@ def add_parser(subparsers) -> None:
         default=0.1,
         help="keep the current cluster unless another is better by this fraction",
     )
+    p.add_argument(
+        "--fail",
+        action="append",
+        default=[],
+        metavar="CLUSTER[,CLUSTER...]",
+        help="what if these clusters failed now: the heal the controller would plan (repeatable)",
+    )
+    p.add_argument(
+        "--fail-label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="what if every cluster with this label failed now, e.g. site=west or tier=edge "
+        "(repeatable: the union of the clusters matched)",
+    )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=run)
 
@@ -85,6 +117,15 @@ def bundles(values: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.fail or args.fail_label:
+        return run_failures(args)
+    if not args.spec:
+        raise UserError("expected --spec FILE (the application to plan), or --fail CLUSTER")
+    if len(args.spec) > 1:
+        raise UserError(
+            f"--spec given {len(args.spec)} times: plan places one application (several go with --fail)"
+        )
+    spec = args.spec[0]
     read: list[dict] = []  # the inventory, read once: by the first chart to render, else below
 
     def clusters() -> list:
@@ -95,9 +136,9 @@ def run(args: argparse.Namespace) -> int:
         return found if isinstance(found, list) else []
 
     try:
-        app = load_application_file(args.spec, bundles=bundles(args.bundle), clusters=clusters)
+        app = load_application_file(spec, bundles=bundles(args.bundle), clusters=clusters)
     except QosSpecError as exc:
-        raise UserError(f"{args.spec} is not a valid QoS spec:\n  " + "\n  ".join(exc.errors))
+        raise UserError(f"{spec} is not a valid QoS spec:\n  " + "\n  ".join(exc.errors))
     inventory = read[0] if read else _inventory(args)
     try:
         check_cluster_names(inventory, exclude=args.exclude)
@@ -112,28 +153,90 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_failures(args: argparse.Namespace) -> int:
+    """``plan --fail``: the heal the controller would plan if those clusters failed now."""
+    from qonnect.survivability import emit, read_fleet, render_scenario
+
+    labels, malformed = fail_labels(args.fail_label)
+    whatif, notes, problems = read_fleet(args)
+    try:
+        failed, name = failed_clusters(whatif, failures(args.fail), labels, OPTIONS)
+    except FailureChoiceError as exc:
+        # each message names the value: an index into the flattened options would only confuse
+        errors = [re.sub(r"^(--fail(?:-label)?)\[\d+\]", r"\1", e) for e in exc.errors]
+        hint = f"\n  ({exc.hint})" if exc.hint else ""
+        raise UserError(
+            "cannot simulate these failures:\n  " + "\n  ".join(errors + malformed) + hint
+        ) from None
+    except ValueError as exc:  # nothing to fail
+        if not malformed:
+            raise UserError(str(exc)) from None
+        failed, name = [], ""
+    if malformed:
+        raise UserError("cannot simulate these failures:\n  " + "\n  ".join(malformed))
+    try:
+        scenario = whatif.fail(failed, name=name)
+    except (InventoryError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    if args.json:
+        doc = scenario.to_dict()
+        if problems:
+            doc["not_simulated"] = problems
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        emit(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        emit(render_scenario(scenario, whatif, notes, problems))
+    return 0
+
+
+# how the messages of failed_clusters name the two options
+OPTIONS = ("--fail", "--fail-label")
+
+
+def failures(values: list[str]) -> list[str]:
+    """--fail values (each CLUSTER[,CLUSTER...]) as one list of names, in the order given."""
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def fail_labels(values: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """--fail-label KEY=VALUE options as (key, value) pairs, and a problem for each malformed one
+    (reported with every other problem of the failures asked for)."""
+    out, bad = [], []
+    for value in values:
+        key, sep, wanted = value.partition("=")
+        if not sep or not key.strip() or not wanted.strip():
+            bad.append(f"--fail-label: {value!r} is not KEY=VALUE, e.g. site=west or tier=edge")
+            continue
+        out.append((key.strip(), wanted.strip()))
+    return out, bad
+
+
+def read_inventory_file(path: str) -> dict:
+    """An inventory file (JSON, else YAML); UserError naming the file and the line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read the inventory {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        json_error = f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}"
+    try:
+        import yaml
+    except ImportError:
+        raise UserError(json_error) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise UserError(f"{path}{where}: neither JSON nor YAML: {getattr(exc, 'problem', exc)}") from None
+
+
 def _inventory(args: argparse.Namespace) -> dict:
     if args.inventory:
-        try:
-            text = Path(args.inventory).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"cannot read the inventory {args.inventory}: {exc.strerror}") from None
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            json_error = f"{args.inventory}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}"
-        try:
-            import yaml
-        except ImportError:
-            raise UserError(json_error) from None
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-            raise UserError(
-                f"{args.inventory}{where}: neither JSON nor YAML: {getattr(exc, 'problem', exc)}"
-            ) from None
+        return read_inventory_file(args.inventory)
     url = args.kb or os.environ.get("QONNECT_KB_URL", "").strip()
     if not url:
         raise UserError("expected --inventory FILE or --kb URL (or set QONNECT_KB_URL)")
