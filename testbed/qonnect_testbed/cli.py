@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils import keys
-from qonnect.cli import UserError
 
 from qonnect_testbed import federation, fleet
+from qonnect_testbed.errors import TestbedError
 from qonnect_testbed.federation import FEDERATION_FILE, LOG_FILE, STATE_FILE
 
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -143,6 +143,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     setp.set_defaults(func=cmd_set)
 
+    binaries = sub.add_parser(
+        "binaries", help="the real engine's Kubernetes binaries: build them once if missing, print where"
+    )
+    binaries.set_defaults(func=cmd_binaries)
+
+
+# errors the product's CLI (qonnect.cli) prints without a traceback for this component
+USER_ERRORS = (TestbedError,)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m qonnect_testbed ACTION ...``: the testbed's commands without the product's CLI
+    (the detached ``serve`` process runs this way)."""
+    parser = argparse.ArgumentParser(prog="qonnect")
+    add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["testbed", *(sys.argv[1:] if argv is None else argv)])
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except TestbedError as exc:
+        print(f"qonnect testbed {args.testbed_command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
 
 def _number(kind: type, test: Any, expected: str) -> Any:
     def parse(text: str) -> Any:
@@ -175,7 +200,7 @@ def _expand(args: argparse.Namespace) -> fleet.Fleet:
     try:
         return fleet.expand(fleet.load(args.profile), clusters=args.clusters, nodes=args.nodes)
     except fleet.ProfileError as exc:
-        raise UserError(str(exc)) from None
+        raise TestbedError(str(exc)) from None
 
 
 def _state(directory: Path) -> dict[str, Any]:
@@ -183,13 +208,13 @@ def _state(directory: Path) -> dict[str, Any]:
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UserError(
+        raise TestbedError(
             f"no testbed is running in {directory} (start one with 'qonnect testbed up')"
         ) from None
     except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: unreadable testbed state: {exc}") from None
+        raise TestbedError(f"{path}: unreadable testbed state: {exc}") from None
     if not _alive(int(state.get("pid", 0))):
-        raise UserError(
+        raise TestbedError(
             f"the testbed in {directory} is not running (pid {state.get('pid')} is gone); "
             f"see {directory / LOG_FILE}"
         )
@@ -215,7 +240,7 @@ def _alive(pid: int) -> bool:
 def control(
     directory: Path, method: str, path: str, body: dict | None = None, timeout: float = 30.0
 ) -> dict[str, Any]:
-    """Call the running testbed's control endpoint; errors become UserError."""
+    """Call the running testbed's control endpoint; errors become TestbedError."""
     state = _state(directory)
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(
@@ -232,9 +257,9 @@ def control(
             message = json.loads(exc.read()).get("error", exc.reason)
         except ValueError:
             message = exc.reason
-        raise UserError(str(message)) from None
+        raise TestbedError(str(message)) from None
     except (urllib.error.URLError, OSError) as exc:
-        raise UserError(f"cannot reach the testbed control endpoint: {exc}") from None
+        raise TestbedError(f"cannot reach the testbed control endpoint: {exc}") from None
 
 
 def _answers(cluster: dict[str, Any], ca_file: str) -> bool:
@@ -288,10 +313,10 @@ def cmd_up(args: argparse.Namespace) -> int:  # noqa: C901 - over the budget bef
     if (directory / STATE_FILE).exists():
         try:
             state = _state(directory)
-        except UserError:
+        except TestbedError:
             (directory / STATE_FILE).unlink()
         else:
-            raise UserError(
+            raise TestbedError(
                 f"a testbed is already running in {directory} (pid {state['pid']}); "
                 "stop it with 'qonnect testbed down'"
             )
@@ -303,13 +328,11 @@ def cmd_up(args: argparse.Namespace) -> int:  # noqa: C901 - over the budget bef
         try:
             ensure_binaries()
         except BinariesError as exc:
-            raise UserError(str(exc)) from None
-    # Not "-m qonnect.cli": run as __main__, its UserError would be a different class.
+            raise TestbedError(str(exc)) from None
     command = [
         sys.executable,
-        "-c",
-        "import sys; from qonnect.cli import main; sys.exit(main())",
-        "testbed",
+        "-m",
+        "qonnect_testbed",
         "serve",
         "--dir",
         str(directory),
@@ -338,7 +361,7 @@ def cmd_up(args: argparse.Namespace) -> int:  # noqa: C901 - over the budget bef
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
-            raise UserError(
+            raise TestbedError(
                 f"the testbed process exited with code {proc.returncode}; log {log_path}:\n{tail}"
             )
         if (directory / STATE_FILE).exists():
@@ -346,7 +369,7 @@ def cmd_up(args: argparse.Namespace) -> int:  # noqa: C901 - over the budget bef
         time.sleep(0.1)
     else:
         proc.terminate()
-        raise UserError(f"the testbed did not start within {timeout:g} s; see {log_path}")
+        raise TestbedError(f"the testbed did not start within {timeout:g} s; see {log_path}")
     doc = federation.read(directory / FEDERATION_FILE)
     waiting = list(doc["clusters"])
     while waiting and time.monotonic() < deadline:
@@ -354,7 +377,7 @@ def cmd_up(args: argparse.Namespace) -> int:  # noqa: C901 - over the budget bef
         if waiting:
             time.sleep(0.2)
     if waiting:
-        raise UserError(
+        raise TestbedError(
             f"clusters not answering after {timeout:g} s: "
             f"{', '.join(c['name'] for c in waiting)}; see {log_path}"
         )
@@ -364,18 +387,28 @@ def cmd_up(args: argparse.Namespace) -> int:  # noqa: C901 - over the budget bef
     return 0
 
 
+def cmd_binaries(args: argparse.Namespace) -> int:
+    from qonnect_testbed.kube.binaries import BinariesError, ensure_binaries
+
+    try:
+        print(ensure_binaries(), flush=True)
+    except BinariesError as exc:
+        raise TestbedError(str(exc)) from None
+    return 0
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     directory = args.dir.resolve()
     try:
         state = _state(directory)
-    except UserError as exc:
+    except TestbedError as exc:
         (directory / STATE_FILE).unlink(missing_ok=True)
         print(f"nothing to stop: {exc}")
         return 0
     pid = int(state["pid"])
     try:
         control(directory, "POST", "/shutdown", timeout=10)
-    except UserError:
+    except TestbedError:
         if _is_testbed(pid, directory):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 20
@@ -434,11 +467,11 @@ def parse_labels(items: list[str]) -> dict[str, str | None]:
         elif "=" in item:
             key, value = item.split("=", 1)
         else:
-            raise UserError(f"--label {item!r}: expected KEY=VALUE or KEY-")
+            raise TestbedError(f"--label {item!r}: expected KEY=VALUE or KEY-")
         if not LABEL_KEY.match(key) or len(key.split("/")[-1]) > 63:
-            raise UserError(f"--label {item!r}: {key!r} is not a valid label key")
+            raise TestbedError(f"--label {item!r}: {key!r} is not a valid label key")
         if value is not None and (not LABEL_VALUE.match(value) or len(value) > 63):
-            raise UserError(
+            raise TestbedError(
                 f"--label {item!r}: {value!r} is not a valid label value "
                 "(up to 63 letters, digits, '-', '_', '.')"
             )
@@ -456,7 +489,7 @@ def cmd_set(args: argparse.Namespace) -> int:
         if value is not None:
             labels[key] = fleet.label_number(value)
     if not labels:
-        raise UserError("set: nothing to change; give --price, --energy, --bandwidth or --label")
+        raise TestbedError("set: nothing to change; give --price, --energy, --bandwidth or --label")
     result = control(
         args.dir.resolve(), "POST", f"/clusters/{args.cluster}/labels", {"labels": labels, "node": args.node}
     )

@@ -13,9 +13,8 @@ import io
 from pathlib import Path
 from typing import Any
 
-from qonnect.cli import UserError
-
 from qonnect_testbed import cli
+from qonnect_testbed.errors import TestbedError
 from qonnect_testbed.federation import FEDERATION_FILE
 
 
@@ -31,7 +30,7 @@ def _run(argv: list[str]) -> str:
     try:
         with contextlib.redirect_stdout(out):
             args.func(args)
-    except UserError as exc:
+    except TestbedError as exc:
         raise KubeEngineError(str(exc)) from None
     return out.getvalue()
 
@@ -48,7 +47,7 @@ class KubeFederation:
     ) -> dict[str, Any]:
         try:
             return cli.control(self.directory, method, path, body, timeout=timeout)
-        except UserError as exc:
+        except TestbedError as exc:
             raise KubeEngineError(str(exc)) from None
 
     @property

@@ -6,9 +6,8 @@ import argparse
 import asyncio
 import logging
 
-from qonnect.cli import UserError
-
 from qonnect_testbed import fleet as fleet_mod
+from qonnect_testbed.errors import TestbedError
 from qonnect_testbed.fleet import Fleet
 from qonnect_testbed.kube.binaries import BinariesError, ensure_binaries
 from qonnect_testbed.kube.control_plane import ControlPlaneError, Timing
@@ -35,11 +34,11 @@ def serve_kube(args: argparse.Namespace, spec: Fleet) -> int:
     try:
         bin_dir = ensure_binaries()
     except BinariesError as exc:
-        raise UserError(str(exc)) from None
+        raise TestbedError(str(exc)) from None
     policy = ProfilePolicy(fleet_mod.load(args.profile), args.start_delay)
     logging.getLogger("qonnect_testbed").setLevel(logging.INFO)
     try:
         asyncio.run(serve(spec, args.dir.resolve(), bin_dir=bin_dir, policy=policy, timing=timing_from(args)))
     except ControlPlaneError as exc:
-        raise UserError(str(exc)) from None
+        raise TestbedError(str(exc)) from None
     return 0

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from qonnect.cli import UserError
 from qonnect_testbed.cli import parse_labels
+from qonnect_testbed.errors import TestbedError
 from qonnect_testbed.latency import LatencyMap
 
 
@@ -24,5 +24,5 @@ def test_label_arguments():
         "gone": None,
     }
     for bad in ("novalue", "a=b c", "Bad Key=1", "a=" + "x" * 64):
-        with pytest.raises(UserError, match="--label"):
+        with pytest.raises(TestbedError, match="--label"):
             parse_labels([bad])
