@@ -117,6 +117,23 @@ options:
       - The spec's C(spec.adopt) (whole application) or a service's C(adopt) do the same per spec.
     type: bool
     default: false
+  require_survivable:
+    description:
+      - Refuse the deploy, before anything is changed anywhere (no spec stored, no event, no cluster
+        touched), when the fleet with this application placed as planned would not be N-1
+        survivable - some application, this one or another, could not be re-placed within capacity
+        and constraints after a failure it must survive (every single cluster failure, and the
+        label values its C(spec.survive) names; C(spec.survive) unset means any one cluster) that
+        it survives without this deploy. A failure the fleet already had is reported in the
+        result, not held against this deploy.
+      - "Placed as planned: the plan's placement replaces the application's in the inventory and its
+        replicas' requests are added to the nodes they are planned on (those of the version running
+        now are taken off). Every other application is judged with the policy it was deployed with,
+        as the controller heals it."
+      - "The failure message names each application, scenario and shortfall, for example
+        C(shop: if cluster edge-1 fails: web: 1.5 CPU of cpu missing (room for 1 of 2 replicas))."
+    type: bool
+    default: false
   record:
     description: Record the placement and an event in the Knowledge Base.
     type: bool
@@ -344,6 +361,7 @@ def main() -> None:
             wait_timeout={"type": "float", "default": 300.0},
             min_ready_seconds={"type": "float"},
             adopt={"type": "bool", "default": False},
+            require_survivable={"type": "bool", "default": False},
             record={"type": "bool", "default": True},
             fencing={"type": "dict", "options": FENCING},
             reason={"type": "str"},

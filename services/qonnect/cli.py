@@ -78,9 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    caught: tuple[type[Exception], ...] = (UserError, *user_errors(args.command))
     try:
         return int(args.func(args) or 0)
-    except (UserError, *user_errors(args.command)) as exc:
+    except caught as exc:
         print(f"qonnect {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

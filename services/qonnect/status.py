@@ -173,7 +173,8 @@ def collect(
             "time": time.time(),
             "summary": counts,
             "applications": sorted(p["application"] for p in placements),
-            "controller": _controller(controllers, placements, recent, timeout),
+            "controller": (ctl := _controller(controllers, placements, recent, timeout)),
+            "survivability": survivability(kb, ctl),
             "events": recent,
         }
     if counts is not None and counts["clusters"] > SUMMARY_ABOVE:  # every one, a page at a time
@@ -215,8 +216,44 @@ def collect(
         "time": time.time(),
         "tiers": tiers,
         "applications": sorted(p["application"] for p in placements),
-        "controller": _controller(controllers, placements, recent, timeout),
+        "controller": (ctl := _controller(controllers, placements, recent, timeout)),
+        "survivability": survivability(kb, ctl),
         "events": recent,
+    }
+
+
+def survivability(kb: KBClient, controller: dict[str, Any]) -> dict[str, Any] | None:
+    """The N-1 survivability verdict (controller/survival.py): the leader's last report when a
+    replica answered with one (``source: controller``, live), else the last fleet verdict a
+    controller recorded among the KB's newest events (``source: kb``, as of that event); None
+    when neither is known."""
+    found = controller.get("survivability")
+    if isinstance(found, dict) and found.get("state") == "computed":
+        return {"source": "controller", **found}
+    from qonnect.controller.survival import FLEET, SEED_EVENTS
+
+    try:
+        events = kb.list_events(limit=SEED_EVENTS)
+    except KBError:
+        return None
+    ours = [e for e in events if e.get("type") == FLEET and e.get("role") == "controller"]
+    if not ours:
+        return None
+    event = max(ours, key=lambda e: e.get("id", 0))
+    data = event.get("data") or {}
+    bad = data.get("not_survivable") or {}
+    return {
+        "source": "kb",
+        "state": "recorded",
+        "recorded_at": event.get("ts"),
+        "survivable": bool(data.get("survivable")),
+        "not_survivable": sorted(bad),
+        "applications": {
+            n: {"survivable": False, "violations": [{"scenario": s, "shortfall": ""}]} for n, s in bad.items()
+        },
+        "first_shortfall": data.get("first_shortfall"),
+        "spare": data.get("spare") or {},
+        "message": event.get("message", ""),
     }
 
 
@@ -331,9 +368,11 @@ def _controller(
                     "state": st.get("state"),
                     "term": st.get("term"),
                     "leader": st.get("leader"),
+                    **({"survivability": st["survivability"]} if st.get("survivability") else {}),
                 }
             )
     leading = [r for r in replicas if r.get("state") == "leader"]
+    found = max(leading, key=lambda r: r["term"] or 0).get("survivability") if leading else None
     knowing = [r for r in replicas if r.get("leader")]
     leader = term = None
     if leading:
@@ -343,11 +382,14 @@ def _controller(
         best = max(knowing, key=lambda r: r["term"] or 0)
         names = {r["node"]: r.get("name") for r in replicas if r.get("node")}
         leader, term = names.get(best["leader"]) or best["leader"], best["term"]
+    for r in replicas:  # the report is the leader's, shown once (below), not per replica
+        r.pop("survivability", None)
     return {
         "leader": leader,
         "term": term,
         "replicas": replicas,
         "kb_fencing_term": max(terms) if terms else None,
+        **({"survivability": found} if found else {}),
     }
 
 
@@ -371,6 +413,7 @@ def render(doc: dict[str, Any]) -> str:
         lines.append(
             f"  {r.get('name') or r['url']}: {state}" + (f" term {r['term']}" if r["reachable"] else "")
         )
+    lines += _survivability_lines(doc.get("survivability"))
     if "summary" in doc:
         lines += _summary_lines(doc["summary"])
     for tier, clusters in doc.get("tiers", {}).items():
@@ -398,6 +441,29 @@ def render(doc: dict[str, Any]) -> str:
         scope = "/".join(x for x in (e.get("application"), e.get("cluster")) if x)
         lines.append(f"  {stamp} {e['type']:<32} {scope:<20} {_short(e.get('message', ''))}".rstrip())
     return "\n".join(lines)
+
+
+def _survivability_lines(doc: dict[str, Any] | None) -> list[str]:
+    """Survivable or not per application (those that are not, with the scenario and shortfall),
+    the first shortfall and the least spare capacity per tier."""
+    if not doc:
+        return ["survivability (N-1): unknown (no leader answered with a report; none recorded in the KB)"]
+    if doc.get("source") == "controller":
+        from qonnect.controller.status import survivability_lines
+
+        return survivability_lines(doc)
+    when = time.strftime("%H:%M:%S", time.localtime(doc.get("recorded_at") or 0))
+    lines = [
+        f"survivability (N-1): {'yes' if doc['survivable'] else 'NO'} "
+        f"(as the controller recorded it at {when}; --controller URL for the live report)"
+    ]
+    lines += [f"  {n}: not if {a['violations'][0]['scenario']}" for n, a in doc["applications"].items()]
+    first = doc.get("first_shortfall")
+    if first:
+        lines.append(f"  first shortfall: {first['scenario']}: {first['application']}: {first['text']}")
+    for tier, free in sorted((doc.get("spare") or {}).items()):
+        lines.append(f"  least spare in {tier}: {free.get('cpu_text', '-')}, {free.get('memory_text', '-')}")
+    return lines
 
 
 def _summary_lines(summary: dict[str, Any]) -> list[str]:

@@ -19,7 +19,10 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.engine impo
     place_on,
     release_current,
 )
-from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import PlacementError
+from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import (
+    InventoryError,
+    PlacementError,
+)
 from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet import (
     Fleet,
     np,
@@ -37,7 +40,14 @@ class BatchResult:
     """Plans by application name, in placement order, and the applications that failed."""
 
     plans: dict[str, Plan] = field(default_factory=dict)
-    errors: dict[str, PlacementError] = field(default_factory=dict)
+    # PlacementError, or the ValueError of an application the scorer could not plan at all
+    errors: dict[str, ValueError] = field(default_factory=dict)
+    # per node and resource, the capacity left after the batch, and the capacity each failed
+    # application met (what-if reports read them to say what was missing and what is spare)
+    free_left: Any = None
+    free_at_error: dict[str, Any] = field(default_factory=dict)
+    free_start: Any = None  # the capacity the batch started from
+    fallback: str = ""  # why the batch was planned one application at a time ("" if it was not)
 
     def to_dict(self) -> dict:
         return {
@@ -53,22 +63,27 @@ def place_many(
     exclude=(),
     hysteresis: float = 0.1,
     explain: bool = False,
+    fleet: Fleet | None = None,
 ) -> BatchResult:
     """Place every application of ``requests`` (in that order) on one build of the fleet.
 
     A request is an Application, or a mapping ``{"app": Application, "scorer", "exclude",
     "current", "hysteresis"}`` whose keys override the arguments for that application (its
     stored policy). ``current`` defaults to the inventory's placement of the application.
+    ``fleet``: an already built fleet of ``inventory`` whose ``free0`` is the capacity to start
+    from (what-if scenarios reuse one build); ``inventory`` is then not parsed again.
     Raises ValueError naming the request for a bad request, before placing anything.
     """
     items = [_request(i, r, scorer, exclude, hysteresis) for i, r in enumerate(requests)]
     twice = sorted(n for n, k in Counter(item["app"].name for item in items).items() if k > 1)
     if twice:
         raise ValueError(f"requests: application(s) {', '.join(twice)} requested more than once")
-    inv = inventory if isinstance(inventory, Inventory) else Inventory.from_dict(inventory)
-    fleet = Fleet(inv)
+    if fleet is None:
+        inv = inventory if isinstance(inventory, Inventory) else Inventory.from_dict(inventory)
+        fleet = Fleet(inv)
+    inv = fleet.inventory
     base = fleet.free0.copy()
-    result = BatchResult()
+    result = BatchResult(free_start=base)
     for item in items:
         app = item["app"]
         current = item["current"]
@@ -84,10 +99,67 @@ def place_many(
             )
         except PlacementError as exc:
             result.errors[app.name] = exc
+            result.free_at_error[app.name] = base
             continue
         result.plans[app.name] = plan
         base = _after(fleet, base, app, current, assignment)
+    result.free_left = base
     return result
+
+
+def place_batch(items: list[dict], inventory, fleet: Fleet | None = None) -> BatchResult:
+    """:func:`place_many` as the controller's heal uses it: each item carries its application's
+    own policy; when the whole batch cannot be planned (e.g. the exact scorer's time limit) each
+    application is planned on its own from the capacity the batch started from, and one that
+    still fails is an error of its own. The capacity left is then the start less what every
+    plan takes (each was planned as if alone, so two may share a last slot: the controller
+    commits them so too). InventoryError (no usable fleet) is raised: nothing can be judged."""
+    start = None if fleet is None else fleet.free0.copy()  # before place_many moves it
+    try:
+        return place_many(items, inventory, explain=False, fleet=fleet)
+    except InventoryError:
+        raise
+    except ValueError as exc:
+        out = BatchResult(fallback=str(exc), free_start=start)
+        for item in items:
+            name = item["app"].name
+            if fleet is not None:
+                fleet.set_capacity(start)
+            try:
+                one = place_many([item], inventory, explain=False, fleet=fleet)
+            except InventoryError:
+                raise
+            except ValueError as err:
+                out.errors[name] = err
+                continue
+            out.plans.update(one.plans)
+            out.errors.update(one.errors)
+            out.free_at_error.update(one.free_at_error)
+            if out.free_start is None:
+                out.free_start = one.free_start
+            taken = one.free_left - one.free_start
+            out.free_left = (out.free_start if out.free_left is None else out.free_left) + taken
+        if out.free_left is None:
+            out.free_left = out.free_start
+        if fleet is not None:
+            fleet.set_capacity(start)
+        return out
+
+
+def policy_item(
+    app, scorer: str | None, hysteresis: float | None, exclude, defaults: tuple[str, float]
+) -> dict:
+    """One request of a heal: the application with its stored policy, the controller's defaults
+    (``defaults`` = (scorer, hysteresis)) where the user chose none. ValueError for a policy no
+    scorer can take, so one bad stored policy spoils no batch."""
+    item = {
+        "app": app,
+        "scorer": scorer or defaults[0],
+        "hysteresis": defaults[1] if hysteresis is None else hysteresis,
+        "exclude": tuple(exclude),
+    }
+    check_request(item["scorer"], None, item["hysteresis"])
+    return item
 
 
 def _after(fleet: Fleet, base, app, current: dict, assignment: dict):

@@ -36,16 +36,21 @@ class Problem:
         self.hysteresis = hysteresis
         self.explain = explain
         self.order = dependency_order(app)
+        self._current: dict[str, object] = {}
 
     def current_clusters(self, service: str):
-        """Boolean mask of the clusters the service runs on now (for hysteresis)."""
-        mask = np.zeros(self.fleet.num_clusters, dtype=bool)
-        entries = self.current.get(service)
-        for entry in entries if isinstance(entries, list) else []:
-            c = _cluster_of(self.fleet, entry)
-            if c is not None:
-                mask[c] = True
-        return mask
+        """Boolean mask of the clusters the service runs on now (for hysteresis); read-only,
+        computed once per service (the scorers ask for it several times)."""
+        if service not in self._current:
+            mask = np.zeros(self.fleet.num_clusters, dtype=bool)
+            entries = self.current.get(service)
+            for entry in entries if isinstance(entries, list) else []:
+                c = _cluster_of(self.fleet, entry)
+                if c is not None:
+                    mask[c] = True
+            mask.flags.writeable = False
+            self._current[service] = mask
+        return self._current[service]
 
 
 def dependency_order(app) -> list:
@@ -97,7 +102,7 @@ def release_current(fleet: Fleet, app, current: dict, free=None) -> bool:
             if c is None or not fleet.node_count[c]:
                 continue
             first, count = int(fleet.node_start[c]), int(fleet.node_count[c])
-            local = {fleet.node_names[i]: i for i in range(first, first + count)}
+            local = fleet.local_nodes(c)
             named = [local[n] for n in entry.get("nodes") or [] if n in local]
             replicas = int(entry.get("replicas", len(named) or 1))
             targets = named or [first + (i % count) for i in range(replicas)]
@@ -236,7 +241,7 @@ def plan_assignment(fleet: Fleet, services: dict) -> dict:
                     f"plan: cluster {entry['cluster']!r} of service {svc!r} is not in the inventory"
                 )
             first, count = int(fleet.node_start[c]), int(fleet.node_count[c])
-            local = {fleet.node_names[i]: i for i in range(first, first + count)}
+            local = fleet.local_nodes(c)
             named = entry.get("nodes") or []
             for name in named:
                 if name not in local:

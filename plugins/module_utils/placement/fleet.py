@@ -6,6 +6,7 @@ numpy operations over these arrays instead of Python loops over clusters.
 
 from __future__ import annotations
 
+import itertools
 import json
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.taints import (
@@ -65,6 +66,10 @@ class Fleet:
             [[a[r] - q[r] for r in RESOURCES] for a, q in zip(alloc, requested, strict=True)], dtype=float
         ).reshape(-1, 3)
         self.free = self.free0.copy()
+        # the inventory's own capacity, which its clusters' facts describe (set_capacity moves
+        # free0 away from it; facts() shows the difference)
+        self.free_inventory = self.free0.copy()
+        self.free_inventory.flags.writeable = False
         self.bandwidth = np.array([n.bandwidth_gbps for n in nodes], dtype=float)
         self.energy = np.array([n.energy_kwh for n in nodes], dtype=float)
         self.price = np.array([n.price_eur_h for n in nodes], dtype=float)
@@ -87,7 +92,10 @@ class Fleet:
         self.node_start = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
         self.node_count = counts
         self._latency: tuple | None = None
-        self.cache: dict = {}
+        self.cache: _Cache = _Cache()
+        self._failed: tuple | None = None  # what fail_view() changed, to restore it
+        self._local: dict[int, dict[str, int]] = {}
+        self._starts: tuple | None = None
 
     @property
     def node_reason(self) -> list[str]:
@@ -128,7 +136,36 @@ class Fleet:
         """
         self.free0 = free.copy()
         self.free = free.copy()
-        self.cache = {k: v for k, v in self.cache.items() if _cache_tag(k) not in CAPACITY_CACHE}
+        self.cache.drop_capacity()
+
+    def fail_view(self, clusters) -> None:
+        """See the fleet as the controller sees it once ``clusters`` (indices) have failed: the
+        clusters unhealthy and their nodes unusable (their agent stopped reporting, so the
+        nodes' heartbeats age past the timeout). What-if scenarios plan on this view; their
+        failed nodes then no longer count in the static criteria's scales, as in a real heal.
+        :meth:`restore_view` undoes it. Capacity-derived caches are dropped, as are those that
+        read node eligibility."""
+        self.restore_view()
+        idx = np.asarray(sorted({int(c) for c in clusters}), dtype=np.int64)
+        if not idx.size:
+            return
+        self._failed = (self.healthy, self.node_usable, self.node_ok, self.has_ok_node)
+        gone = np.zeros(self.num_clusters, dtype=bool)
+        gone[idx] = True
+        gone_nodes = gone[self.node_cluster]
+        self.healthy = self.healthy & ~gone
+        self.node_usable = self.node_usable & ~gone_nodes
+        self.node_ok = self.node_ok & ~gone_nodes
+        self.has_ok_node = self.has_ok_node & ~gone
+        self.cache.drop_eligibility()
+
+    def restore_view(self) -> None:
+        """The fleet as the inventory has it again, after :meth:`fail_view`."""
+        if self._failed is None:
+            return
+        self.healthy, self.node_usable, self.node_ok, self.has_ok_node = self._failed
+        self._failed = None
+        self.cache.drop_eligibility()
 
     def facts(self) -> list[dict]:
         """Each cluster's facts (a spec filter's document) under the current ``free0``.
@@ -140,9 +177,10 @@ class Fleet:
         if "facts" not in self.cache:
             if "facts0" not in self.cache:
                 self.cache["facts0"] = [c.facts() for c in self.inventory.clusters]
-                self.cache["free_at_start"] = self.free0.copy()
             facts = list(self.cache["facts0"])
-            changed = np.any(self.free0 != self.cache["free_at_start"], axis=1)
+            # against the inventory's capacity, which facts0 describes (not the capacity when
+            # facts were first asked for: a batch may ask first for its second application)
+            changed = np.any(self.free0 != self.free_inventory, axis=1)
             for c in np.unique(self.node_cluster[changed]):
                 facts[c] = self._facts_now(int(c), facts[c])
             self.cache["facts"] = facts
@@ -162,6 +200,14 @@ class Fleet:
         out["free"] = free
         return out
 
+    def local_nodes(self, c: int) -> dict[str, int]:
+        """Node name -> node index within cluster ``c`` (built once per cluster)."""
+        local = self._local.get(c)
+        if local is None:
+            first, count = int(self.node_start[c]), int(self.node_count[c])
+            local = self._local[c] = {self.node_names[i]: i for i in range(first, first + count)}
+        return local
+
     def node_ok_for(self, service):
         """Eligible nodes for one service: usable, and every blocking taint tolerated by its pods."""
         tolerations = manifest_tolerations(getattr(service, "manifests", None) or [])
@@ -175,7 +221,32 @@ class Fleet:
         return self.cache[key]
 
     def _latency_matrix(self):
-        """Cluster x cluster latency; unmeasured pairs count as the largest measured value."""
+        """Cluster x cluster latency; unmeasured pairs count as the largest measured value.
+
+        A table whose every cluster's row lists every cluster's location in cluster order, none
+        NaN (as the KB and the testbed write it), is read in one C-level pass; its largest
+        value is the matrix's or that of a row of a location no cluster has. Any other table
+        takes :meth:`_latency_matrix_general`; both give the same matrix to the bit."""
+        table = self.inventory.latency_ms
+        n = self.num_clusters
+        empty: dict = {}
+        rows = [table.get(a) or empty for a in self.locations]
+        if n and all(len(row) == n and list(row) == self.locations for row in rows):
+            values = itertools.chain.from_iterable(row.values() for row in rows)
+            mat = np.fromiter(values, dtype=float, count=n * n).reshape(n, n)
+            if not np.isnan(mat).any():
+                used = set(self.locations)
+                measured = [
+                    max(row.values())
+                    for loc, row in table.items()
+                    if loc not in used and isinstance(row, dict) and row
+                ]
+                return mat, float(max([mat.max(), *measured]))
+        return self._latency_matrix_general()
+
+    def _latency_matrix_general(self):
+        """:meth:`_latency_matrix` of any table: rows completed from the reverse direction, the
+        same location 0 ms, the rest the largest measured value."""
         table = self.inventory.latency_ms
         nan = float("nan")
         empty: dict = {}
@@ -225,7 +296,21 @@ class Fleet:
         return out
 
     def cluster_any(self, mask):
-        return np.bincount(self.node_cluster, weights=mask, minlength=self.num_clusters) > 0
+        """Per cluster: whether any of its nodes is in ``mask``."""
+        mask = np.asarray(mask)
+        if mask.dtype != bool or not self.num_nodes:
+            return np.bincount(self.node_cluster, weights=mask, minlength=self.num_clusters) > 0
+        nonempty = self._nonempty_starts()
+        out = np.zeros(self.num_clusters, dtype=bool)
+        out[nonempty[0]] = np.logical_or.reduceat(mask, nonempty[1])  # nodes grouped by cluster
+        return out
+
+    def _nonempty_starts(self):
+        """(clusters with nodes, their first node), for reductions over each cluster's nodes."""
+        if self._starts is None:
+            nonempty = self.node_count > 0
+            self._starts = (nonempty, self.node_start[nonempty])
+        return self._starts
 
     def static_criteria(self) -> dict:
         """Energy, cost and performance of each node, normalised to [0, 1] over eligible nodes.
@@ -236,12 +321,17 @@ class Fleet:
         """
         if "static" not in self.cache:
             ok = self.node_ok
-            perf_raw = (
-                _ratio(self.free0[:, 0], ok) + _ratio(self.free0[:, 1], ok) + _ratio(self.bandwidth, ok)
-            ) / 3.0
+            if "static_fixed" not in self.cache:  # the parts capacity does not change
+                self.cache["static_fixed"] = (
+                    _minmax(self.energy, ok, lower_better=True),
+                    _minmax(self.price, ok, lower_better=True),
+                    _ratio(self.bandwidth, ok),
+                )
+            energy, cost, bandwidth = self.cache["static_fixed"]
+            perf_raw = (_ratio(self.free0[:, 0], ok) + _ratio(self.free0[:, 1], ok) + bandwidth) / 3.0
             self.cache["static"] = {
-                "energy": _minmax(self.energy, ok, lower_better=True),
-                "cost": _minmax(self.price, ok, lower_better=True),
+                "energy": energy,
+                "cost": cost,
                 "performance": _minmax(perf_raw, ok, lower_better=False),
             }
         return self.cache["static"]
@@ -250,10 +340,39 @@ class Fleet:
 # cache entries computed from capacity (Fleet.set_capacity drops them); the rest depend only
 # on the inventory's static facts (labels, tiers, health, taints, latency)
 CAPACITY_CACHE = frozenset(("static", "static_total", "no_refs", "facts", "jmespath", "jmespath-errors"))
+# ... and entries that read node eligibility (Fleet.fail_view drops them with those)
+ELIGIBILITY_CACHE = frozenset(("tolerated", "static_fixed"))
 
 
 def _cache_tag(key) -> object:
     return key[0] if isinstance(key, tuple) else key
+
+
+class _Cache(dict):
+    """The fleet's cache, knowing which of its keys read capacity, so a batch or a what-if
+    scenario drops those in time proportional to their number, not to every mask cached (a
+    survivability report caches one exclusion mask per scenario)."""
+
+    def __init__(self):
+        super().__init__()
+        self._tagged: dict = {}  # tag -> keys present with that tag (capacity/eligibility ones)
+
+    def __setitem__(self, key, value) -> None:
+        tag = _cache_tag(key)
+        if tag in CAPACITY_CACHE or tag in ELIGIBILITY_CACHE:
+            self._tagged.setdefault(tag, set()).add(key)
+        super().__setitem__(key, value)
+
+    def _drop(self, tags) -> None:
+        for tag in tags:
+            for key in self._tagged.pop(tag, ()):
+                self.pop(key, None)
+
+    def drop_capacity(self) -> None:
+        self._drop(CAPACITY_CACHE)
+
+    def drop_eligibility(self) -> None:
+        self._drop(CAPACITY_CACHE | ELIGIBILITY_CACHE)
 
 
 def _ratio(values, ok):

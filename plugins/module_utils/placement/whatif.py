@@ -12,6 +12,7 @@ on that one build, and judges each application against the failures it states it
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.batch impor
 )
 from ansible_collections.qonnect.core.plugins.module_utils.placement.criteria import evaluate
 from ansible_collections.qonnect.core.plugins.module_utils.placement.engine import (
+    Problem,
     judge_without_own,
     plan_assignment,
     release_current,
@@ -111,7 +113,10 @@ def tenants_from_kb(kb) -> tuple[dict, list[Tenant], dict[str, str]]:
 @dataclass
 class Shortfall:
     """What keeps one service from being re-placed: the constraint no cluster meets and, when it
-    is room, the resource that runs out first and how much of it is missing."""
+    is room, the resource that runs out first and how much of it is missing (at least: one
+    replica's request per replica without room). When the service's spread is what room cannot
+    meet (fewer distinct clusters with room than it must spread over), ``missing`` is one
+    replica's request on each of the clusters still needed."""
 
     service: str
     constraint: str
@@ -119,10 +124,26 @@ class Shortfall:
     missing: float = 0.0
     room_for: int = 0  # replicas that would still fit
     replicas: int = 0
+    spread: int = 1
+    clusters_with_room: int | None = None  # set when the spread is what room cannot meet
+    detail: str = ""  # why, when no resource is named (e.g. too few clusters for the spread)
+
+    @property
+    def spread_bound(self) -> bool:
+        return self.clusters_with_room is not None
 
     def text(self) -> str:
         if self.resource is None:
-            return f"{self.service}: no cluster meets {self.constraint}"
+            return f"{self.service}: no cluster meets {self.constraint}" + (
+                f" ({self.detail})" if self.detail else ""
+            )
+        if self.spread_bound:
+            more = self.spread - (self.clusters_with_room or 0)
+            return (
+                f"{self.service}: room on {self.clusters_with_room} of the {self.spread} distinct clusters"
+                f" its spread needs; {amount(self.resource, self.missing)} of {self.resource} missing"
+                f" ({more} more cluster(s) with room for one replica)"
+            )
         return (
             f"{self.service}: {amount(self.resource, self.missing)} of {self.resource} missing"
             f" (room for {self.room_for} of {self.replicas} replicas)"
@@ -138,6 +159,8 @@ class Shortfall:
                 room_for=self.room_for,
                 replicas=self.replicas,
             )
+            if self.spread_bound:
+                out.update(spread=self.spread, clusters_with_room=self.clusters_with_room)
         return out
 
 
@@ -152,6 +175,9 @@ class Outcome:
     services: dict = field(default_factory=dict)  # the plan's services section (placed only)
     reason: str = ""  # why it cannot be placed ("" when it can)
     shortfall: Shortfall | None = None
+    # where it ran when the scenario was planned ((service, cluster, replicas) sorted): an
+    # incremental report plans the scenario again once the application runs elsewhere
+    current: tuple = field(default=(), repr=False)
 
     @property
     def placed(self) -> bool:
@@ -185,6 +211,7 @@ class Scenario:
     label: tuple[str, str] | None = None  # (key, value) of a label scenario
     # spare minus what the fleet would have spare with nothing re-placed: what the heal takes
     delta: dict[str, dict[str, float]] = field(default_factory=dict)
+    fallback: str = ""  # why the heal was planned one application at a time ("" if it was not)
 
     @property
     def survivable(self) -> bool:
@@ -196,6 +223,7 @@ class Scenario:
     def to_dict(self) -> dict:
         first = self.first_shortfall()
         return {
+            **({"fallback": self.fallback} if self.fallback else {}),
             "scenario": self.name,
             "failed": self.failed,
             "survivable": self.survivable,
@@ -226,6 +254,17 @@ class WhatIf:
             for cluster in _clusters_of(placement):
                 self.hosting.setdefault(cluster, set()).add(name)
         self._before: dict[str, float | None] = {}
+        # spare capacity as the report counts it: free capacity (never below zero) of the
+        # eligible nodes of healthy clusters, summed per cluster once; a scenario takes its
+        # failed clusters off and adds what its heal changed on the nodes it touched
+        f = self.fleet
+        self._shown = [RESOURCES.index(r) for r in SHOWN]
+        self._counted = f.node_ok & f.healthy[f.node_cluster]
+        spare0 = np.where(self._counted[:, None], np.clip(self.start[:, self._shown], 0.0, None), 0.0)
+        self._cluster_spare = np.zeros((f.num_clusters, len(SHOWN)))
+        np.add.at(self._cluster_spare, f.node_cluster, spare0)
+        self._tiers = sorted(set(f.tier.tolist()))
+        self._tier_spare = {code: self._cluster_spare[f.tier == code].sum(axis=0) for code in self._tiers}
 
     @property
     def cluster_names(self) -> list[str]:
@@ -257,13 +296,18 @@ class WhatIf:
 
     def fail(self, failed, name: str | None = None, label: tuple[str, str] | None = None) -> Scenario:
         """The heal the controller would plan if ``failed`` went down now (ValueError naming
-        every unknown cluster)."""
+        every unknown cluster).
+
+        The fleet is seen as the controller sees it then: the failed clusters unhealthy and
+        their nodes unusable (Fleet.fail_view), and each affected application excludes them on
+        top of its stored exclusions, as the failure's decision does."""
         failed = sorted(set(failed))
         problems = self.check(failed)
         if problems:
             raise ValueError("; ".join(problems))
         scenario = Scenario(name or f"cluster {', '.join(failed)}", failed, label=label)
         names = self.affected(failed)
+        before = {app: self._objective_before(app) for app in names}  # on the fleet as it is
         items, reasons = [], {}
         for app in names:
             t = self.tenants[app]
@@ -273,13 +317,22 @@ class WhatIf:
                 )
             except ValueError as exc:
                 reasons[app] = f"cannot be planned: {exc}"
-        self.fleet.set_capacity(self.start)
-        result = place_batch(items, self.inventory, fleet=self.fleet) if items else None
-        for app in names:
-            scenario.outcomes[app] = self._outcome(app, result, reasons.get(app), failed)
-        left = result.free_left if result is not None and result.free_left is not None else self.start
-        scenario.spare = self._spare(left, failed)
-        scenario.delta = _minus(scenario.spare, self._spare(self.start, failed))
+        f = self.fleet
+        left = self.start
+        try:
+            f.fail_view([f.cluster_index[c] for c in failed])
+            f.set_capacity(self.start)
+            result = place_batch(items, self.inventory, fleet=f) if items else None
+            for app in names:
+                scenario.outcomes[app] = self._outcome(app, result, reasons.get(app), failed)
+                scenario.outcomes[app].objective_before = before[app]
+            if result is not None:
+                scenario.fallback = result.fallback
+                if result.free_left is not None:
+                    left = result.free_left
+        finally:
+            f.restore_view()
+        scenario.spare, scenario.delta = self._spare_and_delta(left, failed)
         return scenario
 
     def avoid(self, app: str, failed) -> list[str]:
@@ -288,7 +341,7 @@ class WhatIf:
 
     def _outcome(self, app: str, result, reason: str | None, failed: list[str]) -> Outcome:
         current = self.current[app]
-        out = Outcome(app, objective_before=self._objective_before(app))
+        out = Outcome(app, current=_current_key(current))
         plan = result.plans.get(app) if result is not None else None
         for svc in self.tenants[app].app.services:
             was = sorted(_clusters_of({svc.name: current.get(svc.name)}))
@@ -307,6 +360,7 @@ class WhatIf:
         """The objective of where the application runs now, judged on the fleet as it is."""
         if app not in self._before:
             t = self.tenants[app]
+            self.fleet.restore_view()
             self.fleet.set_capacity(self.start)
             try:
                 judge_without_own(self.fleet, t.app, self.current[app])
@@ -319,50 +373,103 @@ class WhatIf:
 
     def _shortfall(self, app: str, error: PlacementError, free, failed: list[str]) -> Shortfall:
         """Which resource runs out first for the service that failed, and how much is missing,
-        on the clusters every other constraint allows (with the capacity it met)."""
+        on the clusters every other constraint allows (with the capacity it met, on the
+        scenario's view of the fleet). A service whose spread is what fails: room on too few
+        distinct clusters (a resource is named), or too few clusters at all (none is)."""
         t = self.tenants[app]
         try:
             svc = t.app.service(error.service)
         except KeyError:
             return Shortfall(error.service, error.constraint)
-        if not error.constraint.startswith("capacity"):
-            return Shortfall(svc.name, error.constraint)
+        constraint = str(error.constraint)
+        if not constraint.startswith(("capacity", "spread")):
+            return Shortfall(svc.name, constraint, replicas=svc.replicas, spread=svc.spread)
         f = self.fleet
         f.set_capacity(self.start if free is None else free)
-        release_current(f, t.app, self.current[app])
-        ctx = ServiceContext(f, svc, frozenset(self.avoid(app, failed)))
+        current = self.current[app]
+        release_current(f, t.app, current)  # its own replicas are room for it, as in the plan
+        avoid = self.avoid(app, failed)
+        held = Problem(t.app, f, avoid, current, 0.0, False).current_clusters(svc.name)
+        ctx = ServiceContext(f, svc, frozenset(avoid), held)
         ok, _culprit, _why_not = run_filters(ctx, CONSTRAINT_FILTERS, False)
-        nodes = ok[f.node_cluster] & ctx.ok_nodes()
+        allowed = int(ok.sum())
+        plain = Shortfall(svc.name, constraint, replicas=svc.replicas, spread=svc.spread)
+        if allowed < svc.spread:  # not room: too few clusters meet the other constraints
+            plain.detail = f"{allowed} cluster(s) meet every other constraint, the spread needs {svc.spread}"
+            return plain
         req = request_vector(svc)
-        free_ok = f.free[nodes]
-        best: tuple[int, str] | None = None
-        for j, resource in enumerate(RESOURCES):
-            if req[j] <= 0:
-                continue
-            fit = int(np.floor((free_ok[:, j] + 1e-9) / req[j]).clip(min=0).sum())
-            if best is None or fit < best[0]:
-                best = (fit, resource)
-        if best is None:
-            return Shortfall(svc.name, error.constraint)
-        fit, resource = best
-        fit = min(fit, svc.replicas)
-        j = RESOURCES.index(resource)
-        missing = float((svc.replicas - fit) * req[j]) if fit < svc.replicas else float(req[j])
-        return Shortfall(svc.name, error.constraint, resource, missing, fit, svc.replicas)
+        used = [j for j in range(len(RESOURCES)) if req[j] > 0]
+        if not used:
+            return plain
+        nodes = ok[f.node_cluster] & ctx.ok_nodes()
+        free_ok = np.where(nodes[:, None], f.free, 0.0)
+        per_resource = np.floor((free_ok[:, used] + 1e-9) / req[used]).clip(min=0)
+        per_node = per_resource.min(axis=1)  # replicas each node has room for
+        per_cluster = np.bincount(f.node_cluster, weights=per_node, minlength=f.num_clusters)
+        with_room = int((per_cluster >= 1).sum())
+        total = int(per_cluster.sum())
+        if 0 < with_room < svc.spread:  # room on too few distinct clusters
+            lacking = ok & (per_cluster < 1)
+            # the resource most of the other allowed clusters lack for one replica
+            short = [
+                int((lacking & ~f.cluster_any(nodes & (f.free[:, j] >= req[j] - 1e-9))).sum()) for j in used
+            ]
+            j = used[int(np.argmax(short))]
+            more = svc.spread - with_room
+            return Shortfall(
+                svc.name,
+                constraint,
+                RESOURCES[j],
+                float(more * req[j]),
+                with_room,
+                svc.replicas,
+                svc.spread,
+                with_room,
+            )
+        room_for = min(total, svc.replicas)
+        if room_for >= svc.replicas:  # room enough by these counts: the scorer's own limits
+            plain.room_for = room_for
+            return plain
+        fits = per_resource.sum(axis=0)  # replicas each resource alone has room for
+        k = int(np.argmin(fits))
+        j = used[k]
+        missing = float((svc.replicas - room_for) * req[j])
+        return Shortfall(svc.name, constraint, RESOURCES[j], missing, room_for, svc.replicas, svc.spread)
+
+    def _spare_and_delta(self, left, failed: list[str]) -> tuple[dict, dict]:
+        """(free capacity per tier once the scenario's heal has run, on the clusters still up;
+        what the heal changed of it). Per-cluster sums are computed once; a scenario only
+        subtracts its failed clusters and adds the nodes its heal touched."""
+        f = self.fleet
+        gone = np.zeros(f.num_clusters, dtype=bool)
+        for c in failed:
+            gone[f.cluster_index[c]] = True
+        base = {
+            code: total - self._cluster_spare[gone & (f.tier == code)].sum(axis=0)
+            for code, total in self._tier_spare.items()
+        }
+        delta = {code: np.zeros(len(SHOWN)) for code in self._tiers}
+        if left is not self.start:
+            touched = np.nonzero(np.any(left != self.start, axis=1))[0]
+            touched = touched[self._counted[touched] & ~gone[f.node_cluster[touched]]]
+            if touched.size:
+                cols = self._shown
+                diff = np.clip(left[touched][:, cols], 0.0, None) - np.clip(
+                    self.start[touched][:, cols], 0.0, None
+                )
+                codes = f.tier[f.node_cluster[touched]]
+                for code in self._tiers:
+                    delta[code] = diff[codes == code].sum(axis=0)
+        spare, change = {}, {}
+        for code in self._tiers:
+            tier = TIER_NAMES.get(code, "other")
+            spare[tier] = {r: float(base[code][i] + delta[code][i]) for i, r in enumerate(SHOWN)}
+            change[tier] = {r: float(delta[code][i]) for i, r in enumerate(SHOWN)}
+        return spare, change
 
     def _spare(self, left, failed: list[str]) -> dict[str, dict[str, float]]:
         """Free capacity per tier once the scenario's heal has run, on the clusters still up."""
-        f = self.fleet
-        up = f.healthy.copy()
-        for c in failed:
-            up[f.cluster_index[c]] = False
-        nodes = f.node_ok & up[f.node_cluster]
-        out: dict[str, dict[str, float]] = {}
-        for code in sorted(set(f.tier.tolist())):
-            mask = nodes & (f.tier[f.node_cluster] == code)
-            sums = left[mask].sum(axis=0) if mask.any() else np.zeros(len(RESOURCES))
-            out[TIER_NAMES.get(code, "other")] = {r: float(sums[RESOURCES.index(r)]) for r in SHOWN}
-        return out
+        return self._spare_and_delta(left, failed)[0]
 
 
 @dataclass
@@ -403,58 +510,198 @@ def scenario_list(whatif: WhatIf, labels=()) -> list[tuple[str, list[str], tuple
     return out
 
 
-def survivability(whatif: WhatIf, labels=(), previous: Report | None = None, changed=()) -> Report:
+def survivability(
+    whatif: WhatIf, labels=(), previous: Report | None = None, changed=(), workers: int = 1
+) -> Report:
     """Every single-cluster failure and every failure of one value of ``labels``, each
     application judged against its own ``survive`` statement.
 
     With ``previous`` (a report of the fleet before a change) and ``changed`` (the clusters
     whose capacity, health or hosted applications changed), a scenario is planned again only if
-    it involves a changed cluster (failed, hosting, or targeted by its plan) or was not
-    survivable; the others are carried over with their spare capacity brought up to date.
+    it was not survivable, fails a changed cluster, hosts other applications or an application
+    that runs elsewhere now, or its plans put replicas on a changed cluster (see
+    :func:`_still_valid`); the others are carried over (copies) with their spare capacity
+    brought up to date. Their verdicts stand because their plans still fit; their plans are
+    those of the previous fleet (a full report plans every scenario on the fleet as it is).
+
+    ``workers`` > 1 plans the scenarios in that many forked processes (each scenario is planned
+    from the same start, so the report is the same; where fork is not available, or in a
+    process whose threads could hold locks a child needs, keep 1).
     """
     began = time.monotonic()
     changed = set(changed)
     old = {s.name: s for s in previous.scenarios} if previous is not None else {}
-    scenarios: list[Scenario] = []
-    evaluated = 0
+    scenarios: list[Scenario | None] = []
+    todo: list[tuple[int, str, list[str], tuple[str, str] | None]] = []
     for name, failed, label in scenario_list(whatif, labels):
         prior = old.get(name)
         if prior is not None and _still_valid(prior, whatif, failed, changed):
-            prior.spare = _plus(whatif._spare(whatif.start, failed), prior.delta)
-            scenarios.append(prior)
-            continue
-        if not whatif.affected(failed):
+            spare = _plus(whatif._spare(whatif.start, failed), prior.delta)
+            scenarios.append(dataclasses.replace(prior, spare=spare, outcomes=dict(prior.outcomes)))
+        elif not whatif.affected(failed):
             scenarios.append(Scenario(name, failed, spare=whatif._spare(whatif.start, failed), label=label))
-            continue
-        scenarios.append(whatif.fail(failed, name=name, label=label))
-        evaluated += 1
-    return Report(scenarios, _verdicts(whatif, scenarios), time.monotonic() - began, evaluated)
+        else:
+            todo.append((len(scenarios), name, failed, label))
+            scenarios.append(None)
+    for i, scenario in _plan_scenarios(whatif, todo, workers):
+        scenarios[i] = scenario
+    done = [s for s in scenarios if s is not None]
+    return Report(done, _verdicts(whatif, done), time.monotonic() - began, len(todo))
+
+
+_FORKED: WhatIf | None = None  # the WhatIf a forked worker plans on (inherited, not pickled)
+
+
+def _plan_scenarios(whatif: WhatIf, todo, workers: int):
+    """(position, Scenario) of each scenario to plan, in this process or in ``workers`` forks."""
+    import multiprocessing
+
+    if workers <= 1 or len(todo) < 2 * workers or "fork" not in multiprocessing.get_all_start_methods():
+        return [(i, whatif.fail(failed, name=name, label=label)) for i, name, failed, label in todo]
+    global _FORKED
+    _FORKED = whatif
+    try:
+        chunks = [todo[k::workers] for k in range(workers)]  # interleaved: alike in cost
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            parts = pool.map(_plan_chunk, chunks)
+    finally:
+        _FORKED = None
+    return [pair for part in parts for pair in part]
+
+
+def _plan_chunk(chunk) -> list[tuple[int, Scenario]]:
+    whatif = _FORKED
+    assert whatif is not None
+    return [(i, whatif.fail(failed, name=name, label=label)) for i, name, failed, label in chunk]
 
 
 def _still_valid(prior: Scenario, whatif: WhatIf, failed: list[str], changed: set[str]) -> bool:
+    """Whether a survivable scenario of the previous report still holds on the fleet now,
+    without planning it again: same failed clusters, none of them changed; the same
+    applications on them, each still running where it ran; no plan of it on a cluster that is
+    down now; and the replicas its plans put on changed clusters still fit there, node by node
+    (the room its applications' own replicas there give back counted), with no service that
+    reads capacity in its constraints (minFree, a filter) planned on a changed cluster. Capacity
+    elsewhere is as it was, so every plan of the scenario still fits."""
     if prior.failed != failed or not prior.survivable or changed & set(failed):
         return False
     if set(prior.outcomes) != set(whatif.affected(failed)):
         return False
-    return not any(changed & o.targets() for o in prior.outcomes.values())
+    f = whatif.fleet
+    down = {c for c in changed if c in f.cluster_index and not f.healthy[f.cluster_index[c]]}
+    touched = []
+    for name, outcome in prior.outcomes.items():
+        if outcome.current != _current_key(whatif.current[name]):
+            return False  # it runs elsewhere now (e.g. healed off a lost cluster)
+        for svc_name, move in outcome.moves.items():
+            if down & set(move["to"]):
+                return False
+            if changed & set(move["to"]):
+                touched.append((name, svc_name))
+    return not touched or _still_fits(prior, whatif, touched, changed)
+
+
+def _still_fits(prior: Scenario, whatif: WhatIf, touched, changed: set[str]) -> bool:
+    """The scenario's replicas on changed clusters fit the capacity those clusters have now:
+    on the nodes its plans name, or else, cluster by cluster, packed on the cluster's nodes
+    that may run them (first fit, largest first). Its applications' own replicas there give
+    their room back first."""
+    f = whatif.fleet
+    free: dict[int, Any] = {}  # node -> capacity now, with the released replicas given back
+    wanted: dict[int, list] = {}  # cluster -> [(request, eligible nodes mask, named node)]
+    for name, svc_name in touched:
+        app = whatif.tenants[name].app
+        try:
+            svc = app.service(svc_name)
+        except KeyError:
+            return False
+        if svc.min_free or svc.filter:
+            return False  # its constraints read capacity: judged again
+        req = request_vector(svc)
+        for sign, entries in (
+            (-1, whatif.current[name].get(svc_name)),
+            (1, prior.outcomes[name].services.get(svc_name)),
+        ):
+            for e in entries if isinstance(entries, list) else []:
+                if not isinstance(e, dict) or e.get("cluster") not in changed:
+                    continue
+                c = f.cluster_index.get(e["cluster"])
+                nodes = e.get("nodes") or []
+                if c is None or not nodes or len(nodes) != int(e.get("replicas", len(nodes))):
+                    return False  # not known node by node: judged again
+                local = f.local_nodes(c)
+                for node in nodes:
+                    if node not in local:
+                        return False
+                    v = local[node]
+                    room = free.setdefault(v, whatif.start[v].copy())
+                    if sign < 0:
+                        room += req
+                    else:
+                        wanted.setdefault(c, []).append((req, f.node_ok_for(svc), v))
+    for c, replicas in wanted.items():
+        first, count = int(f.node_start[c]), int(f.node_count[c])
+        room = {v: free.get(v, whatif.start[v]).copy() for v in range(first, first + count)}
+        if _fit_named(replicas, dict(room)) or _fit_packed(replicas, room):
+            continue
+        return False
+    return True
+
+
+def _fit_named(replicas, room: dict) -> bool:
+    """Every replica on the node its plan names (that node eligible, with room)."""
+    for req, eligible, v in replicas:
+        if not eligible[v]:
+            return False
+        room[v] = room[v] - req
+        if np.any(room[v] < -1e-9):
+            return False
+    return True
+
+
+def _fit_packed(replicas, room: dict) -> bool:
+    """Every replica on some eligible node of its cluster: first fit, largest request first."""
+    for req, eligible, _named in sorted(replicas, key=lambda r: tuple(-r[0]), reverse=False):
+        for v in sorted(room):
+            if eligible[v] and np.all(room[v] >= req - 1e-9):
+                room[v] = room[v] - req
+                break
+        else:
+            return False
+    return True
+
+
+def _current_key(placement: dict) -> tuple:
+    return tuple(
+        sorted(
+            (svc, e["cluster"], str(e.get("replicas", 1)))
+            for svc, entries in (placement or {}).items()
+            if isinstance(entries, list)
+            for e in entries
+            if isinstance(e, dict) and isinstance(e.get("cluster"), str)
+        )
+    )
 
 
 def _verdicts(whatif: WhatIf, scenarios: list[Scenario]) -> dict[str, dict]:
-    """Per application: what it must survive, and each scenario of that kind it does not."""
-    out: dict[str, dict] = {}
-    for name, t in whatif.tenants.items():
-        stated = t.must_survive
-        any_cluster = {"cluster": "any"} in stated
-        keys = {s["label"] for s in stated if "label" in s}
-        violations = []
-        for s in scenarios:
-            outcome = s.outcomes.get(name)
-            if outcome is None or outcome.placed:
+    """Per application: what it must survive, and each scenario of that kind it does not
+    (in scenario order; one pass over the outcomes that failed, not applications x scenarios)."""
+    stated = {name: t.must_survive for name, t in whatif.tenants.items()}
+    any_cluster = {name: {"cluster": "any"} in st for name, st in stated.items()}
+    keys = {name: {s["label"] for s in st if "label" in s} for name, st in stated.items()}
+    violations: dict[str, list[dict]] = {name: [] for name in stated}
+    for s in scenarios:
+        if s.survivable:
+            continue
+        for name, outcome in s.outcomes.items():
+            if outcome.placed or name not in stated:
                 continue
-            if (s.label is None and any_cluster) or (s.label is not None and s.label[0] in keys):
-                violations.append({"scenario": s.name, "reason": outcome.reason})
-        out[name] = {"must_survive": [dict(s) for s in stated], "violations": violations}
-    return out
+            if (s.label is None and any_cluster[name]) or (s.label is not None and s.label[0] in keys[name]):
+                violations[name].append({"scenario": s.name, "reason": outcome.reason})
+    return {
+        name: {"must_survive": [dict(x) for x in st], "violations": violations[name]}
+        for name, st in stated.items()
+    }
 
 
 def _why(error, avoid: list[str]) -> str:
@@ -465,10 +712,6 @@ def _why(error, avoid: list[str]) -> str:
     if service is None:
         return str(error)
     return f"{service}: no eligible cluster ({error.constraint}) without {', '.join(avoid)}"
-
-
-def _minus(a: dict, b: dict) -> dict:
-    return {t: {r: v - b.get(t, {}).get(r, 0.0) for r, v in rs.items()} for t, rs in a.items()}
 
 
 def _plus(a: dict, b: dict) -> dict:

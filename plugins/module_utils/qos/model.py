@@ -111,6 +111,10 @@ class Application:
     # controller's --cluster-grace). Karmada's clusterTolerations, per application.
     cluster_grace_seconds: float | None = None
     adopt: bool = False  # spec.adopt: every service takes over foreign objects in its way
+    # spec.survive: the failures the application must outlive, [{"cluster": "any"}] (any one
+    # cluster) and/or [{"label": KEY}] (all clusters sharing any one value of KEY, e.g. a site);
+    # None: not stated (the survivability report holds it to any one cluster's failure)
+    survive: list | None = None
 
     def adopted(self) -> bool | set[str]:
         """What the deployer may take over: True for the whole application, else its services
@@ -143,6 +147,7 @@ class Application:
                 else {}
             ),
             **({"adopt": True} if self.adopt else {}),
+            **({"survive": [dict(s) for s in self.survive]} if self.survive is not None else {}),
         }
 
     @classmethod
@@ -157,4 +162,5 @@ class Application:
             failure_grace_seconds=data.get("failure_grace_seconds"),
             cluster_grace_seconds=data.get("cluster_grace_seconds"),
             adopt=bool(data.get("adopt", False)),
+            survive=[dict(s) for s in data["survive"]] if isinstance(data.get("survive"), list) else None,
         )

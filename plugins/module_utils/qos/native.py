@@ -42,8 +42,9 @@ class NativeReader(ManifestReader):
         spec = self.mapping(
             data.get("spec"),
             "spec",
-            ("objective", "services", "failureGraceSeconds", "clusterGraceSeconds", "adopt"),
+            ("objective", "services", "failureGraceSeconds", "clusterGraceSeconds", "adopt", "survive"),
         )
+        survive = self.survive(spec.get("survive"), "spec.survive")
         grace = self.grace(spec.get("failureGraceSeconds"), "spec.failureGraceSeconds")
         cluster_grace = self.grace(spec.get("clusterGraceSeconds"), "spec.clusterGraceSeconds", zero=True)
         adopt = self.flag(spec.get("adopt"), "spec.adopt")
@@ -69,7 +70,34 @@ class NativeReader(ManifestReader):
             failure_grace_seconds=grace,
             cluster_grace_seconds=cluster_grace,
             adopt=adopt,
+            survive=survive,
         )
+
+    def survive(self, value: Any, path: str) -> list[dict] | None:
+        """spec.survive: a list of {cluster: any} and {label: KEY} (one failure scenario each)."""
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            self.err(path, "expected a list such as [{cluster: any}, {label: site}]")
+            return None
+        out: list[dict] = []
+        for i, raw in enumerate(value):
+            where = f"{path}[{i}]"
+            if not isinstance(raw, dict) or len(raw) != 1 or next(iter(raw)) not in ("cluster", "label"):
+                self.err(where, f"{raw!r} is not {{cluster: any}} nor {{label: KEY}}")
+                continue
+            kind, arg = next(iter(raw.items()))
+            if kind == "cluster" and arg != "any":
+                self.err(f"{where}.cluster", f"{arg!r} is not 'any' (any one cluster's failure)")
+                continue
+            if kind == "label":
+                problem = label_key_problem(arg)
+                if problem:
+                    self.err(f"{where}.label", problem)
+                    continue
+            if {kind: arg} not in out:
+                out.append({kind: arg})
+        return out
 
     def flag(self, value: Any, path: str) -> bool:
         if value is None:

@@ -35,6 +35,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     Application,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent as records
+from ansible_collections.qonnect.core.plugins.module_utils.runners import survive
 from ansible_collections.qonnect.core.plugins.module_utils.runners.batch import run_batch
 from ansible_collections.qonnect.core.plugins.module_utils.runners.placement import (
     check_options,
@@ -341,10 +342,17 @@ def run(module: QonnectModule) -> dict:
     # Place first: a spec is stored only once it validates and places (issue 13.5).
     if params.get("plan") and params.get("exclude"):  # stored as the policy: checked all the same
         check_options(kb.list_clusters(), params)
-    plan = dict(params["plan"]) if params.get("plan") else compute_plan(app, kb.inventory(), params, False)
+    inventory: dict | None = None  # read once, for the plan and require_survivable
+    if params.get("plan"):
+        plan = dict(params["plan"])
+    else:
+        inventory = kb.inventory()
+        plan = compute_plan(app, inventory, params, False)
     chosen = plan_services(plan)
     plan["services"] = chosen
     plan.pop("explanation", None)  # the placement module returns it; here it would only be noise
+    if params.get("require_survivable"):  # refused before anything is changed anywhere
+        survive.check(kb, app, placement_of(chosen), records.policy_of(params), inventory)
     deployer = deployer_for(module, kb, app, chosen, old_clusters, placing)
     # A user's deploy (not the controller's fenced run) says what it is doing before the new
     # version becomes visible: the controller then leaves that version to it, and heals the

@@ -11,7 +11,6 @@ and the failed clusters chosen by name and by label, every problem reported at o
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.app_source import load_app_from_params
@@ -20,7 +19,6 @@ from ansible_collections.qonnect.core.plugins.module_utils.errors import InputEr
 from ansible_collections.qonnect.core.plugins.module_utils.module import QonnectModule
 from ansible_collections.qonnect.core.plugins.module_utils.placement import place
 from ansible_collections.qonnect.core.plugins.module_utils.placement.batch import place_batch, policy_item
-from ansible_collections.qonnect.core.plugins.module_utils.placement.model import RESOURCES
 from ansible_collections.qonnect.core.plugins.module_utils.placement.references import (
     UnknownClusterError,
     check_cluster_names,
@@ -32,6 +30,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.whatif impo
     survivability,
     tenants_from_kb,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.runners.survive import with_planned
 
 # The plan options as a user who sets none gets them.
 PLAN_DEFAULTS: dict[str, Any] = {name: opts["default"] for name, opts in PLAN_ARGSPEC.items()}
@@ -122,19 +121,9 @@ def deployed(inventory: dict, tenants: list) -> dict:
     result = place_batch(items, inventory)
     if result.errors:
         raise NotPlacedError([f"{name}: {err}" for name, err in sorted(result.errors.items())])
-    out = copy.deepcopy(inventory)
-    out["placements"] = dict(out.get("placements") or {})
-    nodes = {(c["name"], n["name"]): n for c in out.get("clusters") or [] for n in c.get("nodes") or []}
+    out = inventory
     for t in tenants:
-        services = result.plans[t.name].to_dict()["services"]
-        out["placements"][t.name] = services
-        for svc, entries in services.items():
-            req = t.app.service(svc).requests
-            for entry in entries:
-                for node in entry.get("nodes") or []:
-                    held = nodes[(entry["cluster"], node)].setdefault("requested", {})
-                    for r in RESOURCES:
-                        held[r] = held.get(r, 0) + req.get(r, 0)
+        out = with_planned(out, t.app, result.plans[t.name].to_dict()["services"])
     return out
 
 

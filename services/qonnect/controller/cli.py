@@ -155,6 +155,22 @@ def add_parser(subparsers: Any) -> None:
         "%(default)s), so a busy host slows playbooks, not Raft heartbeats and elections",
     )
     run.add_argument(
+        "--survivability-every",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="as leader, check N-1 survivability at most every SECONDS when the fleet changed "
+        "(a deploy, a cluster loss, a capacity change), off the tick; 0 turns it off (default %(default)g)",
+    )
+    run.add_argument(
+        "--survive-label",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a cluster label (e.g. site, region; tier) whose every value is also a failure scenario "
+        "of the survivability check (repeatable; applications' spec.survive add their own)",
+    )
+    run.add_argument(
         "--ready-file", help="write {'http': PORT, ...} here once serving (for supervisors and tests)"
     )
     run.set_defaults(func=_run)
@@ -285,6 +301,8 @@ def _run(args: argparse.Namespace) -> int:
         tick=_positive(args.tick, "--tick"),
         max_attempts=args.max_attempts,
         rollback=args.rollback,
+        survivability_every=_non_negative(args.survivability_every, "--survivability-every"),
+        survive_labels=tuple(k.strip() for k in args.survive_label if k.strip()),
         **pacing,
         wait_timeout=wait_timeout,
         run_timeout=run_timeout_for(wait_timeout),

@@ -61,6 +61,7 @@ from qonnect.controller.records import RecordCache
 from qonnect.controller.replan import BatchPlan, Feasibility, Planner, PlanRequest, engine_planner
 from qonnect.controller.statemachine import PENDING, RETRY, RUNNING
 from qonnect.controller.status import Metrics, StatusServer
+from qonnect.controller.survival import EVERY, Watch
 from qonnect.controller.timeouts import DEFAULT_WAIT_TIMEOUT, RUN_OVERHEAD
 
 log = logging.getLogger("qonnect.controller")
@@ -108,6 +109,8 @@ class Config:
     max_drift_moves_per_minute: float = 2.0  # QoS-drift moves admitted per minute (calm failback)
     intent_ttl: float = DEFAULT_WAIT_TIMEOUT + RUN_OVERHEAD  # a deploy's 'applying' intent holds this long
     rollback: bool = True  # a version failing on max_version_failures clusters rolls back
+    survivability_every: float = EVERY  # seconds between survivability checks (0: off; survival.py)
+    survive_labels: tuple[str, ...] = ()  # label keys whose every value is a failure scenario
 
 
 def migration_vars(cfg: Config) -> dict[str, Any]:
@@ -167,6 +170,9 @@ class Controller:
         records = RecordCache(self.kb.list_clusters)  # one read of every record per 30 s, shared
         self.confirmer = Confirmer(records)  # the leader's own probes of suspects
         self.capacity = CapacityWatch(records)  # ... and of capacity claims
+        self.survival = Watch(  # the leader's N-1 survivability report, off the tick
+            self.kb, (DEFAULT_SCORER, cfg.settings.hysteresis), cfg.survivability_every, cfg.survive_labels
+        )
         self.last_tick: float | None = None  # monotonic start of the previous tick (loop lag)
         # a tick this much later than planned: the host (or we) stalled, agents were not heard
         self.stall_limit = max(2.0 * cfg.tick, cfg.settings.heartbeat_timeout / 2)
@@ -252,7 +258,7 @@ class Controller:
             self._reconcile_lost()
         try:
             read_at = time.monotonic()
-            snapshot, _placements = journal.read_snapshot(self.kb, time.time())
+            snapshot, placements = journal.read_snapshot(self.kb, time.time())
         except KBError as exc:
             self._kb_heard(False, exc)
             self.why = f"leader of term {term}, but no decisions: cannot read the KB ({exc})"
@@ -279,6 +285,7 @@ class Controller:
             self._drive_open(snapshot)  # start what was just decided now, not a tick later
         down = set(down_clusters(snapshot, self.cfg.settings))
         self.reconciler.tick(snapshot, self.memory, down, self.lead_term, self.lead_token)
+        self.survival.tick(snapshot, placements, term, self.lead_token, lambda: self._still_leader(term))
 
     def _loop_lag(self) -> None:
         """Measure this loop's own lag (time between ticks beyond cfg.tick)."""
@@ -1170,4 +1177,5 @@ class Controller:
             "running_here": sorted(self.runs),
             "max_concurrent_runs": self.cfg.max_concurrent_runs,
             "waiting_for_run_slot": list(self.waiting_slot),  # decision ids, in the order they start
+            "survivability": self.survival.status(),  # the leader's last N-1 report (survival.py)
         }

@@ -137,59 +137,54 @@ def engine_planner(default_scorer: str = "weighted", default_hysteresis: float =
     application of the batch is placed on it in order, each with its own policy, against the
     capacity the earlier ones took. None if the engine is not installed."""
     try:
-        from ansible_collections.qonnect.core.plugins.module_utils.placement.batch import place_many
-        from ansible_collections.qonnect.core.plugins.module_utils.placement.engine import check_request
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.batch import (
+            place_batch,
+            policy_item,
+        )
         from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
         from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
     except ImportError as exc:
         log.warning("placement engine unavailable (%s): migrations place for themselves", exc)
         return None
-
-    def why_not(req: PlanRequest, exc: Exception) -> str:
-        service = getattr(exc, "service", None)
-        if service is None:
-            return str(exc)
-        without = f" without {', '.join(req.exclude)}" if req.exclude else ""
-        return f"{service}: no eligible cluster ({getattr(exc, 'constraint', exc)}){without}"
+    defaults = (default_scorer, default_hysteresis)
 
     def plan(requests: list[PlanRequest], inventory: dict[str, Any]) -> BatchPlan:
         out = BatchPlan()
         batch: list[tuple[PlanRequest, dict[str, Any]]] = []
         for req in requests:
             name = str(req.record.get("name"))
-            scorer = req.scorer or default_scorer
-            hysteresis = default_hysteresis if req.hysteresis is None else req.hysteresis
             try:
                 app = Application.from_dict(req.record["application"])
-                check_request(scorer, None, hysteresis)  # one bad stored policy spoils no batch
+                item = policy_item(app, req.scorer, req.hysteresis, req.exclude, defaults)
             except (KeyError, TypeError, ValueError) as exc:
                 out.unplaceable[name] = f"cannot be planned: {exc}"
                 continue
-            batch.append(
-                (req, {"app": app, "scorer": scorer, "hysteresis": hysteresis, "exclude": tuple(req.exclude)})
-            )
+            batch.append((req, item))
         if not batch:
             return out
         try:
-            result = place_many([item for _req, item in batch], inventory, explain=False)
+            result = place_batch([item for _req, item in batch], inventory)
         except InventoryError as exc:  # no usable fleet: nothing is judged; the run reports it
             log.info("batch plan skipped: %s", exc)
             return out
-        except ValueError as exc:  # e.g. the exact scorer's time limit: each one on its own
-            log.warning("batch plan failed (%s); planning its %d applications one by one", exc, len(batch))
-            for req, item in batch:
-                try:
-                    one = place_many([item], inventory, explain=False)
-                except (InventoryError, ValueError) as err:
-                    out.unplaceable[item["app"].name] = why_not(req, err)
-                    continue
-                _collect(one, req, item, out, why_not)
-            return out
+        if result.fallback:
+            log.warning(
+                "batch plan failed (%s); planned its %d applications one by one", result.fallback, len(batch)
+            )
         for req, item in batch:
             _collect(result, req, item, out, why_not)
         return out
 
     return plan
+
+
+def why_not(req: PlanRequest, exc: Exception) -> str:
+    """Why an application of a batch cannot be placed, as the decision's deferral says it."""
+    service = getattr(exc, "service", None)
+    if service is None:
+        return str(exc)
+    without = f" without {', '.join(req.exclude)}" if req.exclude else ""
+    return f"{service}: no eligible cluster ({getattr(exc, 'constraint', exc)}){without}"
 
 
 def _collect(

@@ -161,6 +161,38 @@ class StatusServer:
         self.server.server_close()
 
 
+def survivability_lines(doc: dict[str, Any] | None, indent: str = "") -> list[str]:
+    """The leader's N-1 survivability report (controller/survival.py) as text: the verdict,
+    each application that would not be re-placed (scenario and shortfall), the first shortfall
+    and the least spare capacity per tier; [] when the document has none (an older replica)."""
+    if not isinstance(doc, dict):
+        return []
+    if doc.get("state") != "computed":
+        return [f"{indent}survivability: {doc.get('state', 'unknown')}"]
+    apps = doc.get("applications") or {}
+    bad = doc.get("not_survivable") or []
+    head = "yes" if doc.get("survivable") else f"NO ({len(bad)} of {len(apps)} application(s))"
+    when = time.strftime("%H:%M:%S", time.localtime(doc.get("computed_at") or 0))
+    lines = [
+        f"{indent}survivability (N-1): {head}; {doc.get('scenarios', 0)} scenario(s), "
+        f"computed {when} in {float(doc.get('seconds') or 0) * 1000:.0f} ms"
+    ]
+    for name in bad:
+        for v in apps.get(name, {}).get("violations", [])[:3]:
+            lines.append(f"{indent}  {name}: not if {v['scenario']}: {v['shortfall']}")
+    first = doc.get("first_shortfall")
+    if first:
+        lines.append(
+            f"{indent}  first shortfall: {first['scenario']}: {first['application']}: {first['text']}"
+        )
+    for tier, free in sorted((doc.get("spare") or {}).items()):
+        lines.append(
+            f"{indent}  least spare in {tier}: {free.get('cpu_text', '-')} ({free.get('cpu_scenario', '-')}), "
+            f"{free.get('memory_text', '-')} ({free.get('memory_scenario', '-')})"
+        )
+    return lines
+
+
 def render(statuses: dict[str, dict[str, Any] | str]) -> str:
     """Human text for ``qonnect controller status``: one block per replica asked."""
     lines: list[str] = []
@@ -195,5 +227,6 @@ def render(statuses: dict[str, dict[str, Any] | str]) -> str:
             for d in st["recent"]:
                 when = time.strftime("%H:%M:%S", time.localtime(d["decided_at"]))
                 lines.append(f"    {when} {d['id']} {d['app']} [{d['kind']}] {d['status']}: {d['reason']}")
+        lines += survivability_lines(st.get("survivability"), "  ")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

@@ -81,7 +81,13 @@ def test_extras_cover_every_component():
     extras = pyproject["project"]["optional-dependencies"]
     named = {h.split("[")[1].split("]")[0] for h in cli.INSTALL_HINTS.values() if "qonnect[" in h}
     assert named <= set(extras)
-    assert set(cli.INSTALL_HINTS) == set(cli.COMPONENTS) - {"status", "plan", "history", "rollback", "survivability"}
+    assert set(cli.INSTALL_HINTS) == set(cli.COMPONENTS) - {
+        "status",
+        "plan",
+        "history",
+        "rollback",
+        "survivability",
+    }
     base = " ".join(pyproject["project"]["dependencies"])
     for server_only in ("fastapi", "uvicorn", "psycopg", "pysyncobj", "aiohttp", "kubernetes-validate"):
         assert server_only not in base, f"{server_only} belongs in an extra, not the base install"

@@ -11,6 +11,11 @@ const TIERS = ["cloud", "fog", "edge"];
 
 let timer = null;
 let latest = null;
+// the controller's last fleet survivability verdict (controller/survival.py): the newest
+// controller.survivability.fleet event, found once among the newest events, then kept current
+// from the events after the last one seen
+const FLEET_VERDICT = "controller.survivability.fleet";
+const survival = { cursor: null, verdict: null };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -57,10 +62,26 @@ async function load() {
   const [clusters, inventory, placements, workloads, events] = await Promise.all([
     get("/clusters"), get("/inventory"), get("/placements"), get("/workloads"), get("/events?limit=100"),
   ]);
+  await loadSurvival();
   return {
     clusters: clusters.clusters, inventory, placements: placements.placements,
-    workloads: workloads.workloads, events: events.events, at: new Date(),
+    workloads: workloads.workloads, events: events.events, at: new Date(), verdict: survival.verdict,
   };
+}
+
+async function loadSurvival() {
+  for (let page = 0; page < 5; page++) {  // bounded: a few pages of new events per refresh
+    const path = survival.cursor === null ? "/events?limit=1000" : `/events?after_id=${survival.cursor}&limit=1000`;
+    const found = (await get(path)).events;
+    for (const e of found) {
+      if (e.type === FLEET_VERDICT && e.role === "controller" && (!survival.verdict || e.id > survival.verdict.id)) {
+        survival.verdict = e;
+      }
+      survival.cursor = Math.max(survival.cursor ?? 0, e.id);
+    }
+    if (survival.cursor === null) survival.cursor = 0;
+    if (found.length < 1000) break;
+  }
 }
 
 // -- derived views ---------------------------------------------------------------------------
@@ -131,6 +152,9 @@ function health(status) {
 
 function kind(event) {
   const t = event.type;
+  if (/^controller\.survivability\./.test(t)) {
+    return /regained$/.test(t) || (event.data && event.data.survivable === true) ? "success" : "failure";
+  }
   if (/succeeded$|recovered/.test(t)) return "success";
   if (/fail|down|lost|error|cancel/.test(t)) return "failure";
   if (/migrat|decision|deploy|placement|failover/.test(t)) return "migration";
@@ -227,12 +251,53 @@ function drawTimeline(events) {
     : [el("li", { class: "empty" }, all ? "no events yet" : "no failovers or migrations yet")]));
 }
 
+// Survivable or not per application, as the controller's last fleet verdict says (as of then:
+// an application deployed since is judged at the next verdict), the first shortfall, and the
+// least spare capacity per tier over every failure scenario.
+function drawSurvival(data) {
+  const v = data.verdict;
+  const rows = [];
+  if (!v) {
+    $("survival-summary").textContent =
+      "no verdict recorded yet (the controller's leader records one after its first survivability check)";
+    $("survival-spare").textContent = "";
+    $("survivability").dataset.survivable = "unknown";
+  } else {
+    const d = v.data || {};
+    const bad = d.not_survivable || {};
+    const first = d.first_shortfall;
+    $("survivability").dataset.survivable = d.survivable ? "yes" : "no";
+    $("survival-summary").textContent = (d.survivable
+      ? `survivable: every application outlives the failures it states`
+      : `NOT survivable: ${d.not_survivable_count ?? Object.keys(bad).length} application(s) would not be re-placed`) +
+      (first ? ` · first shortfall: ${first.scenario}: ${first.application}: ${first.text}` : "") +
+      ` · as of ${fmtTime(v.ts)}`;
+    const apps = [...new Set([...data.placements.map((p) => p.application), ...Object.keys(bad)])].sort();
+    for (const app of apps) {
+      const ok = !(app in bad);
+      rows.push(el("tr", { "data-app": app, "data-survivable": ok ? "yes" : "no" },
+        el("td", {}, app), el("td", { class: ok ? "" : "notready" }, ok ? "yes" : "no"),
+        el("td", {}, ok ? "-" : bad[app] || "-")));
+    }
+    const hidden = (d.not_survivable_count || 0) - Object.keys(bad).length;
+    if (hidden > 0) {
+      rows.push(el("tr", {}, el("td", { colSpan: 3, class: "empty" },
+        `and ${hidden} more not survivable (qonnect status --controller URL lists them all)`)));
+    }
+    $("survival-spare").textContent = Object.entries(d.spare || {}).sort()
+      .map(([tier, free]) => `least spare in ${tier}: ${free.cpu_text || "-"}, ${free.memory_text || "-"}`).join(" · ");
+  }
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colSpan: 3, class: "empty" }, "no verdict yet")));
+  $("survival").tBodies[0].replaceChildren(...rows);
+}
+
 function draw(data) {
   const ready = readyCounts(data.workloads);
   const running = runningByCluster(data.placements, data.inventory, ready);
   drawTiers(data, running);
   drawPlacements(data, ready);
   drawTimeline(data.events);
+  drawSurvival(data);
   const up = data.clusters.filter((c) => c.status.healthy).length;
   const term = fencingTerm(data.placements, data.events);
   $("summary").textContent = [
@@ -282,6 +347,8 @@ function showLogin(message) {
   $("login-error").textContent = message || "";
   $("summary").textContent = "not connected";
   latest = null;
+  survival.cursor = null;
+  survival.verdict = null;
   $("token").focus();
 }
 

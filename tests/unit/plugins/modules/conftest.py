@@ -26,12 +26,19 @@ def run_module(monkeypatch, capsys, kb):
 
     Every module reaches the KB through the runner's client factory (module_utils/module.py),
     so this one seam gives each of them the in-memory KB."""
+    from ansible.module_utils import _internal
+    from ansible.module_utils.common import warnings
     from ansible_collections.qonnect.core.plugins.module_utils import module as runner
 
     monkeypatch.setattr(runner, "kb_client_from_params", lambda params: kb)
+    # a module runs in a process of its own: its warnings go into its result, not to the
+    # controller's display (an earlier test in this worker may have loaded controller code), and
+    # none of an earlier run's is left over
+    monkeypatch.setattr(_internal, "is_controller", False)
 
     def run(module, args, check_mode=False, diff=False):
         args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
+        warnings._global_warnings.clear()
         with patch_module_args(args), pytest.raises(SystemExit):
             module.main()
         return json.loads(capsys.readouterr().out)

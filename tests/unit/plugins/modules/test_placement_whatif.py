@@ -18,16 +18,6 @@ PAPER = json.loads((ROOT / "examples" / "inventories" / "paper.json").read_text(
 HOME = {"productpage": "cloud-1", "details": "fog-1", "reviews": "fog-1", "ratings": "edge-1"}
 
 
-@pytest.fixture(autouse=True)
-def no_leftover_warnings():
-    """Modules run in this process: the warnings they record (ansible-core keeps them in a
-    module-global) must not reach the next test's results."""
-    from ansible.module_utils.common import warnings
-
-    yield
-    warnings._global_warnings.clear()
-
-
 def placed(where: dict[str, str]) -> dict:
     return {svc: [{"cluster": c, "replicas": 1, "nodes": [f"{c}-worker"]}] for svc, c in where.items()}
 
