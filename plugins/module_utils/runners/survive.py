@@ -86,7 +86,9 @@ def check(kb: Any, app: Any, planned: dict, policy: dict, inventory: dict | None
     _inv, tenants, _problems = whatif.tenants_from_kb(_Fixed(kb, inventory))
     old = next((t for t in tenants if t.name == app.name), None)
     others = [t for t in tenants if t.name != app.name]
-    new = whatif.Tenant(app, policy.get("scorer"), policy.get("hysteresis"), tuple(policy.get("exclude") or ()))
+    new = whatif.Tenant(
+        app, policy.get("scorer"), policy.get("hysteresis"), tuple(policy.get("exclude") or ())
+    )
     fleet = whatif.WhatIf(with_planned(inventory, app, planned, old.app if old else None), [*others, new])
     report = whatif.survivability(fleet)
     if report.survivable:
