@@ -230,7 +230,7 @@ class Scenario:
             "applications": {n: o.to_dict() for n, o in self.outcomes.items()},
             "first_shortfall": first.to_dict() if first else None,
             "spare": {
-                tier: {r: v for r, v in free.items()} | {f"{r}_text": amount(r, v) for r, v in free.items()}
+                tier: dict(free) | {f"{r}_text": amount(r, v) for r, v in free.items()}
                 for tier, free in self.spare.items()
             },
         }
@@ -571,7 +571,8 @@ def _plan_scenarios(whatif: WhatIf, todo, workers: int):
 
 def _plan_chunk(chunk) -> list[tuple[int, Scenario]]:
     whatif = _FORKED
-    assert whatif is not None
+    if whatif is None:
+        raise RuntimeError("a survivability worker started without the fleet it plans on")
     return [(i, whatif.fail(failed, name=name, label=label)) for i, name, failed, label in chunk]
 
 

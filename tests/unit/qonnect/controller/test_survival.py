@@ -250,7 +250,7 @@ def test_policies_are_read_once_and_again_only_when_the_version_or_deploy_change
     assert kb.reads == {"x": 1, "y": 1, None: 1}  # each policy once; the fleet's last verdict once
     assert w.previous is not None
     assert w.policy_seen["x"][0] == "optimal" and w.policy_seen["y"][0] is None  # the stored policy
-    for _ in range(3):  # capacity changes: recomputed, no policy read again
+    for _step in range(3):  # capacity changes: recomputed, no policy read again
         fleet.clusters[2]["nodes"][0]["allocatable"]["cpu"] += 1
         tick(w, fleet, clock)
     assert kb.reads["x"] == 1 and kb.reads["y"] == 1

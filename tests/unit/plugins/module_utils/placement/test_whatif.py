@@ -591,21 +591,6 @@ def test_policy_item_fills_in_the_controllers_defaults_only_where_none_was_store
         batch_module.policy_item(a, None, -1, (), ("weighted", 0.1))
 
 
-def test_the_survivability_benchmark_runs_and_checks_itself():
-    """benchmarks/placement.py --survivability on a small fleet: the incremental report after
-    the loss reaches the full recompute's verdicts, with fewer scenarios planned."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_placement", ROOT / "benchmarks" / "placement.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    row = bench.survivability_bench(runs=1, clusters=30, nodes=2, apps=15, workers=2)
-    assert row["scenarios"] == 30 and row["incremental_verdicts_equal_full"]
-    assert row["incremental_scenarios_planned"] <= row["full_recompute_scenarios_planned"]
-    assert {"full_w1", "full_w2", "incremental_w1", "incremental_w2"} <= set(row["seconds"])
-    assert row["rss_peak_mb"] > 0 and row["report_traced_peak_mb"] > 0
-
-
 def test_incremental_carries_a_scenario_whose_replicas_still_fit_on_another_node():
     """The node a scenario's plan names filled up, but another node of that cluster has room:
     a feasible heal still exists, the scenario is carried over, the verdicts are the full
