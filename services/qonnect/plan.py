@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 from ansible_collections.qonnect.core.plugins.module_utils.placement import (
-    SCORERS,
     InventoryError,
     PlacementError,
     place,
@@ -41,18 +40,16 @@ from ansible_collections.qonnect.core.plugins.module_utils.runners.placement imp
 
 from qonnect.cli import UserError
 from qonnect.status import kb_token
+from qonnect.survivability import add_fleet_arguments
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "plan", help="compute a placement plan and explain it", description=__doc__.splitlines()[0]
     )
-    p.add_argument(
-        "--spec",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="QoS spec (qonnect.io/v1 or QONNECT format); with --fail repeatable (the applications "
+    add_fleet_arguments(
+        p,
+        "QoS spec (qonnect.io/v1 or QONNECT format); with --fail repeatable (the applications "
         "of an --inventory file), and optional with --kb (the KB's applications are used)",
     )
     p.add_argument(
@@ -62,27 +59,6 @@ def add_parser(subparsers) -> None:
         metavar="TIER_KEY=FILE",
         help="QONNECT's tier manifest bundle beside its Application file, e.g. "
         "cloud_svc=productpage.yaml (repeatable; as QONNECT's API takes them)",
-    )
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--inventory", help="inventory file (JSON or YAML, the KB's format)")
-    src.add_argument("--kb", help="Knowledge Base URL (default: $QONNECT_KB_URL)")
-    p.add_argument(
-        "--token-file", help="file holding the KB bearer token (default: the token in $QONNECT_KB_TOKEN)"
-    )
-    p.add_argument("--ca", help="CA bundle to verify the KB's certificate")
-    p.add_argument("--scorer", choices=SCORERS, default="weighted")
-    p.add_argument(
-        "--exclude",
-        action="append",
-        default=[],
-        metavar="CLUSTER",
-        help="do not place on this cluster (repeatable)",
-    )
-    p.add_argument(
-        "--hysteresis",
-        type=float,
-        default=0.1,
-        help="keep the current cluster unless another is better by this fraction",
     )
     p.add_argument(
         "--fail",

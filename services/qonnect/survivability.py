@@ -67,15 +67,16 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def add_fleet_arguments(p: argparse.ArgumentParser) -> None:
+def add_fleet_arguments(p: argparse.ArgumentParser, spec_help: str = "") -> None:
     """Where the fleet comes from, and the policy of the applications of --spec files (the
-    options `qonnect plan` has too)."""
+    options `qonnect plan` has too: one definition for both)."""
     p.add_argument(
         "--spec",
         action="append",
         default=[],
         metavar="FILE",
-        help="QoS spec of an application to include (repeatable); with --inventory the "
+        help=spec_help
+        or "QoS spec of an application to include (repeatable); with --inventory the "
         "applications are these; with --kb it joins the stored ones (replacing one of its name)",
     )
     src = p.add_mutually_exclusive_group()
@@ -91,9 +92,14 @@ def add_fleet_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="CLUSTER",
-        help="a cluster the --spec applications do not use (repeatable)",
+        help="do not place the --spec applications on this cluster (repeatable)",
     )
-    p.add_argument("--hysteresis", type=float, default=0.1, help="the --spec applications' hysteresis")
+    p.add_argument(
+        "--hysteresis",
+        type=float,
+        default=0.1,
+        help="keep the --spec applications' current cluster unless another is better by this fraction",
+    )
     p.set_defaults(bundle=[])
 
 

@@ -251,7 +251,7 @@ class WhatIf:
         self.current = {name: self.inventory.placements.get(name) or {} for name in self.tenants}
         self.hosting: dict[str, set[str]] = {}  # cluster -> tenants with a replica on it
         for name, placement in self.current.items():
-            for cluster in _clusters_of(placement):
+            for cluster in clusters_of(placement):
                 self.hosting.setdefault(cluster, set()).add(name)
         self._before: dict[str, float | None] = {}
         # spare capacity as the report counts it: free capacity (never below zero) of the
@@ -344,7 +344,7 @@ class WhatIf:
         out = Outcome(app, current=_current_key(current))
         plan = result.plans.get(app) if result is not None else None
         for svc in self.tenants[app].app.services:
-            was = sorted(_clusters_of({svc.name: current.get(svc.name)}))
+            was = sorted(clusters_of({svc.name: current.get(svc.name)}))
             out.moves[svc.name] = {"from": was, "to": plan.clusters(svc.name) if plan else []}
         if plan is not None:
             out.objective_after = plan.objective
@@ -719,7 +719,8 @@ def _plus(a: dict, b: dict) -> dict:
     return {t: {r: v + b.get(t, {}).get(r, 0.0) for r, v in rs.items()} for t, rs in a.items()}
 
 
-def _clusters_of(placement: dict) -> set[str]:
+def clusters_of(placement: dict | None) -> set[str]:
+    """The clusters a placement ({service: [{cluster, ...}]}) runs on."""
     return {
         e["cluster"]
         for entries in (placement or {}).values()

@@ -49,7 +49,7 @@ from typing import Any
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement import whatif
 from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
-from ansible_collections.qonnect.core.plugins.module_utils.placement.whatif import amount
+from ansible_collections.qonnect.core.plugins.module_utils.placement.whatif import amount, clusters_of
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 
 log = logging.getLogger("qonnect.controller.survival")
@@ -94,16 +94,6 @@ def _step(value: Any, resource: str) -> int:
         return round(float(value or 0) / (CPU_STEP if resource == "cpu" else BYTES_STEP))
     except (TypeError, ValueError):
         return 0
-
-
-def clusters_of(placement: dict[str, Any] | None) -> set[str]:
-    return {
-        e["cluster"]
-        for entries in (placement or {}).values()
-        if isinstance(entries, list)
-        for e in entries
-        if isinstance(e, dict) and isinstance(e.get("cluster"), str)
-    }
 
 
 class Fingerprint:
