@@ -54,7 +54,8 @@ options:
         C(edge_svc) to a file), with O(src) or O(spec) in QONNECT's format.
     type: dict
   explain:
-    description: Return the per-service explanation.
+    description:
+      - Return the per-service explanation (of the plan, and of each application's plan in RV(simulation)).
     type: bool
     default: true
   inventory:

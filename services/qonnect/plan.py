@@ -151,7 +151,7 @@ def run_failures(args: argparse.Namespace) -> int:
     if malformed:
         raise UserError("cannot simulate these failures:\n  " + "\n  ".join(malformed))
     try:
-        scenario = whatif.fail(failed, name=name)
+        scenario = whatif.fail(failed, name=name, explain=True)
     except (InventoryError, ValueError) as exc:
         raise UserError(str(exc)) from None
     if args.json:
@@ -237,15 +237,22 @@ def render(plan: dict) -> str:
             f"{e['cluster']} x{e['replicas']} ({', '.join(sorted(set(e['nodes'])))})" for e in entries
         )
         lines.append(f"  {svc:<{width}}  -> {where}")
-    for svc, rows in plan.get("bounds", {}).items():
+    return "\n".join(lines + explanation_lines(plan, width))
+
+
+def explanation_lines(plan: dict, width: int = 0) -> list[str]:
+    """Each service's latency bounds and every cluster considered, with its criteria or why it
+    was rejected (``plan``: a plan's dict, or a what-if outcome's with its services)."""
+    lines: list[str] = []
+    for svc, rows in (plan.get("bounds") or {}).items():
         for r in rows:
             held = f", held to {r['limit']:g} ms where it runs now" if r["limit"] > r["bound"] else ""
             lines.append(
                 f"  {svc:<{width}}     {r['cluster']} is {r['ms']:g} ms from {r['from']}: "
                 f"{r['ms'] / r['bound']:.0%} of maxLatency {r['bound']:g} ms{held}"
             )
-    for svc, rows in plan.get("explanation", {}).items():
-        chosen = {e["cluster"] for e in plan["services"].get(svc, [])}
+    for svc, rows in (plan.get("explanation") or {}).items():
+        chosen = {e["cluster"] for e in (plan.get("services") or {}).get(svc, [])}
         names = [c for c in (*CRITERIA, "pricing", "capacity") if any(c in r["criteria"] for r in rows)]
         lines += ["", f"{svc}:", "    cluster          total  " + "".join(f"{n + ' (w)':>20}" for n in names)]
         for r in rows:
@@ -256,7 +263,7 @@ def render(plan: dict) -> str:
             if not r["eligible"]:
                 text = f"  {mark} {r['cluster']:<15} {'-':>6}  rejected: {r['reason']}"
             lines.append(text.rstrip())
-    return "\n".join(lines)
+    return lines
 
 
 def _crit(entry: dict | None) -> str:

@@ -297,6 +297,13 @@ def render_scenario(scenario: Scenario, whatif: WhatIf, notes: list[str], proble
             lines.append(f"  why: {o.reason}")
             if o.shortfall is not None and o.shortfall.resource is not None:
                 lines.append(f"  missing: {o.shortfall.text()}")
+        if o.explanation:
+            from qonnect.plan import explanation_lines
+
+            lines += [
+                f"  {line}" if line else line
+                for line in explanation_lines(o.to_dict() | {"services": o.services}, width)
+            ]
     lines += ["", "Spare capacity after the heal (clusters still up):"]
     rows = [
         (tier, amount("cpu", free.get("cpu", 0.0)), amount("memory", free.get("memory", 0.0)))

@@ -107,16 +107,20 @@ def place_many(
     return result
 
 
-def place_batch(items: list[dict], inventory, fleet: Fleet | None = None) -> BatchResult:
+def place_batch(
+    items: list[dict], inventory, fleet: Fleet | None = None, explain: bool = False
+) -> BatchResult:
     """:func:`place_many` as the controller's heal uses it: each item carries its application's
     own policy; when the whole batch cannot be planned (e.g. the exact scorer's time limit) each
     application is planned on its own from the capacity the batch started from, and one that
     still fails is an error of its own. The capacity left is then the start less what every
     plan takes (each was planned as if alone, so two may share a last slot: the controller
-    commits them so too). InventoryError (no usable fleet) is raised: nothing can be judged."""
+    commits them so too). InventoryError (no usable fleet) is raised: nothing can be judged.
+    ``explain``: each plan carries its per-cluster explanation (what-if output; the controller's
+    heal does without)."""
     start = None if fleet is None else fleet.free0.copy()  # before place_many moves it
     try:
-        return place_many(items, inventory, explain=False, fleet=fleet)
+        return place_many(items, inventory, explain=explain, fleet=fleet)
     except InventoryError:
         raise
     except ValueError as exc:
@@ -126,7 +130,7 @@ def place_batch(items: list[dict], inventory, fleet: Fleet | None = None) -> Bat
             if fleet is not None:
                 fleet.set_capacity(start)
             try:
-                one = place_many([item], inventory, explain=False, fleet=fleet)
+                one = place_many([item], inventory, explain=explain, fleet=fleet)
             except InventoryError:
                 raise
             except ValueError as err:

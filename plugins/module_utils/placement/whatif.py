@@ -175,6 +175,10 @@ class Outcome:
     services: dict = field(default_factory=dict)  # the plan's services section (placed only)
     reason: str = ""  # why it cannot be placed ("" when it can)
     shortfall: Shortfall | None = None
+    # per service, every cluster considered and why (Plan.explanation), and how close the chosen
+    # ones are to maxLatency bounds (Plan.bounds): with fail(explain=True) only
+    explanation: dict = field(default_factory=dict)
+    bounds: dict = field(default_factory=dict)
     # where it ran when the scenario was planned ((service, cluster, replicas) sorted): an
     # incremental report plans the scenario again once the application runs elsewhere
     current: tuple = field(default=(), repr=False)
@@ -197,6 +201,10 @@ class Outcome:
         if not self.placed:
             out["reason"] = self.reason
             out["shortfall"] = self.shortfall.to_dict() if self.shortfall else None
+        if self.explanation:
+            out["explanation"] = self.explanation
+        if self.bounds:
+            out["bounds"] = self.bounds
         return out
 
 
@@ -294,13 +302,17 @@ class WhatIf:
         hit = set().union(*(self.hosting.get(c, set()) for c in failed)) if failed else set()
         return sorted(hit)
 
-    def fail(self, failed, name: str | None = None, label: tuple[str, str] | None = None) -> Scenario:
+    def fail(
+        self, failed, name: str | None = None, label: tuple[str, str] | None = None, explain: bool = False
+    ) -> Scenario:
         """The heal the controller would plan if ``failed`` went down now (ValueError naming
         every unknown cluster).
 
         The fleet is seen as the controller sees it then: the failed clusters unhealthy and
         their nodes unusable (Fleet.fail_view), and each affected application excludes them on
-        top of its stored exclusions, as the failure's decision does."""
+        top of its stored exclusions, as the failure's decision does. ``explain``: each plan
+        carries the per-cluster explanation `qonnect plan` prints (a survivability report does
+        without)."""
         failed = sorted(set(failed))
         problems = self.check(failed)
         if problems:
@@ -322,7 +334,7 @@ class WhatIf:
         try:
             f.fail_view([f.cluster_index[c] for c in failed])
             f.set_capacity(self.start)
-            result = place_batch(items, self.inventory, fleet=f) if items else None
+            result = place_batch(items, self.inventory, fleet=f, explain=explain) if items else None
             for app in names:
                 scenario.outcomes[app] = self._outcome(app, result, reasons.get(app), failed)
                 scenario.outcomes[app].objective_before = before[app]
@@ -349,6 +361,7 @@ class WhatIf:
         if plan is not None:
             out.objective_after = plan.objective
             out.services = plan.to_dict()["services"]
+            out.explanation, out.bounds = plan.explanation, plan.bounds
             return out
         error = result.errors.get(app) if result is not None else None
         out.reason = reason or _why(error, self.avoid(app, failed))

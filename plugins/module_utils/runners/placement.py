@@ -213,7 +213,7 @@ def run(module: QonnectModule) -> dict:
             sorted((str(k), str(v)) for k, v in labels.items()),
             ("simulate_failures.clusters", "simulate_failures.labels"),
         )
-        result["simulation"] = whatif.fail(failed, name=name).to_dict()
+        result["simulation"] = whatif.fail(failed, name=name, explain=params.get("explain", True)).to_dict()
     if report:
         result["survivability"] = survivability(whatif, params.get("survivability_labels") or ()).to_dict()
     if warnings:

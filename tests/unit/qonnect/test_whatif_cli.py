@@ -118,6 +118,21 @@ def test_plan_fail_json_is_the_scenario(capsys):
     assert doc["first_shortfall"] is None
 
 
+def test_plan_fail_explains_each_service_as_plan_does(capsys):
+    """The issue: each scenario's plan is explained as well as `qonnect plan` explains one -
+    every cluster considered per service, with its criteria or why it was rejected."""
+    assert main(["plan", "--fail", "fog-1", *FLEET]) == 0
+    text = capsys.readouterr().out
+    assert "  details:" in text and "* fog-2" in text, text
+    assert "fog-1                -  rejected: cluster is not healthy" in text, text
+    assert "edge-1               -  rejected: tier is edge, the service needs fog" in text, text
+    assert main(["plan", "--fail", "fog-1", *FLEET, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["applications"]["bookinfo"]["explanation"]["details"]
+    by_cluster = {r["cluster"]: r for r in rows}
+    assert by_cluster["fog-1"]["eligible"] is False and by_cluster["fog-2"]["eligible"] is True
+    assert set(by_cluster["fog-2"]["criteria"]) >= {"energy", "cost", "performance"}
+
+
 def test_plan_fail_takes_lists_labels_and_the_policy_of_the_specs(capsys):
     # cloud-1 and fog-1 by name, the edge tier by label: ratings has nowhere to go
     args = ["plan", "--fail", "cloud-1,fog-1", "--fail-label", "tier=edge", *FLEET, "--json"]

@@ -64,6 +64,10 @@ def test_simulate_failures_of_the_whole_fleet_from_the_kb(run_module, fleet, che
     assert sim["applications"]["pinned"]["placed"] is False
     assert sim["first_shortfall"]["service"] == "web"
     assert fleet.writes == writes and len(fleet.events) == events  # nothing stored
+    rows = {r["cluster"]: r for r in bookinfo["explanation"]["details"]}  # explain: true (default)
+    assert rows["fog-1"]["eligible"] is False and rows["fog-2"]["eligible"] is True
+    quiet = run_module(placement, {"simulate_failures": {"clusters": ["fog-1"]}, "explain": False})
+    assert "explanation" not in quiet["simulation"]["applications"]["bookinfo"]
 
 
 def test_simulate_failures_by_label_with_a_given_inventory_and_spec(run_module, kb):
