@@ -12,6 +12,7 @@ from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.qos import QosSpecError, load_application
+from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 
 
 def _token(fencing: dict | None) -> tuple[int, int] | None:
@@ -99,7 +100,13 @@ class MemoryKB:
             return dict(copy.deepcopy(old), changed=False)
         self.writes += 1
         version = (old or {"version": 0})["version"] + 1
-        self.apps[name] = {"name": name, "version": version, "spec": copy.deepcopy(spec), "application": app}
+        self.apps[name] = {
+            "name": name,
+            "version": version,
+            "spec": copy.deepcopy(spec),
+            "application": app,
+            "policy": (old or {}).get("policy"),
+        }
         self.versions.setdefault(name, []).append(
             {
                 "version": version,
@@ -209,6 +216,13 @@ class MemoryKB:
     # -- events and inventory ------------------------------------------------------------------
     def post_event(self, event: dict) -> dict:
         self.events.append(copy.deepcopy(event))
+        # as the real KB (kb/ops.py): an applied deploy's policy becomes the application's (the
+        # module tests write as the deployer, the real KB's admin)
+        record = intent.parse(dict(event, role="admin"))
+        name = event.get("application")
+        if record is not None and record["state"] == intent.APPLIED and name in self.apps:
+            self.apps[name]["policy"] = record["policy"]
+            self._touch("application", name)
         return dict(copy.deepcopy(event), id=len(self.events))
 
     def list_events(self, since=None, application=None, cluster=None, limit=100) -> list[dict]:

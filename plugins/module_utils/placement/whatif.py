@@ -94,7 +94,8 @@ def tenant_of(record: dict, policy: dict | None) -> Tenant:
 def tenants_from_kb(kb) -> tuple[dict, list[Tenant], dict[str, str]]:
     """(inventory, tenants, problems by application) as the controller sees the fleet: every
     stored application with the policy of its newest applied deploy, read as the controller
-    reads it (the ``deploy.intent`` events of admins). An application whose record or policy
+    reads it (intent.recorded_policy: the record's, else the ``deploy.intent`` events of
+    admins). An application whose record or policy
     cannot be read is a problem, not a tenant (KBError propagates)."""
     from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 
@@ -102,7 +103,9 @@ def tenants_from_kb(kb) -> tuple[dict, list[Tenant], dict[str, str]]:
     tenants, problems = [], {}
     for record in kb.list_applications():
         name = str(record.get("name"))
-        policy = intent.stored_policy(kb.list_events(application=name, limit=intent.LOOKBACK))
+        policy = intent.recorded_policy(
+            record, lambda name=name: kb.list_events(application=name, limit=intent.LOOKBACK)
+        )
         try:
             tenants.append(tenant_of(record, policy))
         except (KeyError, TypeError, ValueError) as exc:

@@ -131,6 +131,17 @@ def stored_policy(events: list[dict[str, Any]], writers: tuple[str | None, ...] 
     return dict(applied[-1]["policy"]) if applied else {}
 
 
+def recorded_policy(record: dict[str, Any] | None, read_events: Any) -> dict[str, Any]:
+    """The policy of the application's newest applied deploy. The KB keeps it on the
+    application's record (``policy``, written with the deploy's ``applied`` event), so no number
+    of later events hides it; a record without one (none applied since the KB kept it there)
+    falls back to the newest LOOKBACK events, which ``read_events()`` returns."""
+    policy = (record or {}).get("policy")
+    if isinstance(policy, dict):
+        return clean_policy(policy)
+    return stored_policy(read_events())
+
+
 def worth_recording(kb: Any, app: str, params: dict[str, Any], new_version: bool) -> bool:
     """Whether a deploy records its intent: it stores a new spec version, or its policy is not
     the one recorded last (so an unchanged rerun writes no event)."""

@@ -375,7 +375,7 @@ class Controller:
         self._post_notices()
         self._report_failing([t for t in triggers if t.kind == VERSION_FAILING])
         triggers = [t for t in triggers if t.kind != VERSION_FAILING]
-        triggers, observe = self._pace(triggers, observe, snapshot.now)
+        triggers, observe = self._pace(triggers, observe, snapshot)
         self._propose_chunks("observe_many", "versions", [[app, version] for app, version in observe])
         taken = self._decide_all(triggers, snapshot.now)
         inflight = len(machine.inflight)
@@ -450,17 +450,18 @@ class Controller:
             log.info("cannot record the rollback of %s: %s", trigger.app, exc)
 
     def _pace(
-        self, triggers: list[Trigger], observe: list[tuple[str, int | None]], now: float
+        self, triggers: list[Trigger], observe: list[tuple[str, int | None]], snapshot: Snapshot
     ) -> tuple[list[Trigger], list[tuple[str, int | None]]]:
         """pacing.py's rules over the detector's triggers: a spec version a deploy is applying
         is left to it, and QoS-drift (failback) moves are admitted at a bounded rate."""
         return self.pacer.pace(
             triggers,
             observe,
-            now,
+            snapshot.now,
             lambda app: self.kb.list_events(application=app, limit=intent.LOOKBACK),
             self.memory.recovered_at,
             self.cfg.settings.stable_seconds,
+            {str(a.get("name")): a for a in snapshot.applications},
         )
 
     def _decide_all(self, triggers: list[Trigger], now: float) -> int:
@@ -796,10 +797,11 @@ class Controller:
         run them as one playbook run: a batch of one is an ordinary single run. A decision whose
         application cannot be placed waits (defer) instead."""
         items: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        records = {a.get("name"): a for a in snapshot.applications}
         for decision in decisions:
             if not self._record(decision):
                 continue  # the durable record comes first
-            policy = self._policy(decision["app"])
+            policy = self._policy(decision["app"], records.get(decision["app"]))
             if policy is None:
                 continue  # the KB cannot say how the user wants it placed: try again next tick
             items.append((decision, policy))
@@ -973,12 +975,15 @@ class Controller:
             verdicts[did] = (PLANNED, found.services[app])
         return verdicts
 
-    def _policy(self, app: str) -> dict[str, Any] | None:
+    def _policy(self, app: str, record: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The placement policy the user deployed the application with (scorer, hysteresis,
-        exclusions), as the deploy module recorded it in the KB; {} if none is recorded, None
-        if the KB cannot be read (the attempt waits rather than heal against the user's policy)."""
+        exclusions): the KB's record of the application holds it (intent.recorded_policy; its
+        events only for a record written before); {} if none is recorded, None if the KB cannot
+        be read (the attempt waits rather than heal against the user's policy)."""
         try:
-            return intent.stored_policy(self.kb.list_events(application=app, limit=intent.LOOKBACK))
+            return intent.recorded_policy(
+                record, lambda: self.kb.list_events(application=app, limit=intent.LOOKBACK)
+            )
         except KBError as exc:
             log.warning("cannot read the stored policy of %s (%s); not starting its migration yet", app, exc)
             return None

@@ -72,9 +72,11 @@ class Pacer:
         intents: Intents,
         recovered_at: dict[str, float] | None = None,
         stable_seconds: float = 0.0,
+        records: dict[str, dict[str, Any]] | None = None,
     ) -> tuple[list[Trigger], list[tuple[str, int | None]]]:
         """The triggers to decide now and the versions to observe (the detector's plus those a
-        deploy placed itself)."""
+        deploy placed itself). ``records``: the KB's application records by name, which hold
+        each one's stored policy."""
         keep: list[Trigger] = []
         observe = list(observe)
         waiting: dict[str, str] = {}
@@ -96,7 +98,7 @@ class Pacer:
                 else:
                     keep.append(trigger)
             elif trigger.kind == "qos-drift":
-                conflict = self._policy_conflict(trigger.app, intents)
+                conflict = self._policy_conflict(trigger.app, intents, (records or {}).get(trigger.app))
                 if conflict:
                     waiting[trigger.app] = conflict
                 elif recovering:
@@ -151,12 +153,14 @@ class Pacer:
             )
         return None, False
 
-    def _policy_conflict(self, app: str, intents: Intents) -> str | None:
+    def _policy_conflict(
+        self, app: str, intents: Intents, record: dict[str, Any] | None = None
+    ) -> str | None:
         """Why a drift move of ``app`` is not made: the drift check judges with the default
         scorer and no exclusions, so for an application deployed with another scorer or with
         exclusions it would propose moves its own policy undoes (a move every --min-dwell)."""
         try:
-            policy = intent.stored_policy(intents(app))
+            policy = intent.recorded_policy(record, lambda: intents(app))
         except Exception as exc:  # any read failure: cannot tell, so wait
             return f"QoS-drift move waits: cannot read its stored policy ({exc})"
         scorer, exclude = policy.get("scorer"), policy.get("exclude") or []

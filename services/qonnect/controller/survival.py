@@ -431,6 +431,8 @@ class Watch:
             names.add(name)
             try:
                 policy, recorded, read = self.policies.get(name, (record.get("version"), updated.get(name)))
+                if isinstance(record.get("policy"), dict):  # the record holds it (intent.recorded_policy)
+                    policy = intent.recorded_policy(record, list)
             except KBError as exc:
                 log.info("survivability: cannot read the policy of %s (%s); next time", name, exc)
                 self.due = 0.0  # try again at the next tick's due time

@@ -259,6 +259,14 @@ MIGRATIONS: list[tuple[int, str, list[str | tuple[str, str]]]] = [
         # hex text; written once by the first instance that opens the database (redact.digest_key)
         ["CREATE TABLE kb_keys (name TEXT PRIMARY KEY, value TEXT NOT NULL)"],
     ),
+    (
+        12,
+        "the placement policy of an application's newest applied deploy, on its record",
+        # JSON {scorer, hysteresis, exclude} as runners/intent.py cleans it, written when an
+        # admin's 'applied' deploy.intent event arrives (ops.insert_event); NULL: none arrived
+        # since this column exists (readers then look for it in the application's events)
+        ["ALTER TABLE applications ADD COLUMN policy TEXT"],
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -337,6 +337,11 @@ class ApplicationOut(Out):
     application: dict[str, Any] = Field(description="the normalised Application (to_dict)")
     created: float
     updated: float
+    policy: dict[str, Any] | None = Field(
+        None,
+        description="the placement policy (scorer, hysteresis, exclude) of the newest applied deploy,"
+        " from its deploy.intent event; null: none recorded since the KB keeps it here",
+    )
     changed: bool | None = Field(None, description="PUT only: whether a new version was made")
 
 

@@ -11,6 +11,7 @@ import json
 import time
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 from fastapi import HTTPException
 
 from qonnect.kb.models import EventIn, HistoryIn, PlacementIn, RollbackIn
@@ -340,6 +341,7 @@ def insert_event(conn: Conn, event: EventIn, now: float, role: str | None = None
     )
     if row is None:  # INSERT ... RETURNING yields one row
         raise RuntimeError("inserting an event returned no id")
+    _record_policy(conn, event, role, now)
     return {
         "id": row[0],
         "ts": ts,
@@ -353,6 +355,24 @@ def insert_event(conn: Conn, event: EventIn, now: float, role: str | None = None
         "data": event.data,
         "fencing": {"term": fence.term, "seq": fence.seq} if fence else None,
     }
+
+
+def _record_policy(conn: Conn, event: EventIn, role: str | None, now: float) -> None:
+    """An admin's applied deploy: its placement policy becomes the application's (issue 38), in
+    the event's transaction, so the controller reads it from the record, never by scanning the
+    application's events (an application with many events lost its policy). ``updated`` moves,
+    so the inventory's change feed carries the record to the controller."""
+    if event.type != intent.TYPE or not event.application:
+        return
+    record = intent.parse(
+        {"type": event.type, "role": role, "data": event.data, "message": event.message, "ts": now}
+    )
+    if record is None or record["state"] != intent.APPLIED:
+        return
+    conn.execute(
+        "UPDATE applications SET policy = ?, updated = ? WHERE name = ?",
+        (dumps(record["policy"]), now, event.application),
+    )
 
 
 # -- history of placement changes ---------------------------------------------------------

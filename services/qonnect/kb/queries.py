@@ -191,13 +191,13 @@ def latency_matrix(conn: Conn) -> dict[str, dict[str, float]]:
 
 # -- applications -------------------------------------------------------------------------
 _APP_SQL = (
-    "SELECT a.name, a.version, v.spec, v.normalized, a.created, a.updated FROM applications a"
+    "SELECT a.name, a.version, v.spec, v.normalized, a.created, a.updated, a.policy FROM applications a"
     " JOIN application_versions v ON v.name = a.name AND v.version = a.version"
 )
 
 
 def _application(row: tuple) -> dict[str, Any]:
-    name, version, spec, normalized, created, updated = row
+    name, version, spec, normalized, created, updated, policy = row
     return {
         "name": name,
         "version": version,
@@ -205,6 +205,7 @@ def _application(row: tuple) -> dict[str, Any]:
         "application": json.loads(normalized),
         "created": created,
         "updated": updated,
+        "policy": json.loads(policy) if policy else None,
     }
 
 
@@ -247,7 +248,7 @@ def get_application(conn: Conn, name: str, version: int | None = None) -> dict:
         row = conn.one(_APP_SQL + " WHERE a.name = ?", (name,))
     else:
         row = conn.one(
-            "SELECT a.name, v.version, v.spec, v.normalized, a.created, a.updated"
+            "SELECT a.name, v.version, v.spec, v.normalized, a.created, a.updated, a.policy"
             " FROM applications a JOIN application_versions v ON v.name = a.name"
             " WHERE a.name = ? AND v.version = ?",
             (name, version),

@@ -214,3 +214,44 @@ def test_the_inventory_pages_and_summarises(kb: Impl):
     summary = kb.controller.summary()
     assert set(names) <= {u["name"] for u in summary["unhealthy"]}
     assert summary["tiers"]["fog"]["clusters"] >= 3 and summary["clusters"] >= 3
+
+
+def test_an_applied_deploys_policy_is_the_applications_however_many_events_follow(kb: Impl):
+    """Issue 38: the user's placement policy lives on the application's record, written with the
+    deploy's ``applied`` intent; 1,000 later events (more than the 500 an event scan reads) do
+    not hide it, an ``applying`` or ``failed`` intent does not change it, and the change feed
+    carries the record whose policy changed."""
+    from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
+
+    name = fresh("policy")
+    kb.admin.put_application(name, spec(name))
+    assert kb.admin.get_application(name).get("policy") is None  # none applied yet
+    chosen = {"scorer": "borda", "hysteresis": 0.3, "exclude": ["edge-2"]}
+    kb.admin.post_event(intent.event(name, intent.APPLIED, chosen, 1))
+    cursor = kb.controller.changes()["cursor"]
+    for i in range(1000):
+        kb.admin.post_event({"type": "note", "reason": "x", "application": name, "message": f"event {i}"})
+    kb.admin.post_event(intent.event(name, intent.APPLYING, {"scorer": "optimal"}, 2))
+    kb.admin.post_event(intent.event(name, intent.FAILED, {"scorer": "optimal"}, 2))
+    record = kb.admin.get_application(name)
+    assert record["policy"] == {"scorer": "borda", "hysteresis": 0.3, "exclude": ["edge-2"]}
+    events = lambda: kb.admin.list_events(application=name, limit=intent.LOOKBACK)  # noqa: E731
+    assert intent.stored_policy(events()) == {}  # what the event scan alone finds now: nothing
+    assert intent.recorded_policy(record, events) == record["policy"]
+    assert {a["name"]: a for a in kb.admin.list_applications()}[name]["policy"] == record["policy"]
+    kb.admin.post_event(intent.event(name, intent.APPLIED, {"scorer": "weighted", "exclude": []}, 2))
+    fed = {a["name"]: a for a in kb.controller.changes(cursor)["applications"]}
+    assert fed[name]["policy"] == {"scorer": "weighted", "exclude": []}
+
+
+def test_only_an_admins_applied_deploy_sets_the_policy(live_kb):
+    """The real KB knows who writes: an agent or the controller cannot change how the controller
+    places an application (as the event scan trusted only admins' intents)."""
+    from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
+
+    name = fresh("policy-role")
+    live_kb.admin.put_application(name, spec(name))
+    live_kb.client("controller").post_event(intent.event(name, intent.APPLIED, {"scorer": "borda"}, 1))
+    assert live_kb.admin.get_application(name).get("policy") is None
+    live_kb.admin.post_event(intent.event(name, intent.APPLIED, {"scorer": "optimal"}, 1))
+    assert live_kb.admin.get_application(name)["policy"] == {"scorer": "optimal"}

@@ -8,6 +8,7 @@ stand-ins (in-process fakes of external systems, no network)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import threading
@@ -290,6 +291,26 @@ def test_a_heal_runs_with_the_policy_the_user_deployed_with():
     got = decision_vars(ran, 1, ran["attempt_token"])
     assert got["scorer"] == "optimal" and got["hysteresis"] == 0.3
     assert got["exclude"] == ["cloud-2", "edge-1"]  # the user's exclusion and the decision's
+    finish_all(c, c.executor, 1)
+
+
+def test_a_heal_uses_the_policy_on_the_applications_record_however_many_events_follow():
+    """Issue 38: the policy was found by scanning the application's newest 500 events, so an
+    application with more events lost it. The KB now keeps it on the application's record."""
+    c = controller(max_concurrent_runs=1, batch_size=1)
+    _intent(c.kb, "shop", "admin", scorer="borda", exclude=["cloud-3"])  # older, buried below
+    for i in range(1000):
+        c.kb.post_event(
+            {"type": "note", "reason": "noise", "application": "shop", "message": str(i)}, role="admin"
+        )
+    stored = {"scorer": "optimal", "hysteresis": 0.3, "exclude": ["cloud-2"]}
+    snapshot = dataclasses.replace(SNAPSHOT, applications=[{"name": "shop", "version": 1, "policy": stored}])
+    (did,) = decide(c, ["shop"])
+    c._drive_open(snapshot)
+    settle(c, c.executor, 1)
+    assert c.node.machine.get(did)["policy"] == stored
+    got = decision_vars(c.executor.runs[0][0], 1, c.executor.runs[0][0]["attempt_token"])
+    assert got["scorer"] == "optimal" and got["exclude"] == ["cloud-2", "edge-1"]
     finish_all(c, c.executor, 1)
 
 

@@ -149,3 +149,15 @@ def test_intent_events_are_prose_with_the_record_as_data():
 
     old = {"type": intent.TYPE, "role": "admin", "id": 2, "ts": 2.0, "message": json.dumps(body["data"])}
     assert intent.parse(old)["version"] == 3
+
+
+def test_the_drift_check_reads_the_policy_on_the_applications_record():
+    """Issue 38: with more events than a scan reads the intent was lost and the drift move made
+    against the user's policy; the KB's record of the application holds the policy."""
+    pacer = Pacer(max_drift_per_minute=10)
+    noise = [{"type": "note", "id": i, "ts": 1.0, "role": "admin"} for i in range(intent.LOOKBACK)]
+    record = {"name": "app0", "policy": {"scorer": "optimal", "exclude": []}}
+    keep, _observe = pacer.pace([drift("app0")], [], 1000.0, lambda app: noise, records={"app0": record})
+    assert keep == [] and "no QoS-drift move" in pacer.waiting()["app0"]
+    keep, _observe = pacer.pace([drift("app0")], [], 1000.0, lambda app: noise)  # the scan alone
+    assert keep == [drift("app0")]  # ... finds no policy: the old behaviour this guards against
