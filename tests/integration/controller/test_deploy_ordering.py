@@ -17,7 +17,7 @@ from _controller_stack import Stack, small_app, wait_for
 from qonnect.controller import journal
 from test_fleet_heal import deploy, ours
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 APP = "orders"
 BROKEN = "qonnect.test/pull-fail/nginx"  # the testbed's kubelets never pull it (docs/testbed.md)
@@ -99,7 +99,9 @@ def test_a_controller_run_overtaken_by_a_users_deploy_is_superseded(fleet: Stack
                 if e["type"] in (journal.MIGRATION_SUPERSEDED, journal.SUCCEEDED, journal.FAILED)
             ]
 
-        outcome = wait_for(ended, 120, 0.5, "the controller's run to end")
+        # the run notices the newer version at its next fence check; on a loaded CI host (four
+        # workers, real control planes beside) that once took over 120 s: the bound, not the check
+        outcome = wait_for(ended, 200, 0.5, "the controller's run to end")
         assert [e["type"] for e in outcome] == [journal.MIGRATION_SUPERSEDED], [e["message"] for e in outcome]
         assert "superseded by version 3" in outcome[0]["message"]
         wait_for(lambda: (leader.status() or {}).get("versions", {}).get(app) == 3, 60, 0.2, "v3 observed")
