@@ -235,7 +235,10 @@ def test_an_applied_deploys_policy_is_the_applications_however_many_events_follo
     kb.admin.post_event(intent.event(name, intent.FAILED, {"scorer": "optimal"}, 2))
     record = kb.admin.get_application(name)
     assert record["policy"] == {"scorer": "borda", "hysteresis": 0.3, "exclude": ["edge-2"]}
-    events = lambda: kb.admin.list_events(application=name, limit=intent.LOOKBACK)  # noqa: E731
+
+    def events() -> list[dict[str, Any]]:
+        return kb.admin.list_events(application=name, limit=intent.LOOKBACK)
+
     assert intent.stored_policy(events()) == {}  # what the event scan alone finds now: nothing
     assert intent.recorded_policy(record, events) == record["policy"]
     assert {a["name"]: a for a in kb.admin.list_applications()}[name]["policy"] == record["policy"]
