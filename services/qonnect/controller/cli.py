@@ -311,9 +311,11 @@ def _run(args: argparse.Namespace) -> int:
         name=args.id,
     )
     logging.getLogger("qonnect").setLevel(min(logging.getLogger().level, logging.INFO))
-    from qonnect.controller.replan import engine_feasibility, engine_replanner
+    from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER
 
-    controller = Controller(cfg, replan=engine_replanner(), feasible=engine_feasibility())
+    from qonnect.controller.replan import engine_planner
+
+    controller = Controller(cfg, planner=engine_planner(DEFAULT_SCORER, cfg.settings.hysteresis))
     port = controller.start_http()
     log.warning("replica %s: raft %s, status http://%s:%d/status", args.id, args.self_addr, http_host, port)
     if args.ready_file:  # atomically: a supervisor polling for it never reads it half-written

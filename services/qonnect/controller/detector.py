@@ -28,8 +28,9 @@ Rules (one trigger per application at most; the first rule that fires wins):
    attempt on the application ended, its workload reports may still describe what the attempt
    replaced (a rolled-back version's crashing pod), and are not acted on.
 4. application spec changed (new version in the KB) -> re-place.
-5. QoS drift: the placement engine finds a placement better than the current one by more than
-   the hysteresis, using only clusters healthy for ``stable_seconds``, and the application has
+5. QoS drift: the heal's planner, with the application's stored scorer, hysteresis and
+   exclusions, finds a placement better than the current one by more than that hysteresis,
+   using only clusters healthy for ``stable_seconds``, and the application has
    not moved for ``min_dwell`` seconds -> re-place (so a flapping cluster does not bounce apps).
    Never on partial evidence: not while a cluster of the application is suspect, has refused
    credentials, or lost a node less than ``node_grace + stable_seconds`` ago (a NotReady node is
@@ -148,10 +149,10 @@ class Snapshot:
     unconfirmed: Mapping[str, str] | None = None
 
 
-# replan(app_record, inventory, current_placement, exclude, hysteresis) -> (new placement, why)
-# or None when the current placement is good enough.
+# replan(app_record, inventory, current_placement, exclude) -> (new placement, why), or None when
+# the current placement is good enough (judged with the application's own stored policy)
 Replanner = Callable[
-    [dict[str, Any], dict[str, Any], dict[str, Any], tuple[str, ...], float],
+    [dict[str, Any], dict[str, Any], dict[str, Any], tuple[str, ...]],
     "tuple[dict[str, Any], str] | None",
 ]
 
@@ -699,7 +700,7 @@ def _drift(
         )
     )
     current = (snapshot.inventory.get("placements") or {}).get(app) or {}
-    found = replan(record, snapshot.inventory, current, unstable, settings.hysteresis)
+    found = replan(record, snapshot.inventory, current, unstable)
     if found is None:
         return None
     new, why = found

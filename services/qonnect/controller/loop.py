@@ -58,7 +58,7 @@ from qonnect.controller.pacing import Pacer
 from qonnect.controller.raft import ProposalError, RaftNode, Timing
 from qonnect.controller.reconcile import Reconciler
 from qonnect.controller.records import RecordCache
-from qonnect.controller.replan import BatchPlan, Feasibility, Planner, PlanRequest, engine_planner
+from qonnect.controller.replan import BatchPlan, ChangeGate, Planner, PlanRequest, drift_judge
 from qonnect.controller.statemachine import PENDING, RETRY, RUNNING
 from qonnect.controller.status import Metrics, StatusServer
 from qonnect.controller.survival import EVERY, Watch
@@ -128,13 +128,10 @@ def migration_vars(cfg: Config) -> dict[str, Any]:
 class Controller:
     """A replica: Raft node + detector + executor + status server."""
 
-    def __init__(
-        self,
-        cfg: Config,
-        replan: Replanner | None = None,
-        feasible: Feasibility | None = None,
-        planner: Planner | None = None,
-    ) -> None:
+    def __init__(self, cfg: Config, planner: Planner | None = None, judge_drift: bool = True) -> None:
+        """``planner``: the heal's planner (None: each migration places for itself, and no drift
+        is judged); ``judge_drift``: whether QoS drift is judged, by that same planner with each
+        application's stored policy."""
         from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
 
         self.cfg = cfg
@@ -152,13 +149,13 @@ class Controller:
             migration_vars(cfg),
             owner=self.owner,
         )
-        self.replan = replan
-        self.feasible = feasible
-        # the plan each attempt applies, one place_many pass per batch; with the placement engine
-        # (the one the feasibility check comes from) unless given
-        if planner is None and feasible is not None:
-            planner = engine_planner(DEFAULT_SCORER, cfg.settings.hysteresis)
-        self.planner = planner
+        self.planner = planner  # the plan each attempt applies: one place_many pass per batch
+        self.judged_policies: dict[str, tuple[Any, dict[str, Any]]] = {}  # app -> (record key, policy)
+        self.replan: Replanner | None = (  # judged again only when what it depends on changed
+            ChangeGate(drift_judge(planner, self._judged_policy))
+            if planner is not None and judge_drift
+            else None
+        )
         self.lead_token: dict[str, int] | None = None  # the fence this leader raised in the KB
         self.kb_ok_since: float | None = None  # monotonic start of the current run of good KB reads
         self.deferred_why: dict[str, str] = {}  # decision id -> why it waits (announced once)
@@ -686,30 +683,16 @@ class Controller:
         return True
 
     def _prepare(self, decision: dict[str, Any], snapshot: Snapshot) -> bool:
-        """Before an attempt: re-read health (exclusions as they are now), drop a decision whose
-        trigger is gone, and wait - explained, with backoff - while nothing can be placed."""
+        """Before an attempt: re-read health (exclusions as they are now) and drop a decision whose
+        trigger is gone. Whether anything can be placed is the batch plan's to judge (``_plan``:
+        a decision nothing fits waits, explained, with backoff)."""
         did, app = decision["id"], decision["app"]
         if self._gone(decision, snapshot):
             return False
         must, unstable, _on_down = exclusions_now(
             snapshot, self.memory, self.cfg.settings, app, decision.get("pinned") or []
         )
-        record = next((a for a in snapshot.applications if a.get("name") == app), None)
-
-        def why_not(avoid: set[str]) -> str | None:
-            return (
-                self.feasible(record, snapshot.inventory, tuple(sorted(avoid)))
-                if self.feasible and record and self.planner is None  # else the batch plan judges
-                else None
-            )
-
-        avoid = must | unstable
-        why = why_not(avoid)
-        if why is not None and unstable and why_not(must) is None:
-            avoid, why = (
-                must,
-                None,
-            )  # healing beats stability: use a just-recovered cluster if it is the only way
+        avoid = must | unstable  # the batch plan relaxes ``unstable`` if only they fit (healing first)
         exclude, was = sorted(avoid), list(decision["exclude"])
         if exclude != was:
             res = self._propose({"op": "retarget", "id": did, "exclude": exclude})
@@ -721,12 +704,9 @@ class Controller:
                 ", ".join(was) or "none",
                 ", ".join(exclude) or "none",
             )
-        if why is None:
-            if self.planner is None:
-                self.deferred_why.pop(did, None)
-            return True
-        self._defer(decision, why)
-        return False
+        if self.planner is None:
+            self.deferred_why.pop(did, None)
+        return True
 
     def _defer(self, decision: dict[str, Any], why: str) -> None:
         """No attempt now: nothing can be placed. The decision waits, explained (once per reason,
@@ -987,6 +967,22 @@ class Controller:
         except KBError as exc:
             log.warning("cannot read the stored policy of %s (%s); not starting its migration yet", app, exc)
             return None
+
+    def _judged_policy(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The stored policy the drift judge uses: the one the heal's plan will use
+        (:meth:`_policy`), read from the KB's events only for a record that does not carry it,
+        and then once per change of the record, not every tick."""
+        if isinstance(record.get("policy"), dict):
+            return intent.clean_policy(record["policy"])
+        app = str(record.get("name"))
+        key = (record.get("version"), record.get("updated"))
+        cached = self.judged_policies.get(app)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        policy = self._policy(app, record)
+        if policy is not None:
+            self.judged_policies[app] = (key, policy)
+        return policy
 
     def _collect_finished(self) -> None:
         pending = self.unreported

@@ -1,16 +1,19 @@
-"""QoS-drift check through the placement engine (the one home of placement logic).
+"""The heal's planner and the QoS-drift judge built on it (the one home of placement logic).
 
-The engine's ``place`` already applies the hysteresis against the current placement: it keeps
-the current clusters unless an alternative beats them by more than the hysteresis. So drift is
-simply "the engine, given the current placement, would now put some service elsewhere".
+The plan an attempt applies is computed here (``engine_planner``): one ``place_many`` pass for
+every application of a batch, each with the user's stored policy; the leader commits it with
+the attempt's ``start`` and the migration applies exactly that plan.
 
-The plan an attempt applies is computed here too (``engine_planner``): one ``place_many`` pass
-for every application of a batch, each with the user's stored policy; the leader commits it
-with the attempt's ``start`` and the migration applies exactly that plan.
+Drift is judged by the same planner (``drift_judge``): the engine applies the hysteresis
+against the current placement (it keeps the current clusters unless an alternative beats them
+by more than the hysteresis), so drift is "the planner, given the current placement and the
+application's own scorer, hysteresis and exclusions, would now put some service elsewhere".
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,90 +24,156 @@ from qonnect.controller.detector import Replanner
 log = logging.getLogger(__name__)
 
 
-def engine_replanner(scorer: str = "weighted") -> Replanner | None:
-    """A replanner backed by qonnect.core's placement engine, or None if it is not installed."""
-    try:
-        from ansible_collections.qonnect.core.plugins.module_utils.placement import (
-            InventoryError,
-            PlacementError,
-            place,
-        )
-        from ansible_collections.qonnect.core.plugins.module_utils.placement.engine import objective
-        from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
-    except ImportError as exc:
-        log.warning("placement engine unavailable (%s): QoS-drift detection is off", exc)
-        return None
+# policy_of(app_record) -> the user's stored policy ({}: none recorded), None when unreadable now
+PolicyOf = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 
-    def replan(
+
+def record_policy(record: dict[str, Any]) -> dict[str, Any]:
+    """The policy the KB keeps on the application's record ({} when it has none)."""
+    from ansible_collections.qonnect.core.plugins.module_utils.runners.intent import clean_policy
+
+    policy = record.get("policy")
+    return clean_policy(policy) if isinstance(policy, dict) else {}
+
+
+def drift_judge(planner: Planner, policy_of: PolicyOf = record_policy) -> Replanner:
+    """The QoS-drift judge: the heal's own planner, asked with the application's stored policy
+    (scorer, hysteresis, exclusions) where it would put the application now. A judged drift is
+    therefore always the move the planner then makes (issue 38: one judge), never a verdict of
+    a scorer or hysteresis the user did not choose."""
+    from ansible_collections.qonnect.core.plugins.module_utils.placement import engine
+    from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+
+    def judge(
         record: dict[str, Any],
         inventory: dict[str, Any],
         current: dict[str, Any],
         exclude: tuple[str, ...],
-        hysteresis: float,
     ) -> tuple[dict[str, Any], str] | None:
-        try:
-            app = Application.from_dict(record["application"])
-            plan = place(
-                app,
-                inventory,
-                scorer=scorer,
-                exclude=exclude,
-                current=current,
-                hysteresis=hysteresis,
-                explain=False,
-            )
-            now = objective(app, inventory, {"services": current})
-        except (PlacementError, InventoryError) as exc:  # no feasible plan or no usable fleet now:
-            log.info("drift check of %s skipped: %s", record.get("name"), exc)  # no drift move this tick
+        name = str(record.get("name"))
+        policy = policy_of(record)
+        if policy is None:  # the user's policy cannot be read now: judge nothing against it
             return None
-        if plan.objective < now:  # worse than staying: the current placement lost room (a NotReady
-            # node, refused credentials...): the failure rules judge that, with their graces
-            log.info(
-                "drift check of %s: objective %.4f -> %.4f is no gain",
-                record.get("name"),
-                now,
-                plan.objective,
-            )
+        avoid = tuple(sorted({*exclude, *(policy.get("exclude") or ())}))
+        request = PlanRequest(record, avoid, policy.get("scorer"), policy.get("hysteresis"))
+        found = planner([request], inventory)
+        if name not in found.services:  # no feasible plan or no usable fleet now: no drift move
+            log.info("drift check of %s skipped: %s", name, found.unplaceable.get(name, "no usable fleet"))
             return None
-        return plan.services, (
-            f"objective {now:.4f} -> {plan.objective:.4f} with the engine's "
-            f"{scorer} scorer beyond hysteresis {hysteresis:g}"
+        after = found.objectives[name]
+        now = engine.objective(Application.from_dict(record["application"]), inventory, {"services": current})
+        if after < now:  # worse than staying: the current placement lost room (a NotReady node,
+            # refused credentials...): the failure rules judge that, with their graces
+            log.info("drift check of %s: objective %.4f -> %.4f is no gain", name, now, after)
+            return None
+        return found.services[name], (
+            f"objective {now:.4f} -> {after:.4f} with its {found.policies[name]} beyond its hysteresis"
         )
 
-    return replan
+    return judge
 
 
-# feasible(app_record, inventory, exclude) -> None when a plan exists, else why not
-Feasibility = Callable[[dict[str, Any], dict[str, Any], tuple[str, ...]], "str | None"]
+AGES = ("heartbeat_age",)  # change every tick; what they decide is kept as a flag instead
 
 
-def engine_feasibility(scorer: str = "weighted") -> Feasibility | None:
-    """Whether the placement engine finds any plan without the excluded clusters; checked
-    before each attempt so an unplaceable service waits, explained, instead of running a
-    playbook that can only fail."""
-    try:
-        from ansible_collections.qonnect.core.plugins.module_utils.placement import place
-        from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import (
-            InventoryError,
-            PlacementError,
+class ChangeGate:
+    """A drift judge that judges an application again only when something its verdict depends
+    on changed (issue 38: the idle leader re-placed every steady application every tick): its
+    spec version and policy, its placement, the clusters it must avoid now, or the fleet - any
+    cluster's health, labels, economics, nodes (capacity, requests, readiness, whether their last
+    report is recent enough to count) or latencies. Heartbeat ages alone leave the last verdict
+    standing.
+
+    The fleet is taken whole on purpose: the engine normalises every score over the fleet's
+    usable nodes (the spans of energy and price, the best free capacity, the largest latency,
+    each with the application's own replicas given back), so a change on a cluster an
+    application could never use can still change its verdict (an edge node going stale changed
+    an all-cloud application's objective in the property test)."""
+
+    PRUNE_EVERY = 100  # inventories between removals of applications no longer judged
+
+    def __init__(self, judge: Replanner) -> None:
+        self.judge = judge
+        self.verdicts: dict[str, tuple[tuple, int, tuple[dict[str, Any], str] | None]] = {}
+        self.judged = 0  # how many times ``judge`` ran (the benchmark's and the tests' count)
+        self._inventory: dict[str, Any] | None = None
+        self._generation = 0
+        self._fleet = ""  # the print of the fleet as the engine reads it, this inventory
+        self._clusters: dict[str, tuple[dict[str, Any], str]] = {}  # name -> (entry, its print)
+
+    def __call__(
+        self,
+        record: dict[str, Any],
+        inventory: dict[str, Any],
+        current: dict[str, Any],
+        exclude: tuple[str, ...],
+    ) -> tuple[dict[str, Any], str] | None:
+        if inventory is not self._inventory:
+            self._new_inventory(inventory)
+        name = str(record.get("name"))
+        key = (
+            record.get("version"),
+            record.get("updated"),
+            _print(record.get("policy")),
+            _print(current),
+            tuple(exclude),
+            self._fleet,
         )
-        from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
-    except ImportError as exc:
-        log.warning("placement engine unavailable (%s): no feasibility check before migrations", exc)
-        return None
+        found = self.verdicts.get(name)
+        if found is not None and found[0] == key:
+            self.verdicts[name] = (key, self._generation, found[2])
+            return found[2]
+        self.judged += 1
+        verdict = self.judge(record, inventory, current, exclude)
+        self.verdicts[name] = (key, self._generation, verdict)
+        return verdict
 
-    def feasible(record: dict[str, Any], inventory: dict[str, Any], exclude: tuple[str, ...]) -> str | None:
-        try:
-            app = Application.from_dict(record["application"])
-            place(app, inventory, scorer=scorer, exclude=exclude, explain=False)
-        except PlacementError as exc:
-            without = f" without {', '.join(exclude)}" if exclude else ""
-            return f"{exc.service}: no eligible cluster ({exc.constraint}){without}"
-        except InventoryError as exc:  # no usable fleet: let the playbook report it
-            log.info("feasibility check of %s skipped: %s", record.get("name"), exc)
-        return None
+    def _new_inventory(self, inventory: dict[str, Any]) -> None:
+        self._inventory = inventory
+        self._generation += 1
+        if self._generation % self.PRUNE_EVERY == 0:
+            old = self._generation - self.PRUNE_EVERY
+            self.verdicts = {a: v for a, v in self.verdicts.items() if v[1] > old}
+            self._clusters = {}
+        prints = "|".join(self._cluster_print(c) for c in inventory.get("clusters") or [])
+        self._fleet = _digest(prints + _print(inventory.get("latency_ms") or {}))
 
-    return feasible
+    def _cluster_print(self, cluster: dict[str, Any]) -> str:
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
+            NODE_HEARTBEAT_TIMEOUT,
+        )
+
+        name = str(cluster.get("name"))
+        cached = self._clusters.get(name)
+        if cached is not None and cached[0] is cluster:  # the view hands out the same entry while unchanged
+            return cached[1]
+        nodes = [
+            {
+                **{k: v for k, v in n.items() if k not in AGES},
+                "recent": n.get("heartbeat_age") is None or n["heartbeat_age"] <= NODE_HEARTBEAT_TIMEOUT,
+            }
+            for n in cluster.get("nodes") or []
+        ]
+        found = _digest(_print({**{k: v for k, v in cluster.items() if k not in AGES}, "nodes": nodes}))
+        self._clusters[name] = (cluster, found)
+        return found
+
+
+def _print(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def engine_replanner(
+    default_scorer: str = "weighted", default_hysteresis: float = 0.1, policy_of: PolicyOf = record_policy
+) -> Replanner | None:
+    """A drift judge on a planner of its own (see :func:`drift_judge`), or None if the placement
+    engine is not installed."""
+    planner = engine_planner(default_scorer, default_hysteresis)
+    return None if planner is None else drift_judge(planner, policy_of)
 
 
 @dataclass(frozen=True)
@@ -126,6 +195,8 @@ class BatchPlan:
 
     services: dict[str, dict[str, Any]] = field(default_factory=dict)
     unplaceable: dict[str, str] = field(default_factory=dict)
+    objectives: dict[str, float] = field(default_factory=dict)  # each plan's default objective
+    policies: dict[str, str] = field(default_factory=dict)  # the scorer and hysteresis it was planned with
 
 
 # plan(requests, inventory) -> one plan for all of them, in one pass over the inventory
@@ -193,5 +264,7 @@ def _collect(
     name = item["app"].name
     if name in result.plans:
         out.services[name] = result.plans[name].services
+        out.objectives[name] = float(result.plans[name].objective)
+        out.policies[name] = f"{item['scorer']} scorer, hysteresis {item['hysteresis']:g}"
     elif name in result.errors:
         out.unplaceable[name] = why_not(req, result.errors[name])

@@ -94,7 +94,7 @@ def test_no_move_goes_to_an_unconfirmed_cluster():
     """The drift replan and failure moves avoid it; the notice says why, once."""
     seen: list[tuple] = []
 
-    def replan(record, inventory, current, exclude, hysteresis):
+    def replan(record, inventory, current, exclude):
         seen.append(exclude)
         return (
             ({"web": [{"cluster": "edge-2", "replicas": 1}]}, "objective 0.5 -> 0.9")

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement import batch as batch_module
 from ansible_collections.qonnect.core.plugins.module_utils.qos import Application, Service
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
@@ -105,8 +106,8 @@ def controller(**cfg: Any) -> Controller:
     c = Controller.__new__(Controller)
     c.cfg = Config("127.0.0.1:1", [], "http://kb", "t", "/t", "s" * 32, "/d", "migrate.yml", **cfg)
     c.node, c.kb, c.executor = Node(), KB(), Runner()
-    c.feasible, c.replan, c.apps, c.lead_token = None, None, None, {"term": 1, "seq": 1}
-    c.planner = None
+    c.replan, c.apps, c.lead_token = None, None, {"term": 1, "seq": 1}
+    c.planner, c.judged_policies = None, {}
     c.memory, c.deferred_why, c.recorded = Memory(), {}, set()
     c.lead_since, c.lease_wait, c.wake_at = time.monotonic(), 0.0, None
     c.runs, c.waiting_slot, c.announced_wait, c.unreported = {}, [], set(), []
@@ -599,3 +600,44 @@ def test_the_migration_playbook_hands_the_plan_to_deploy_for_single_runs_and_bat
     assert single["plan"] == "{{ plan | default(omit) }}"  # by hand (-e app=X): the deploy places
     assert batch["batch"] == "{{ batch }}"  # each item carries its plan (decision_vars)
     assert set(batch) >= {"batch", "batch_workers", "kubeconfigs"}
+
+
+def test_the_drift_judge_reads_the_policy_the_heal_will_use_once_per_record_change():
+    """Issue 38 (one judge): drift is judged with the policy the heal's plan uses. A record that
+    carries it costs no KB read; one written before the KB kept it is read from the events once
+    per change of the record, not on every tick."""
+    c = controller()
+    reads = []
+    list_events = c.kb.list_events
+
+    def counted(*args: Any, **kw: Any) -> list[dict]:
+        reads.append(kw.get("application"))
+        return list_events(*args, **kw)
+
+    c.kb.list_events = counted
+    stored = {"scorer": "optimal", "hysteresis": 0.3, "exclude": ["cloud-2"], "junk": 1}
+    assert c._judged_policy({"name": "shop", "version": 1, "policy": stored}) == {
+        "scorer": "optimal",
+        "hysteresis": 0.3,
+        "exclude": ["cloud-2"],
+    }
+    assert reads == []
+    _intent(c.kb, "old", "admin", scorer="borda", exclude=[])
+    old = {"name": "old", "version": 2, "updated": 10.0, "policy": None}
+    for _tick in range(5):
+        assert c._judged_policy(old) == {"scorer": "borda", "exclude": []}
+    assert reads == ["old"]
+    _intent(c.kb, "old", "admin", scorer="weighted", hysteresis=0.2, exclude=[])
+    assert c._judged_policy({**old, "updated": 11.0}) == {
+        "scorer": "weighted",
+        "hysteresis": 0.2,
+        "exclude": [],
+    }
+    assert reads == ["old", "old"]
+
+    def away(*args: Any, **kw: Any) -> list[dict]:
+        raise KBError(0, "connection refused")
+
+    c.kb.list_events = away
+    assert c._judged_policy({**old, "updated": 12.0}) is None  # unknown now: no drift judged
+    assert c.judged_policies["old"][0] == (2, 11.0)  # and nothing wrong cached

@@ -175,7 +175,7 @@ class Replanner:
     def __init__(self, target):
         self.target = target
 
-    def __call__(self, record, inventory, current, exclude, hysteresis):
+    def __call__(self, record, inventory, current, exclude):
         return {svc: on(self.target) for svc in current}, "objective 0.5 -> 0.3"
 
 
@@ -214,7 +214,7 @@ def test_a_403_then_a_401_are_two_episodes_even_unseen_in_between():
 def test_nobody_moves_onto_a_cluster_whose_capacity_is_only_last_known():
     calls = []
 
-    def replan(record, inventory, current, exclude, hysteresis):
+    def replan(record, inventory, current, exclude):
         calls.append(exclude)
         return None
 
@@ -499,10 +499,10 @@ def test_a_move_that_lowers_the_objective_is_not_called_drift(monkeypatch):
     app = load_application_file(str(repo / "examples" / "bookinfo" / "energy-first.yml"))
     inventory = json.loads((repo / "examples" / "inventories" / "paper.json").read_text())
     record = {"name": app.name, "version": 1, "application": app.to_dict()}
-    first = engine_replanner()(record, inventory, {}, (), 0.1)
+    first = engine_replanner()(record, inventory, {}, ())
     assert first is not None
     monkeypatch.setattr(engine, "objective", lambda *args: first_objective(first) + 1.0)
-    assert engine_replanner()(record, inventory, {}, (), 0.1) is None
+    assert engine_replanner()(record, inventory, {}, ()) is None
 
 
 def first_objective(found):

@@ -141,7 +141,7 @@ class Replanner:
     def __init__(self, target):
         self.target, self.calls = target, []
 
-    def __call__(self, record, inventory, current, exclude, hysteresis):
+    def __call__(self, record, inventory, current, exclude):
         self.calls.append(exclude)
         return {svc: on(self.target) for svc in current}, "objective 0.5 -> 0.3"
 
