@@ -104,9 +104,14 @@ def stored_application(kb: Any, name: str) -> dict | None:
         raise
 
 
-def store(kb: Any, app: Application, body: dict, check_mode: bool) -> dict:
-    """Store the spec unless the KB already holds the same application: {changed, version, diff}."""
-    existing = stored_application(kb, app.name)
+MISSING: Any = object()  # ``store(existing=...)`` not given: the KB is asked
+
+
+def store(kb: Any, app: Application, body: dict, check_mode: bool, existing: Any = MISSING) -> dict:
+    """Store the spec unless the KB already holds the same application: {changed, version, diff}.
+    ``existing``: the KB's record of it (None: it has none) when the caller read it already."""
+    if existing is MISSING:
+        existing = stored_application(kb, app.name)
     before = (existing or {}).get("application")
     after = app.to_dict()
     result = {"changed": before != after, "version": (existing or {}).get("version")}

@@ -359,12 +359,14 @@ def run(module: QonnectModule) -> dict:
     # application later with the policy given here.
     user_deploy = params["record"] and not module.check_mode and not params.get("fencing")
     notes: list = []
+    # the KB's record of the application, read once: the version it holds and its policy
+    existing = stored_application(kb, app.name) if user_deploy or (given and params["record"]) else None
     if user_deploy:  # only when it changes the version or the policy: a rerun writes nothing
-        new_version = given and store(kb, app, body, True)["changed"]
-        user_deploy = records.worth_recording(kb, app.name, params, new_version)
+        new_version = given and store(kb, app, body, True, existing)["changed"]
+        user_deploy = records.worth_recording(kb, app.name, params, new_version, existing)
     if user_deploy:
         event(kb, records.event(app.name, records.APPLYING, records.policy_of(params)), notes)
-    stored = store(kb, app, body, module.check_mode) if given and params["record"] else None
+    stored = store(kb, app, body, module.check_mode, existing) if given and params["record"] else None
     placement = placement_of(chosen)
     # Record the intent before touching a cluster, so whatever this run applies can be found
     # (a controller's fenced deploy has recorded its decision itself).

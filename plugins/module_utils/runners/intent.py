@@ -142,11 +142,17 @@ def recorded_policy(record: dict[str, Any] | None, read_events: Any) -> dict[str
     return stored_policy(read_events())
 
 
-def worth_recording(kb: Any, app: str, params: dict[str, Any], new_version: bool) -> bool:
+def worth_recording(
+    kb: Any, app: str, params: dict[str, Any], new_version: bool, record: dict[str, Any] | None = None
+) -> bool:
     """Whether a deploy records its intent: it stores a new spec version, or its policy is not
-    the one recorded last (so an unchanged rerun writes no event)."""
+    the one recorded last (so an unchanged rerun writes no event). The KB keeps the last one on
+    the application's ``record``; only a record from before it did costs a read of the events."""
     if new_version:
         return True
+    kept = (record or {}).get("policy")
+    if isinstance(kept, dict):
+        return clean_policy(kept) != clean_policy(policy_of(params))
     events = kb.list_events(application=app, limit=LOOKBACK)
     # the deployer's own view: a KB without roles (a test double) counts as the deployer's
     return stored_policy(events, (*WRITERS, None)) != clean_policy(policy_of(params))

@@ -130,3 +130,44 @@ def test_a_users_deploy_and_a_move_are_history_rows(run_module, kb, federation):
     newest = kb.history("bookinfo")["history"]
     assert len(newest) == len(first) + 1
     assert (newest[0]["service"], newest[0]["from"], newest[0]["to"]) == ("ratings", ["edge-1"], ["edge-2"])
+
+
+class Counted:
+    """The KB as the module sees it, counting its calls (each is one HTTP request of KBClient)."""
+
+    def __init__(self, kb):
+        self.kb, self.calls = kb, []
+
+    def __getattr__(self, name):
+        found = getattr(self.kb, name)
+        if not callable(found) or name.startswith("_"):
+            return found
+
+        def call(*args, **kwargs):
+            self.calls.append(name)
+            return found(*args, **kwargs)
+
+        return call
+
+
+def test_an_unchanged_deploy_asks_the_kb_little(run_module, kb, federation, monkeypatch):
+    """Issue 38.6: a deploy that changes nothing made about 11 KB requests - the stored
+    application fetched twice, the application's newest 500 events read to compare policies.
+    Now at most 5, and never the events (the policy is on the application's record)."""
+    from ansible_collections.qonnect.core.plugins.module_utils import module as runner
+
+    counted = Counted(kb)
+    monkeypatch.setattr(runner, "kb_client_from_params", lambda params: counted)
+    first = run_module(deploy, {"src": ENERGY, "scorer": "borda"})
+    assert first["changed"] and not first.get("failed"), first
+    assert kb.apps["bookinfo"]["policy"]["scorer"] == "borda"
+    counted.calls.clear()
+    again = run_module(deploy, {"src": ENERGY, "scorer": "borda"})
+    assert again["changed"] is False and not again.get("failed"), again
+    assert len(counted.calls) <= 5, counted.calls
+    assert "list_events" not in counted.calls and counted.calls.count("get_application") <= 1
+    counted.calls.clear()
+    moved = run_module(deploy, {"src": ENERGY, "scorer": "weighted"})  # a new policy is recorded
+    assert not moved.get("failed"), moved
+    assert kb.apps["bookinfo"]["policy"]["scorer"] == "weighted"
+    assert "post_event" in counted.calls
