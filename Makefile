@@ -34,7 +34,7 @@ $(STAMP): requirements.txt test-requirements.txt services/pyproject.toml testbed
 ## test: everything CI runs — ruff, mypy, unit and integration tests (both engines), molecule, collection build +
 ## secret scan, ansible-test sanity and units, ansible-lint (production), antsibull-changelog lint
 test: setup services kube
-	@bash scripts/test-all.sh "$(MAKE)" "$(PY)" -q $(PARALLEL) --durations=30
+	@bash scripts/test-all.sh "$(MAKE)" "$(PY)" -q $(PARALLEL) --durations=30 --junitxml=build/pytest.xml
 
 ## checks: everything `make test` runs besides pytest (scripts/test-all.sh runs it beside pytest)
 checks: lint molecule check-build sanity ansible-lint
