@@ -1,8 +1,9 @@
 """The controller's reads from and writes to the KB.
 
-The KB is the durable record of every decision (pysyncobj's journal is not fsynced): a decision
-is written as an event before anything acts on it, each attempt's start and outcome too, so a
-new leader - even one whose replicas all lost their logs - can tell what was done. Each event
+The KB is the durable record of every decision (a replica's Raft journal is on disk before it
+acknowledges an entry, but every replica can lose its disk at once): a decision is written as an
+event before anything acts on it, each attempt's start and outcome too, so a new leader - even
+one whose replicas all lost their logs - can tell what was done. Each event
 carries a structured reference to its decision (``ref``: id, token, attempt, exclusions) and
 the writer's fencing token (``fencing``), which the KB refuses once a newer leader raised the
 fence. Only events the KB says were written under a controller token are trusted: an agent or a

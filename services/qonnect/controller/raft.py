@@ -5,9 +5,28 @@ machine is pure, and the controller loop decides what to propose.
 
 pysyncobj's wire format is pickle; with a password it is Fernet-encrypted and authenticated
 (HMAC checked before anything is unpickled), so a shared secret is mandatory: a node refuses to
-start without one, or with one shorter than 32 bytes or visibly not random. The journal is a
-memory-mapped file that is not fsynced per entry, which is why the controller also writes every
-decision to the KB before acting on it.
+start without one, or with one shorter than 32 bytes or visibly not random.
+
+A replica tells a peer it holds entries (a successful ``next_node_idx``) or asks for or grants a
+vote only once its journal is on disk, and a leader counts its own entries towards a commit only
+then (issue 38; etcd's raftexample saves its WAL before it sends). pysyncobj writes the journal
+through mmap and never flushes it, so a power cut could lose acknowledged, committed entries and
+the replica would vote as if it never had them. How: pysyncobj's journal factory
+(``pysyncobj.syncobj.createJournal``) makes a ``DurableJournal``, which notes whether anything was
+written since its last flush and stores term and vote with fsync (the file before the rename, its
+directory after). ``GuardedTransport.send`` hands such a message to the node's ``AckGate`` while
+the journal has unflushed writes; the gate flushes the journal once (msync) and sends what it held,
+in order, at three points of every tick (``RaftNode._onTick``): before pysyncobj's tick, which is
+where the leader counts matches towards the commit index, before the tick waits for the network,
+and after it handled what arrived; and once a replica becomes leader (a replica alone in its
+cluster commits its no-op entry in that same tick). One flush thus covers every entry written in a
+tick, however many messages brought them. A flush that fails stops the replica
+(``stop_after_lost_writes``): a later one could succeed without the lost writes. The full dump is
+replaced durably too (``pysyncobj.serializer.atomicReplace``): log compaction and a snapshot from
+the leader truncate the journal once it is written. Left as it was: a power cut in the middle of an
+unflushed write can leave a torn record after the durable ones, which pysyncobj's format (no
+checksum) does not detect. The controller also writes every decision to the KB before acting on it:
+every replica can still lose its disk at once.
 
 Before authentication pysyncobj buffers whatever a connection sends (a frame header claiming
 2 GiB, then megabytes, cost the leader seconds of CPU in quadratic byte concatenation and forced
@@ -30,7 +49,8 @@ a follower's next index back on a late acknowledgement (``RaftNode._append_entri
 ``RaftNode._next_node_idx``).
 
 pysyncobj is used through private names (its transport, its TCP connection, its message handler
-and state), so only the tested version range is accepted (``TESTED_PYSYNCOBJ``).
+and state, its journal's meta storer, its journal factory and dump replace), so only the tested
+version range is accepted (``TESTED_PYSYNCOBJ``).
 """
 
 from __future__ import annotations
@@ -41,14 +61,18 @@ import os
 import random
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj import pickle as _pickle
+from pysyncobj import serializer as _serializer
+from pysyncobj import syncobj as _syncobj
 from pysyncobj import tcp_connection as _tcp
 from pysyncobj.dns_resolver import globalDnsResolver
+from pysyncobj.journal import FileJournal, MemoryJournal, MetaStorer
 from pysyncobj.monotonic import monotonic
 from pysyncobj.syncobj import _RAFT_STATE, SyncObjException
 from pysyncobj.syncobj import logger as _pysyncobj_log
@@ -119,6 +143,144 @@ def check_address(value: str, field: str) -> str:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise RaftConfigError(f"{field}: expected HOST:PORT with a port in 1..65535, got {value!r}")
     return value
+
+
+# -- durability (issue 38) -----------------------------------------------------------------------
+
+# messages that tell a peer what this replica holds or decided: a vote request or a granted vote
+VOTES = frozenset({"request_vote", "response_vote"})
+
+
+def promises_durability(message: Any) -> bool:
+    """True for a message a peer may count on after a power cut here: an acknowledgement of
+    appended entries (a successful ``next_node_idx``), a vote request or a granted vote."""
+    if not isinstance(message, dict):
+        return False
+    kind = message.get("type")
+    return kind in VOTES or (kind == "next_node_idx" and bool(message.get("success")))
+
+
+def fsync_dir(path: str) -> None:
+    """Make the directory entry of PATH durable (a new or renamed file is not, until then)."""
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def durable_replace(tmp: str, path: str) -> None:
+    """Replace PATH by TMP so that a power cut leaves one of them whole and, once this returns,
+    the new one: pysyncobj renames its full dump into place without fsync."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path)
+
+
+class DurableMetaStorer(MetaStorer):
+    """pysyncobj's store of term, vote and commit index, written with fsync: a vote (rare) must
+    survive a power cut before the candidate hears of it, and a rename of a file not yet on disk
+    can leave an empty one in place of the vote stored before."""
+
+    def storeMeta(self, meta: dict[str, Any]) -> None:
+        path = self.getPath()
+        with open(path + ".tmp", "wb") as tmp:
+            tmp.write(_pickle.dumps(meta))
+        durable_replace(path + ".tmp", path)
+
+
+class DurableJournal(FileJournal):
+    """pysyncobj's memory-mapped journal, plus what a flush needs to be rare: whether anything
+    was written since the last one (``dirty``); ``sync`` is called by the node's AckGate. Term,
+    vote and commit index go through a DurableMetaStorer."""
+
+    def __init__(self, journal_file: str) -> None:
+        self.dirty = True  # a new journal's header (pysyncobj adds its first entry next)
+        super().__init__(journal_file)
+        self._FileJournal__metaStorer = DurableMetaStorer(journal_file + ".meta")
+        fsync_dir(journal_file)  # the journal file may have just been created
+
+    def add(self, command: bytes, idx: int, term: int) -> None:
+        super().add(command, idx, term)
+        self.dirty = True
+
+    def clear(self) -> None:
+        super().clear()
+        self.dirty = True
+
+    def deleteEntriesFrom(self, entryFrom: int) -> None:
+        super().deleteEntriesFrom(entryFrom)
+        self.dirty = True
+
+    def sync(self) -> bool:
+        """Put every write so far on disk with one msync(MS_SYNC) of the mapping (on Linux an
+        fdatasync of the file's range: data and the file size); False when there was none."""
+        if not self.dirty:
+            return False
+        self.flush()
+        self.dirty = False
+        return True
+
+
+def create_journal(journal_file: str | None = None) -> Any:
+    """pysyncobj's journal factory (``createJournal``), with a DurableJournal for a file."""
+    return MemoryJournal() if journal_file is None else DurableJournal(journal_file)
+
+
+_syncobj.createJournal = create_journal
+_serializer.atomicReplace = durable_replace
+
+
+def stop_after_lost_writes(exc: OSError) -> NoReturn:
+    """A failed flush may have dropped journal writes, and a later one can succeed without them
+    (Linux reports a lost writeback once): acknowledging after it could promise what is gone,
+    so the replica stops, as etcd and PostgreSQL do. What it held was never acknowledged."""
+    log.critical("raft: the journal could not be flushed to disk (%s); stopping this replica", exc)
+    os._exit(os.EX_IOERR)  # a handler flushes each record it writes
+
+
+class AckGate:
+    """Holds the messages that promise durability while the journal has unflushed writes, and
+    releases them, in the order they were sent, after one flush (``open``): entries written in
+    one tick, however many messages brought them, cost one flush."""
+
+    def __init__(self, journal: Callable[[], Any], enabled: bool = True) -> None:
+        self._journal = journal  # the node's journal, read when needed (pysyncobj creates it)
+        self.enabled = enabled  # False only to measure what the flush costs (the benchmark)
+        self._held: list[tuple[Callable[[Any, Any], Any], Any, Any]] = []
+        self.flushes = 0
+
+    def hold(self, send: Callable[[Any, Any], Any], node: Any, message: Any) -> bool:
+        """Keep MESSAGE for ``open`` if it must wait for the flush or follows one that waits."""
+        if not self._held and not (promises_durability(message) and self._unflushed()):
+            return False
+        self._held.append((send, node, message))
+        return True
+
+    def open(self) -> None:
+        """Flush the journal if it has unflushed writes, then send what was held."""
+        journal = self._durable_journal()
+        try:
+            synced = journal is not None and journal.sync()
+        except OSError as exc:
+            stop_after_lost_writes(exc)
+        if synced:
+            self.flushes += 1
+        held, self._held = self._held, []
+        for send, node, message in held:
+            send(node, message)
+
+    def _unflushed(self) -> bool:
+        journal = self._durable_journal()
+        return journal is not None and journal.dirty
+
+    def _durable_journal(self) -> DurableJournal | None:
+        journal = self._journal() if self.enabled else None
+        return journal if isinstance(journal, DurableJournal) else None
 
 
 # -- transport hardening --------------------------------------------------------------------------
@@ -240,6 +402,14 @@ class GuardedTransport(TCPTransport):
             return
         super()._onIncomingMessageReceived(conn, message)
 
+    def send(self, node: Any, message: Any) -> bool:
+        """pysyncobj's send, except that the node's AckGate keeps a message that promises what
+        is not on disk yet (and what follows it) until the journal is flushed."""
+        gate = getattr(self._syncObj, "gate", None)
+        if gate is not None and gate.hold(super().send, node, message):
+            return True
+        return bool(super().send(node, message))
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -298,7 +468,10 @@ class RaftNode(SyncObj):
         secret: str,
         data_dir: str | os.PathLike[str] | None,
         timing: Timing | None = None,
+        durable: bool = True,
     ) -> None:
+        """``durable=False`` acknowledges entries before they are on disk, as pysyncobj does:
+        only for benchmarks/raft_commit.py, to measure what the flush costs."""
         if not secret:
             raise RaftConfigError("a Raft secret is required")
         timing = timing or Timing()
@@ -329,16 +502,38 @@ class RaftNode(SyncObj):
         busy = bind_failure(self_addr)  # before pysyncobj tries: it logs a traceback and no reason
         if busy:
             raise RaftBindError(self_addr, busy)
+        # set before SyncObj.__init__, which leaves attributes it finds out of its snapshots
         self.decisions = ReplicatedDecisions()
         self.peers = others
+        self.gate = AckGate(lambda: self._SyncObj__raftLog, enabled=durable)
         super().__init__(
             self_addr, others, conf=conf, consumers=[self.decisions], transportClass=GuardedTransport
         )
+        self.addOnTickCallback(self.gate.open)  # the last step of a tick before it waits for I/O
         try:
             self.waitBinded()
         except SyncObjException:
             self.destroy()
             raise RaftBindError(self_addr, bind_failure(self_addr) or "bind failed") from None
+
+    # -- durable acknowledgements ----------------------------------------------------------------
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        """pysyncobj's tick between two flush points of the gate: the leader counts its own
+        entries towards a commit at the start of the tick, only once they are on disk, and what
+        the tick's poll received is acknowledged at its end (pysyncobj calls every hook, sends
+        included, on this one thread)."""
+        self.gate.open()
+        try:
+            super()._onTick(timeToWait)
+        finally:
+            self.gate.open()
+
+    def _SyncObj__onBecomeLeader(self) -> None:
+        """pysyncobj's, then a flush of the no-op entry it appends: a replica alone in its
+        cluster becomes leader and counts that entry towards a commit in the same tick."""
+        super()._SyncObj__onBecomeLeader()
+        self.gate.open()
 
     # -- fast failover --------------------------------------------------------------------------
 
