@@ -26,6 +26,7 @@ except ImportError:  # kubeconfig content as a YAML string needs PyYAML (a mappi
     HAS_YAML = False
 
 from ansible.module_utils.basic import env_fallback
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import record_credentials
 
 K8S_AUTH_ARGSPEC: dict[str, dict[str, Any]] = {
     "k8s_kubeconfig": {"type": "raw", "no_log": True, "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},
@@ -154,7 +155,7 @@ def resolve(names: set[str], records: dict[str, dict], overrides: dict, params: 
         elif shared is not None and (record.get("context") or name) in shared_contexts:
             out[name] = (shared, record.get("context") or name)
         elif record.get("kubeconfig"):
-            out[name] = (record["kubeconfig"], record.get("context"))
+            out[name] = record_credentials(record)
         elif record and "kubeconfig" not in record:
             errors.append(
                 f"cluster {name}: the KB token may not read kubeconfig paths (reader and agent tokens get "

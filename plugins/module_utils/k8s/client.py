@@ -14,7 +14,8 @@ import json
 import os
 import tempfile
 import threading
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from ansible_collections.qonnect.core.plugins.module_utils.errors import QonnectError
 
@@ -231,6 +232,20 @@ class ClusterClient:
         return True
 
 
+class Credentials(Protocol):
+    """What reaches one cluster (k8s/deployer.py's ``Target`` is one): named here so the
+    client factory needs no import of the deployer, which imports this module."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kubeconfig(self) -> str | dict: ...
+
+    @property
+    def context(self) -> str | None: ...
+
+
 _CLIENTS: dict[tuple[str, str, str | None], ClusterClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
@@ -248,3 +263,54 @@ def get_client(name: str, kubeconfig: str | dict, context: str | None = None) ->
             client = ClusterClient(name, kubeconfig if isinstance(kubeconfig, dict) else key[1], context)
             _CLIENTS[key] = client
         return client
+
+
+def record_credentials(record: Mapping[str, Any]) -> tuple[str | dict, str | None]:
+    """The credentials a KB cluster record names: its kubeconfig (a path or content, as stored)
+    and context. The last resort of k8s/auth.py's ``resolve`` and all the controller has (no
+    user gives it any): one reading, so both reach a cluster alike. Here, not in auth.py, so the
+    controller does not import Ansible. No kubeconfig: an empty path (fails when used)."""
+    return record.get("kubeconfig") or "", record.get("context")
+
+
+def client_of(target: Credentials) -> ClusterClient:
+    """The shared client of a cluster's Target: the one factory of the deployer, the deploy
+    module and the controller, so each reaches a cluster with the same credentials."""
+    return get_client(target.name, target.kubeconfig, target.context)
+
+
+def raw_get(api: Any, path: str, query: Mapping[str, str], timeout: float) -> bytes:
+    """GET ``path`` through an ``ApiClient``'s transport (auth, TLS) without its models.
+
+    The typed APIs (CoreV1Api...) import hundreds of generated model classes, which costs
+    seconds of CPU per process; the agent's collector and the controller's own looks at a
+    cluster (controller/confirm.py, controller/capacity.py) need raw JSON only. A non-2xx answer
+    raises the client's ``ApiException`` (with ``status``); transport errors pass through as the
+    client raises them. Recent generated clients split a call into ``param_serialize`` +
+    ``call_api``; older ones take everything in ``call_api``.
+    """
+    headers = {"Accept": "application/json"}
+    if hasattr(api, "param_serialize"):
+        request = api.param_serialize(
+            "GET",
+            path,
+            query_params=list(query.items()),
+            header_params=headers,
+            auth_settings=["BearerToken"],
+        )
+        resp = api.call_api(*request, _request_timeout=timeout)
+        body = resp.read()
+        if not 200 <= resp.status <= 299:
+            raise kubernetes()["ApiException"](status=resp.status, reason=resp.reason)
+        return body
+    resp = api.call_api(
+        path,
+        "GET",
+        query_params=list(query.items()),
+        header_params=headers,
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+        _request_timeout=timeout,
+    )
+    return resp.data

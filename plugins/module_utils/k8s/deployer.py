@@ -50,7 +50,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import (
     prepare,
     up_to_date,
 )
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, client_of
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.namespaces import usable_namespace
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.ownership import (
     conflict_line,
@@ -85,7 +85,7 @@ class Target:
     """A cluster the deploy may touch: its kubeconfig and service domain."""
 
     name: str
-    kubeconfig: str
+    kubeconfig: str | dict  # a path, or its content (k8s/auth.py)
     context: str | None = None
     domain: str = ""
     address: str = ""  # what QONNECT's [TIER_CLUSTER_IP] placeholders become (default: domain)
@@ -246,7 +246,7 @@ class Deployer:
         # a workload without minReadySeconds is ready once its pods stayed Ready this long
         # (k8s/readiness.ReadyWindow; deploy's option min_ready_seconds)
         self.min_ready_seconds = max(0.0, float(min_ready_seconds or 0.0))
-        self.client_factory = client_factory or (lambda t: get_client(t.name, t.kubeconfig, t.context))
+        self.client_factory = client_factory or client_of
         self.before_step = before_step  # e.g. the controller's fence check; raises to stop
         # the controller's token, stamped on every object written (a fence guard carries it)
         self.fencing = fencing or getattr(before_step, "token", None)

@@ -5,14 +5,22 @@ annotation, QONNECT's ``[TIER_CLUSTER_IP]`` placeholders, its own replica counts
 
 The deploy module (runners/deploy.py) and the controller's reconciler
 (services/qonnect/controller/reconcile.py) both build their deployer here, so a cluster's
-objects are rendered the same way by deploy, remove, diff and reconciliation.
+objects are rendered the same way by deploy, remove, diff and reconciliation. A cluster's
+Target and client come from its KB record here too (``record_target``, ``record_client``), so
+the controller reaches a cluster as the deploy module does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import (
+    ClusterClient,
+    client_of,
+    record_credentials,
+)
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import (
     Deployer,
     Target,
@@ -27,7 +35,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos import (
 )
 
 
-def address_of(record: dict) -> str:
+def address_of(record: Mapping[str, Any]) -> str:
     """Where other tiers reach a cluster (QONNECT's [TIER_CLUSTER_IP]): label
     qonnect.io/address, else the host of its API server URL."""
     labels = record.get("labels") or {}
@@ -36,7 +44,7 @@ def address_of(record: dict) -> str:
     return urlparse(record.get("server") or "").hostname or ""
 
 
-def target_of(name: str, record: dict, kubeconfig: Any, context: str | None = None) -> Target:
+def target_of(name: str, record: Mapping[str, Any], kubeconfig: Any, context: str | None = None) -> Target:
     """A cluster's Target from its KB record: credentials, service domain, address, and the
     tier and location a spread service's callers are matched to its nearest instance by."""
     return Target(
@@ -48,6 +56,18 @@ def target_of(name: str, record: dict, kubeconfig: Any, context: str | None = No
         tier=str(record.get("tier") or ""),
         location=str(record.get("location") or ""),
     )
+
+
+def record_target(name: str, record: Mapping[str, Any]) -> Target:
+    """A cluster's Target with the credentials of its KB record (``client.record_credentials``):
+    the one way the controller (confirm, capacity, reconcile, self-heal) reaches a cluster,
+    built as the deploy module builds its own (``target_of``)."""
+    return target_of(name, record, *record_credentials(record))
+
+
+def record_client(name: str, record: Mapping[str, Any]) -> ClusterClient:
+    """The shared Kubernetes client of a cluster, through its KB record's credentials."""
+    return client_of(record_target(name, record))
 
 
 def rendered_services(app: Application) -> dict[str, list[dict]]:

@@ -6,6 +6,7 @@ so a malformed inventory gives one error listing each bad path instead of a trac
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +135,21 @@ def current_placement(record: dict | None) -> dict:
     """
     record = record or {}
     return record.get("current") or record.get("desired") or {}
+
+
+# How an agent words an API that answers but refuses its credentials (the agent collector's
+# ForbiddenError: "forbidden: ..." for 403, "unauthorized: ..." for 401), with reachable true.
+CREDENTIALS_ERRORS = ("forbidden:", "unauthorized:")
+
+
+def credentials_broken(cluster: Mapping[str, Any]) -> bool:
+    """The cluster answers its agent but refuses the agent's credentials: not a cluster failure.
+
+    Read from what its agent last said (``reachable``: a bool, the KB's 0/1, or None before any
+    report; ``error``), so the KB's inventory flag and the controller's judgement are one rule.
+    """
+    error = cluster.get("error")
+    return cluster.get("reachable") != 0 and bool(error) and str(error).startswith(CREDENTIALS_ERRORS)
 
 
 def latency_matrix(rows: Any, locations: dict) -> dict:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, cast
 
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import raw_get
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import (
     GRACE_ANNOTATION,
     progress_deadline_seconds,
@@ -346,41 +347,6 @@ def load_api_client(kubeconfig: str) -> Any:
         raise CollectError(f"cannot load kubeconfig {kubeconfig}: {type(exc).__name__}: {exc}")
     configuration.retries = 0  # the agent's own loop is the retry
     return k8s_client.ApiClient(configuration)
-
-
-def raw_get(api: Any, path: str, query: Mapping[str, str], timeout: float) -> bytes:
-    """GET ``path`` through the official client's transport (auth, TLS) without its models.
-
-    The typed APIs (CoreV1Api...) import hundreds of generated model classes, which costs
-    seconds of CPU per process; the agent needs raw JSON only. Recent generated clients split a
-    call into ``param_serialize`` + ``call_api``; older ones take everything in ``call_api``.
-    The controller's own probe of a suspect cluster (controller/confirm.py) reads through it too.
-    """
-    headers = {"Accept": "application/json"}
-    if hasattr(api, "param_serialize"):
-        request = api.param_serialize(
-            "GET",
-            path,
-            query_params=list(query.items()),
-            header_params=headers,
-            auth_settings=["BearerToken"],
-        )
-        resp = api.call_api(*request, _request_timeout=timeout)
-        body = resp.read()
-        if not 200 <= resp.status <= 299:
-            raise k8s_client.exceptions.ApiException(status=resp.status, reason=resp.reason)
-        return body
-    resp = api.call_api(
-        path,
-        "GET",
-        query_params=list(query.items()),
-        header_params=headers,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-        _request_timeout=timeout,
-    )
-    return resp.data
 
 
 class Collector:

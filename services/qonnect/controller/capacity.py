@@ -26,6 +26,10 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, raw_get
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import record_client
+from ansible_collections.qonnect.core.plugins.module_utils.quantity import parse_quantity
+
 from qonnect.controller.records import Fetch, RecordCache, as_cache
 
 log = logging.getLogger(__name__)
@@ -65,17 +69,10 @@ def first_sight(cluster: dict[str, Any], cpu: float, nodes: frozenset[str]) -> C
 
 def read_capacity(name: str, record: dict[str, Any], timeout: float = READ_TIMEOUT) -> Capacity | str:
     """The cluster's nodes read through its KB record's kubeconfig (or why they cannot be)."""
-    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
-    from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import target_of
-    from ansible_collections.qonnect.core.plugins.module_utils.quantity import parse_quantity
-
-    from qonnect.agent.collector import raw_get
-
     if not record.get("kubeconfig"):
         return "no kubeconfig in its KB record"
     try:
-        target = target_of(name, record, record["kubeconfig"], record.get("context"))
-        client = get_client(name, target.kubeconfig, target.context)
+        client = record_client(name, record)
         body = json.loads(raw_get(client.api, "/api/v1/nodes", {}, timeout))
     except K8sError as exc:
         return f"cannot read its nodes: {exc.message}"

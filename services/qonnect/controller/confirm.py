@@ -24,6 +24,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, raw_get
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import record_client
+
 from qonnect.controller.detector import ApiProbe
 from qonnect.controller.records import Fetch, RecordCache, as_cache
 
@@ -40,18 +43,11 @@ PROBE_GIVE_UP = 4 * PROBE_TIMEOUT + 2.0
 
 def probe_cluster(name: str, record: dict[str, Any], timeout: float = PROBE_TIMEOUT) -> ApiProbe:
     """Ask one cluster's API for one namespace through its KB record's kubeconfig."""
-    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
-    from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import target_of
-
-    from qonnect.agent.collector import raw_get
-
     now = time.time()
     if not record.get("kubeconfig"):
         return ApiProbe(None, "no kubeconfig in its KB record: the controller cannot look itself", now)
     try:
-        target = target_of(name, record, record["kubeconfig"], record.get("context"))
-        client = get_client(name, target.kubeconfig, target.context)
-        raw_get(client.api, PROBE_PATH, {"limit": "1"}, timeout)
+        raw_get(record_client(name, record).api, PROBE_PATH, {"limit": "1"}, timeout)
     except K8sError as exc:  # the kubeconfig cannot be loaded: no evidence either way
         return ApiProbe(None, f"cannot probe: {exc.message}", now)
     except Exception as exc:  # the client's many transport errors; status when the API answered

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.keys import CLUSTER_GRACE_LABEL
+from ansible_collections.qonnect.core.plugins.module_utils.placement.model import credentials_broken
 
 from qonnect.controller.statemachine import FAILED, DecisionLog
 
@@ -194,11 +195,6 @@ def down_clusters(snapshot: Snapshot, settings: Settings) -> dict[str, tuple[str
                 now,
             )
     return down
-
-
-def credentials_broken(cluster: Mapping[str, Any]) -> bool:
-    """Its agent reaches the API but the API refuses the agent's credentials (401/403)."""
-    return bool(cluster.get("credentials_broken"))
 
 
 def cluster_grace(cluster: Mapping[str, Any], settings: Settings) -> float:

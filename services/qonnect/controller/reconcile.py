@@ -93,20 +93,19 @@ def reconcile_cluster(
     ``busy(app)`` is true while a migration of the application is in flight (left alone);
     ``before_step`` is the fence check, called before every change.
     """
-    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import client_of
     from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer
     from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
         application_deployer,
-        target_of,
+        record_target,
     )
     from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
 
     records = {c["name"]: c for c in kb.list_clusters()}
     if cluster not in records or not records[cluster].get("kubeconfig"):
         return [], False
-    record = records[cluster]
-    target = target_of(cluster, record, record["kubeconfig"], record.get("context"))
-    client = get_client(cluster, target.kubeconfig, target.context)
+    target = record_target(cluster, records[cluster])
+    client = client_of(target)
     placements = {
         p["application"]: current_placement(p) for p in kb.request("GET", "/api/v1/placements")["placements"]
     }
@@ -153,17 +152,9 @@ def reconcile_cluster(
             continue
         plan = {svc: targets for svc, targets in placement.items() if svc in services}
         clusters = {t["cluster"] for targets in plan.values() for t in targets}
-        targets_ = {
-            name: target_of(
-                name, records[name], records[name].get("kubeconfig") or "", records[name].get("context")
-            )
-            for name in clusters
-            if name in records
-        }
+        targets_ = {name: record_target(name, records[name]) for name in clusters if name in records}
         options: dict[str, Any] = {
-            "client_factory": lambda t: (
-                client if t.name == cluster else get_client(t.name, t.kubeconfig, t.context)
-            ),
+            "client_factory": lambda t: client if t.name == cluster else client_of(t),
             "before_step": before_step,
             "wait": False,
         }

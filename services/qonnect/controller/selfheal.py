@@ -30,11 +30,11 @@ from typing import Any
 from ansible_collections.qonnect.core.plugins.module_utils.booleans import parse_bool
 from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import contains
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, get_client
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError, client_of
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Drift, fingerprint
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
     application_deployer,
-    target_of,
+    record_target,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.keys import SELF_HEAL_LABEL
@@ -226,15 +226,13 @@ class Healer:
         records = state.records
         if any(not (records.get(n) or {}).get("kubeconfig") for n in names):
             return None
-        targets = {
-            n: target_of(n, records[n], records[n]["kubeconfig"], records[n].get("context")) for n in names
-        }
+        targets = {n: record_target(n, records[n]) for n in names}
         return application_deployer(
             app,
             plan,
             targets,
             previous=set(),
-            client_factory=lambda t: get_client(t.name, t.kubeconfig, t.context),
+            client_factory=client_of,
             before_step=state.before_step,
             wait=False,
             wait_timeout=0.0,  # a namespace still terminating: look again next pass

@@ -31,6 +31,7 @@ from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
+    credentials_broken,
     current_placement,
     latency_matrix,
 )
@@ -216,7 +217,7 @@ class FleetView:
             node_age = cap if nr is None else min(cap, _age(now, nr) or 0.0)
             reachable = entry.get("reachable")
         healthy = age is not None and age <= self.timeout and reachable is not False
-        if entry.get("credentials_broken"):
+        if credentials_broken(entry):
             node_age = age
         key = (age, node_age, healthy, reachable)
         built = self._built.get(name)

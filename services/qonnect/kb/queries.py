@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
+    credentials_broken,
     current_placement,
     free_capacity,
 )
@@ -37,16 +38,6 @@ def age(now: float, then: float | None) -> float | None:
 
 def healthy(now: float, heartbeat: float | None, reachable: int | None, timeout: float) -> bool:
     return heartbeat is not None and now - heartbeat <= timeout and reachable != 0
-
-
-# How the agent words an API that answers but refuses its credentials (agent/collector.py's
-# ForbiddenError: "forbidden: ..." for 403, "unauthorized: ..." for 401), with reachable true.
-CREDENTIALS_ERRORS = ("forbidden:", "unauthorized:")
-
-
-def credentials_broken(reachable: int | None, error: str | None) -> bool:
-    """The cluster answers its agent but refuses the agent's credentials: not a cluster failure."""
-    return reachable != 0 and bool(error) and str(error).startswith(CREDENTIALS_ERRORS)
 
 
 def _cluster(row: tuple, now: float, timeout: float, credentials: bool) -> dict[str, Any]:
@@ -457,7 +448,7 @@ def _inventory_clusters(
         + ("" if limit is None else " LIMIT ?"),
         (*args, limit) if limit is not None else args,
     ):
-        broken = credentials_broken(reachable, error)
+        broken = credentials_broken({"reachable": reachable, "error": error})
         nodes: list[dict[str, Any]] = (
             [] if data is None else stored_nodes(data, received, economics, node_economics, now)
         )

@@ -145,3 +145,26 @@ def test_where_an_application_runs_has_one_definition():
     assert current_placement({"current": {"a": 1}, "desired": {"b": 2}}) == {"a": 1}
     assert current_placement({"current": None, "desired": {"b": 2}}) == {"b": 2}
     assert current_placement(None) == {}
+
+
+def test_credentials_broken_has_one_definition():
+    """The KB's inventory flag and the controller's judgement are one rule (issue 38, item 4)."""
+    from ansible_collections.qonnect.core.plugins.module_utils.placement import model
+
+    def defines_it(node: ast.AST) -> bool:
+        names = ("credentials_broken", "CREDENTIALS_ERRORS")
+        if isinstance(node, ast.FunctionDef):
+            return node.name in names
+        return isinstance(node, ast.Assign) and any(getattr(t, "id", None) in names for t in node.targets)
+
+    home = Path(model.__file__).resolve()
+    copies = [
+        f"{p.relative_to(ROOT)}:{n.lineno}"
+        for p in PRODUCT
+        if p.resolve() != home
+        for n in ast.walk(ast.parse(p.read_text(), str(p)))
+        if defines_it(n)
+    ]
+    assert copies == [], "import credentials_broken from placement/model.py"
+    assert model.credentials_broken({"reachable": True, "error": "forbidden: list nodes"})
+    assert not model.credentials_broken({"reachable": False, "error": "forbidden: list nodes"})

@@ -42,7 +42,7 @@ def spec(labels=None):
 def world(fleet, monkeypatch):
     """shop deployed by PLAN_A (front on c1, back on c2) and recorded in the KB as settled."""
     clusters, _log = fleet
-    monkeypatch.setattr(selfheal, "get_client", lambda name, kubeconfig, context=None: clusters[name])
+    monkeypatch.setattr(selfheal, "client_of", lambda target: clusters[target.name])
     kb = KB()
 
     def deploy(labels=None):
