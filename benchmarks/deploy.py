@@ -23,8 +23,15 @@ repetition (``--reps``, default 3) it measures ``plan_s`` (``qonnect plan`` agai
 again, which must report ``changed=0``) and ``remove_s`` (the remove playbook), and prints the
 median and p99 (nearest rank) of each.
 
+``--case many`` (issue 38.6) deploys N new one-Deployment applications (``--counts``, default
+10 and 50) through the list form (``-e '{"app_files": [...]}'``: one module run, planned
+together) and runs it again unchanged, then N others through an Ansible ``loop`` of the deploy
+module (one module run each) and again unchanged, and N more in a loop with
+``min_ready_seconds: 0``; each set is removed after. Seconds of the whole playbook each.
+
     python benchmarks/deploy.py --json
     python benchmarks/deploy.py --case shop --reps 5 --json
+    python benchmarks/deploy.py --case many --counts 10,50 --json
 """
 
 from __future__ import annotations
@@ -526,17 +533,135 @@ def run_shop(reps: int) -> dict:
         }
 
 
+def many_app(name: str) -> dict:
+    """A one-Deployment application (nginx, 50m CPU) any tier may run."""
+    labels = {"app": name}
+    container = {
+        "name": "web",
+        "image": "nginx:1.27",
+        "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}},
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+    return {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": name},
+        "spec": {
+            "objective": {"energy": 1, "cost": 1},
+            "services": [{"name": "web", "manifests": [deployment]}],
+        },
+    }
+
+
+def write_apps(folder: Path, prefix: str, count: int) -> list[str]:
+    import yaml
+
+    files = []
+    for i in range(count):
+        path = folder / f"{prefix}-{i:03d}.yml"
+        path.write_text(yaml.safe_dump(many_app(f"{prefix}-{i:03d}")))
+        files.append(str(path))
+    return files
+
+
+def loop_playbook(folder: Path, files: list[str], min_ready: float | None, state: str = "present") -> Path:
+    """A playbook deploying (or removing) ``files`` one module run each, with an Ansible loop."""
+    import yaml
+
+    task: dict[str, Any] = (
+        {"src": "{{ item }}"}
+        if state == "present"
+        else {"name": "{{ item | basename | splitext | first }}", "state": "absent"}
+    )
+    if min_ready is not None and state == "present":
+        task["min_ready_seconds"] = min_ready
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [{"name": f"deploy {state}", "qonnect.core.deploy": task, "loop": files}],
+        }
+    ]
+    path = folder / f"loop-{state}-{len(files)}-{min_ready}.yml"
+    path.write_text(yaml.safe_dump(play))
+    return path
+
+
+def run_many(counts: list[int]) -> dict:
+    """N new one-Deployment applications through the list form (``app_files``, one module run,
+    planned together) and through an Ansible ``loop`` (one module run each), then again unchanged;
+    the minimum-ready window as it is (3 s) unless said."""
+    out: dict[str, Any] = {"benchmark": "deploy", "case": "many", "runs": []}
+    with federation() as (fed, _url, kb, admin, env, base):
+        env = dict(env, QONNECT_KB_TOKEN=admin.read_text().strip())
+        token = ["-e", f"kb_token_file={admin}"]
+        for n in counts:
+            row: dict[str, Any] = {"applications": n}
+            files = write_apps(base, f"list{n}", n)
+            deploy = [
+                str(BIN / "ansible-playbook"),
+                "qonnect.core.deploy",
+                "-e",
+                json.dumps({"app_files": files}),
+                *token,
+            ]
+            row["list_new_s"] = round(timed(deploy, env), 2)
+            placed = [a for a in (kb.get_placement(Path(f).stem)["current"] for f in files) if a]
+            if len(placed) != n:
+                raise SystemExit(
+                    f"deploy benchmark: {len(placed)} of {n} applications placed by the list form"
+                )
+            rerun: list[str] = []
+            row["list_unchanged_s"] = round(timed(deploy, env, rerun), 2)
+            if not re.search(r"localhost\s*:\s*ok=\d+\s+changed=0\b", rerun[0]):
+                raise SystemExit(
+                    f"deploy benchmark: the list form's second run changed something:\n{rerun[0][-2000:]}"
+                )
+            timed(
+                [str(BIN / "ansible-playbook"), str(loop_playbook(base, files, None, "absent")), *token], env
+            )
+            for label, min_ready in (("loop_new_s", None), ("loop_new_min_ready_0_s", 0.0)):
+                files = write_apps(base, f"loop{n}{'z' if min_ready == 0.0 else ''}", n)
+                book = [str(BIN / "ansible-playbook"), str(loop_playbook(base, files, min_ready)), *token]
+                row[label] = round(timed(book, env), 2)
+                if min_ready is None:
+                    row["loop_unchanged_s"] = round(timed(book, env), 2)
+                timed(
+                    [str(BIN / "ansible-playbook"), str(loop_playbook(base, files, None, "absent")), *token],
+                    env,
+                )
+            out["runs"].append(row)
+        out["clusters"] = len(fed["clusters"])
+    out["cpus"] = os.cpu_count()
+    out["loadavg"] = [round(x, 2) for x in os.getloadavg()]  # the machine is shared
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--case", choices=("bookinfo", "shop"), default="bookinfo", help="what to deploy")
+    parser.add_argument(
+        "--case", choices=("bookinfo", "shop", "many"), default="bookinfo", help="what to deploy"
+    )
+    parser.add_argument("--counts", default="10,50", help="applications per run of the many case")
     parser.add_argument("--reps", type=int, default=3, help="repetitions of the shop case (default 3)")
     parser.add_argument("--baseline", nargs=2, metavar=("JOB", "NAMESPACE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline:
         baseline(*args.baseline)
         return 0
-    result = run_shop(max(1, args.reps)) if args.case == "shop" else run()
+    if args.case == "many":
+        result = run_many([int(c) for c in args.counts.split(",") if c.strip()])
+    else:
+        result = run_shop(max(1, args.reps)) if args.case == "shop" else run()
     if args.json:
         print(json.dumps(result))
     else:

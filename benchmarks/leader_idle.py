@@ -141,7 +141,7 @@ def run(n: int, count: int, gated: bool) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--ns", default="0,100,1000", help="applications, comma-separated")
     parser.add_argument("--ticks", type=int, default=60, help="quiet ticks per N (gated)")
     parser.add_argument("--ungated-ticks", type=int, default=5, help="quiet ticks per N without the gate")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Per-suite test counts and seconds from pytest's JUnit XML (``make test`` writes
 build/pytest.xml), as the table docs/operations.md quotes: one row per suite (tests/unit,
 tests/conformance, each tests/integration/<dir>), the tests' own seconds summed (on several
@@ -46,7 +45,7 @@ def read(path: str) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("xml")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -205,8 +205,21 @@ options:
             description: Sequence number of the decision within the term.
             type: int
             required: true
+  applications:
+    description:
+      - Several applications deployed in this one run, instead of O(name), O(spec) or O(src). Each item is a
+        QoS spec file (a path, as O(src)) or a mapping with one of C(src), C(spec) or C(name) and its own
+        C(scorer), C(hysteresis) and C(exclude) (the task's apply where it gives none).
+      - Every spec is read and validated first and every problem of every item is reported at once, before
+        anything changes. The fleet is then read once and all the applications are planned in one pass, each
+        with its own policy and against the capacity the ones before it took, so together they fit; then each
+        is deployed as a single deploy would be (its spec version, intent, history and events).
+      - At most O(batch_workers) are deployed at once; one failing never stops the others. The task fails when
+        any did; the result is per application in RV(applications).
+    type: list
+    elements: raw
   batch_workers:
-    description: With O(batch), how many of its applications are deployed at once.
+    description: With O(batch) or O(applications), how many of its applications are deployed at once.
     type: int
     default: 10
   kubeconfigs:
@@ -256,6 +269,15 @@ EXAMPLES = r"""
   qonnect.core.deploy:
     name: bookinfo
     state: absent
+
+- name: Deploy a team's applications in one run, planned together
+  qonnect.core.deploy:
+    applications:
+      - apps/shop.yml
+      - apps/search.yml
+      - src: apps/batch-jobs.yml
+        scorer: borda
+        exclude: [edge-3]
 """
 
 RETURN = r"""
@@ -302,6 +324,14 @@ batch:
   type: dict
   sample: {"17": {"app": "shop-3", "ok": true, "changed": true, "msg": "deployed to edge-2",
                   "plan": {"services": {"web": [{"cluster": "edge-2", "replicas": 1}]}}}}
+applications:
+  description:
+    - With O(applications), per application name, whether it was deployed (C(ok)), C(changed), one line saying
+      what happened (C(msg)), the plan applied (C(plan)) and the stored spec version (C(version)).
+  returned: when applications is given
+  type: dict
+  sample: {"shop": {"ok": true, "changed": true, "msg": "deployed", "version": 1,
+                    "plan": {"services": {"web": [{"cluster": "edge-2", "replicas": 1}]}}}}
 errors:
   description: Every problem found in the spec, each as its path, a colon and what is wrong.
   returned: when the spec is invalid
@@ -366,11 +396,12 @@ def main() -> None:
             fencing={"type": "dict", "options": FENCING},
             reason={"type": "str"},
             batch={"type": "list", "elements": "dict", "options": BATCH_ITEM},
+            applications={"type": "list", "elements": "raw"},
             batch_workers={"type": "int", "default": 10},
             kubeconfigs={"type": "dict", "no_log": True},
         ),
-        mutually_exclusive=[("spec", "src", "name", "batch")],
-        required_one_of=[("spec", "src", "name", "batch")],
+        mutually_exclusive=[("spec", "src", "name", "batch", "applications")],
+        required_one_of=[("spec", "src", "name", "batch", "applications")],
     )
 
 

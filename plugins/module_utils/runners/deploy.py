@@ -37,6 +37,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.qos import (
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent as records
 from ansible_collections.qonnect.core.plugins.module_utils.runners import survive
 from ansible_collections.qonnect.core.plugins.module_utils.runners.batch import run_batch
+from ansible_collections.qonnect.core.plugins.module_utils.runners.many import run_many
 from ansible_collections.qonnect.core.plugins.module_utils.runners.placement import (
     check_options,
     compute_plan,
@@ -321,9 +322,22 @@ def record_success(
         )
 
 
+def application_of(module: QonnectModule, kb: Any, given: bool) -> tuple[Application, Any]:
+    """The application to deploy and the spec body to store (None for a stored one): read
+    already with the others of a list (runners/many.py), else from the options."""
+    preloaded = getattr(module, "preloaded", None)
+    if preloaded is not None:
+        return preloaded
+    if given:
+        return load_given(module.params, kb)
+    return load_app_from_params(module.params, kb), None
+
+
 def run(module: QonnectModule) -> dict:
     if module.params.get("batch"):
         return run_batch(module, run)
+    if module.params.get("applications"):
+        return run_many(module, run)
     params, kb = module.params, module.kb
     if params["state"] == "absent":
         return remove(module, kb)
@@ -332,10 +346,7 @@ def run(module: QonnectModule) -> dict:
     # in between stops the run (fencing.FenceGuard) rather than passing for this one
     fenced_run = params.get("fencing") and not given and params.get("name")
     placing = current_version(kb, params["name"]) if fenced_run else None
-    if given:
-        app, body = load_given(params, kb)
-    else:
-        app = load_app_from_params(params, kb)
+    app, body = application_of(module, kb, given)
     previous = previous_placement(kb, app.name)
     old_clusters = {e["cluster"] for entries in previous.values() for e in entries}
 

@@ -334,3 +334,75 @@ def test_remove_playbook(federation, k8s, deployed):
         ]
     with pytest.raises(Exception, match="404"):
         federation.kb().get_application("bookinfo")
+
+
+def small_app(name: str, tier: str) -> dict:
+    """A one-Deployment application on ``tier`` (nginx, the emulator's kind of image)."""
+    labels = {"app": name}
+    return {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": name},
+        "spec": {
+            "objective": {"energy": 1, "cost": 1},
+            "services": [
+                {
+                    "name": "web",
+                    "tier": tier,
+                    "manifests": [
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "Deployment",
+                            "metadata": {"name": name},
+                            "spec": {
+                                "selector": {"matchLabels": labels},
+                                "template": {
+                                    "metadata": {"labels": labels},
+                                    "spec": {
+                                        "containers": [
+                                            {
+                                                "name": "web",
+                                                "image": "nginx:1.27",
+                                                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                                            }
+                                        ]
+                                    },
+                                },
+                            },
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def test_the_deploy_playbook_deploys_a_list_of_applications_in_one_run(federation, k8s, tmp_path):
+    """Issue 38.6: ``-e '{"app_files": [...]}'`` stores, plans together and deploys several
+    applications in one module run; a second run changes nothing."""
+    files = []
+    for name, tier in (("list-edge", "edge"), ("list-fog", "fog")):
+        path = tmp_path / f"{name}.yml"
+        path.write_text(yaml.safe_dump(small_app(name, tier)))
+        files.append(str(path))
+    try:
+        result = federation.playbook("qonnect.core.deploy", "-e", json.dumps({"app_files": files}))
+        counts = recap(result)
+        assert counts["failed"] == 0 and counts["changed"] >= 1, result.stdout + result.stderr
+        assert "list-edge: web -> edge-" in result.stdout and "list-fog: web -> fog-" in result.stdout
+        kb = federation.kb()
+        for name in ("list-edge", "list-fog"):
+            (entry,) = kb.get_placement(name)["current"]["web"]
+            apps = k8s(entry["cluster"])[1]
+            support.wait_for(
+                lambda n=name, a=apps: (a.read_namespaced_deployment(n, n).status.ready_replicas or 0) >= 1,
+                60,
+                f"{name} Ready on {entry['cluster']}",
+                interval=0.5,
+            )
+            assert any(e["reason"] == "Deployed" for e in kb.list_events(application=name))
+        again = federation.playbook("qonnect.core.deploy", "-e", json.dumps({"app_files": files}))
+        assert recap(again)["changed"] == 0 and recap(again)["failed"] == 0, again.stdout + again.stderr
+    finally:
+        for name in ("list-edge", "list-fog"):
+            federation.playbook("qonnect.core.remove", "-e", f"app={name}")

@@ -171,3 +171,97 @@ def test_an_unchanged_deploy_asks_the_kb_little(run_module, kb, federation, monk
     assert not moved.get("failed"), moved
     assert kb.apps["bookinfo"]["policy"]["scorer"] == "weighted"
     assert "post_event" in counted.calls
+
+
+def edge_app(name: str, cpu: str = "4") -> dict:
+    """A one-Deployment application on the edge tier asking for ``cpu`` CPU."""
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [{"name": "web", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}]
+                },
+            },
+        },
+    }
+    return {
+        "apiVersion": "qonnect.io/v1",
+        "kind": "Application",
+        "metadata": {"name": name},
+        "spec": {"services": [{"name": "web", "tier": "edge", "manifests": [deployment]}]},
+    }
+
+
+def test_a_list_of_applications_is_planned_together_and_deployed_in_one_run(run_module, kb, federation):
+    """Issue 38.6: two applications that each fit on edge-1 alone but not together. Deployed
+    one by one against the same fleet report (a loop), both are planned onto edge-1; as one list
+    they are planned in one pass, so the second goes where there is room."""
+    clusters, _log = federation
+    alone = run_module(deploy, {"spec": edge_app("alone")}, check_mode=True)
+    assert alone["plan"]["services"]["web"][0]["cluster"] == "edge-1"
+    out = run_module(
+        deploy, {"applications": [{"spec": edge_app("left")}, {"spec": edge_app("right")}, ENERGY]}
+    )
+    assert not out.get("failed"), out
+    results = out["applications"]
+    assert set(results) == {"left", "right", "bookinfo"} and all(r["ok"] for r in results.values())
+    placed = {name: results[name]["plan"]["services"]["web"][0]["cluster"] for name in ("left", "right")}
+    assert sorted(placed.values()) == ["edge-1", "edge-2"]
+    for name, cluster in placed.items():
+        assert kb.placements[name]["current"]["web"][0]["cluster"] == cluster
+        assert kb.apps[name]["version"] == results[name]["version"] == 1
+        assert clusters[cluster].get("apps/v1", "Deployment", "web", name) is not None
+    again = run_module(
+        deploy, {"applications": [{"spec": edge_app("left")}, {"spec": edge_app("right")}, ENERGY]}
+    )
+    assert again["changed"] is False and not again.get("failed"), again  # idempotent
+
+
+def test_every_problem_of_a_list_is_reported_at_once_and_nothing_changes(run_module, kb, federation):
+    writes, events = kb.writes, len(kb.events)
+    bad_spec = edge_app("typo")
+    bad_spec["spec"]["services"][0]["tier"] = "cloude"
+    out = run_module(
+        deploy,
+        {
+            "applications": [
+                {"spec": bad_spec},
+                {"spec": edge_app("ok"), "colour": "red"},
+                {"src": ENERGY, "name": "bookinfo"},
+                {"spec": edge_app("twice")},
+                {"spec": edge_app("twice")},
+                {"spec": edge_app("away"), "exclude": ["edge-9"]},
+                42,
+            ]
+        },
+    )
+    assert out["failed"] and out["msg"].startswith("applications: nothing was deployed")
+    errors = out["errors"]
+    assert any(e.startswith("applications[0]: spec.services[0].tier") for e in errors), errors
+    assert (
+        "applications[1].colour: unknown option (expected src, spec, name, scorer, hysteresis, exclude)"
+        in errors
+    )
+    assert any(e.startswith("applications[2]: give exactly one of src, spec, name") for e in errors)
+    assert "applications: twice is given more than once" in errors
+    assert any(e.startswith("applications[6]: expected a spec file path or a mapping") for e in errors)
+    assert kb.writes == writes and len(kb.events) == events and "ok" not in kb.apps
+    unknown = run_module(deploy, {"applications": [{"spec": edge_app("away"), "exclude": ["edge-9"]}]})
+    assert unknown["failed"] and "applications[0]" in unknown["msg"] and "edge-9" in unknown["msg"]
+    assert kb.writes == writes and "away" not in kb.apps
+
+
+def test_one_application_of_a_list_that_cannot_be_placed_fails_the_task_not_the_others(
+    run_module, kb, federation
+):
+    out = run_module(
+        deploy, {"applications": [{"spec": edge_app("huge", cpu="64")}, {"spec": edge_app("small", cpu="1")}]}
+    )
+    assert out["failed"] and "1 of 2 applications deployed" in out["msg"] and "huge" in out["msg"]
+    assert out["applications"]["small"]["ok"] and not out["applications"]["huge"]["ok"]
+    assert "small" in kb.placements and "huge" not in kb.placements
