@@ -18,7 +18,6 @@ from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
     store,
     stored_application,
 )
-from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError
 from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
 from ansible_collections.qonnect.core.plugins.module_utils.history import describe, moves
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
@@ -29,9 +28,9 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
 )
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.module import QonnectModule
+from ansible_collections.qonnect.core.plugins.module_utils.placement.binding import Binding
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 from ansible_collections.qonnect.core.plugins.module_utils.qos import (
-    MAX_REPLICAS,
     Application,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent as records
@@ -83,44 +82,14 @@ def targets(
 
 
 def plan_services(plan: dict) -> dict:
-    """Accept a whole plan or only its services mapping."""
-    services = plan.get("services", plan)
-    if not isinstance(services, dict):
-        raise InputError(
-            "plan.services", "expected a mapping of service to a list of {cluster, replicas, nodes}"
-        )
-    for svc, entries in services.items():
-        if not isinstance(entries, list) or not all(
-            isinstance(e, dict) and e.get("cluster") for e in entries
-        ):
-            raise InputError(f"plan.services.{svc}", "expected a list of {cluster, replicas, nodes}")
-        for i, e in enumerate(entries):
-            replicas = e.get("replicas", 1)
-            if (
-                isinstance(replicas, bool)
-                or not isinstance(replicas, int)
-                or not 1 <= replicas <= MAX_REPLICAS
-            ):
-                raise InputError(
-                    f"plan.services.{svc}[{i}].replicas",
-                    f"{replicas!r} is not an integer from 1 to {MAX_REPLICAS}",
-                )
-    return services
+    """Accept a whole plan or only its services mapping; every problem of it at once
+    (placement/binding.py: the one validator of a plan from outside)."""
+    return Binding.from_services("", plan.get("services", plan)).services_dict()
 
 
 def placement_of(chosen: dict) -> dict:
     """The plan's services as the KB stores a placement: {service: [{cluster, replicas, nodes}]}."""
-    return {
-        svc: [
-            {
-                "cluster": e["cluster"],
-                "replicas": e.get("replicas", 1),
-                **({"nodes": list(e["nodes"])} if e.get("nodes") else {}),
-            }
-            for e in entries
-        ]
-        for svc, entries in chosen.items()
-    }
+    return Binding.from_services("", chosen).placement()
 
 
 def event(kb: Any, body: dict, warnings: list) -> None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.placement.binding import services_problems
+
 # decisions kept after they end (in-flight ones are always kept)
 HISTORY = 200
 
@@ -61,8 +63,10 @@ def _check(cmd: dict[str, Any], where: str) -> None:
         value = cmd.get(name)
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
             raise CommandError(f"{where}: field '{name}' must be {kind.__name__}")
-    if op == "start" and cmd.get("plan") is not None and not _is_services(cmd["plan"]):
-        raise CommandError(f"{where}: field 'plan' must map each service to a list of {{cluster, ...}}")
+    if op == "start" and cmd.get("plan") is not None:
+        problems = services_problems(cmd["plan"], "plan")  # the one validator of a plan (binding.py)
+        if problems:
+            raise CommandError(f"{where}: field " + "; ".join(problems))
     if op == "finish" and cmd["result"] not in (SUCCEEDED, FAILED):
         raise CommandError(f"{where}: field 'result' must be succeeded or failed; got {cmd['result']!r}")
 
@@ -86,16 +90,6 @@ def _items(
         _check(merged, f"{where}: {field}[{i}]")
         out.append(merged)
     return out
-
-
-def _is_services(plan: Any) -> bool:
-    """A plan's services mapping: service -> list of {cluster, replicas, nodes}."""
-    return isinstance(plan, dict) and all(
-        isinstance(svc, str)
-        and isinstance(entries, list)
-        and all(isinstance(e, dict) and isinstance(e.get("cluster"), str) for e in entries)
-        for svc, entries in plan.items()
-    )
 
 
 class DecisionLog:
