@@ -66,7 +66,7 @@ def _check(cmd: dict[str, Any], where: str) -> None:
     if op == "start" and cmd.get("plan") is not None:
         problems = services_problems(cmd["plan"], "plan")  # the one validator of a plan (binding.py)
         if problems:
-            raise CommandError(f"{where}: field " + "; ".join(problems))
+            raise CommandError(f"{where}: field 'plan' is not a plan: " + "; ".join(problems))
     if op == "finish" and cmd["result"] not in (SUCCEEDED, FAILED):
         raise CommandError(f"{where}: field 'result' must be succeeded or failed; got {cmd['result']!r}")
 
