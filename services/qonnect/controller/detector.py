@@ -455,51 +455,111 @@ def _first_trigger(
     version: int | None,
     log: DecisionLog,
 ) -> Trigger | None:
-    """``judged``: (the confirmed down clusters, moved away from; the suspects, avoided)."""
+    """The first failure rule that fires for the application, or None: rules 1, 2, 4 and 3 of
+    the module's docstring, in that order. ``judged``: (the confirmed down clusters, moved away
+    from; the suspects, avoided)."""
     now = snapshot.now
     down, suspects = judged
-    on_down = sorted({c for cs in services.values() for c in cs if c in down})
     unstable = recently_recovered(services, memory, settings, now) | unconfirmed_targets(snapshot, services)
-    if on_down:
-        why = "; ".join(f"cluster {c} down: {down[c][0]}" for c in on_down)
-        hit = sorted(s for s, cs in services.items() if cs & set(on_down))
-        return Trigger(
-            app,
-            "cluster-down",
-            f"{why} (services {', '.join(hit)})",
-            tuple(sorted(set(suspects) | unstable)),
-            None,
-            version,
-            min(down[c][1] for c in on_down),
-        )
+    avoid = set(suspects) | unstable  # never a target of the move
+    return (
+        _cluster_down(app, services, down, avoid, version)
+        or _no_ready_node(app, services, no_node, avoid, version, now, settings)
+        # a new version not yet placed goes first: the workloads that run now are the old
+        # version's, their failures are no evidence against it (a rollback's version replaces a
+        # failing one)
+        or _spec_changed(app, version, log, suspects, now)
+        or _workload_trouble(app, services, snapshot, memory, settings, log, version, avoid)
+    )
+
+
+def _cluster_down(
+    app: str,
+    services: dict[str, set[str]],
+    down: dict[str, tuple[str, float]],
+    avoid: set[str],
+    version: int | None,
+) -> Trigger | None:
+    """Rule 1: a service runs on a confirmed down cluster."""
+    on_down = sorted({c for cs in services.values() for c in cs if c in down})
+    if not on_down:
+        return None
+    why = "; ".join(f"cluster {c} down: {down[c][0]}" for c in on_down)
+    hit = sorted(s for s, cs in services.items() if cs & set(on_down))
+    return Trigger(
+        app,
+        "cluster-down",
+        f"{why} (services {', '.join(hit)})",
+        tuple(sorted(avoid)),
+        None,
+        version,
+        min(down[c][1] for c in on_down),
+    )
+
+
+def _no_ready_node(
+    app: str,
+    services: dict[str, set[str]],
+    no_node: dict[str, float],
+    avoid: set[str],
+    version: int | None,
+    now: float,
+    settings: Settings,
+) -> Trigger | None:
+    """Rule 2: a service runs on a cluster without a Ready schedulable node for the node grace."""
     on_no_node = sorted({c for cs in services.values() for c in cs if c in no_node})
-    if on_no_node:
-        why = "; ".join(
-            f"cluster {c} has no Ready schedulable node for {now - no_node[c]:.0f}s" for c in on_no_node
-        )
-        return Trigger(
-            app,
-            "node-not-ready",
-            f"{why} (> {settings.node_grace:g}s) and could not reschedule",
-            tuple(sorted(set(on_no_node) | set(suspects) | unstable)),
-            None,
-            version,
-            min(no_node[c] for c in on_no_node),
-            tuple(on_no_node),
-        )
-    # a new version not yet placed goes first: the workloads that run now are the old version's,
-    # their failures are no evidence against it (a rollback's version replaces a failing one)
+    if not on_no_node:
+        return None
+    why = "; ".join(
+        f"cluster {c} has no Ready schedulable node for {now - no_node[c]:.0f}s" for c in on_no_node
+    )
+    return Trigger(
+        app,
+        "node-not-ready",
+        f"{why} (> {settings.node_grace:g}s) and could not reschedule",
+        tuple(sorted(set(on_no_node) | avoid)),
+        None,
+        version,
+        min(no_node[c] for c in on_no_node),
+        tuple(on_no_node),
+    )
+
+
+def _spec_changed(
+    app: str,
+    version: int | None,
+    log: DecisionLog,
+    suspects: dict[str, tuple[str, float]],
+    now: float,
+) -> Trigger | None:
+    """Rule 4 (judged before rule 3): the KB holds a version the log has not placed."""
     known = log.versions.get(app)
-    if version is not None and known is not None and version != known:
-        return Trigger(
-            app,
-            "spec-changed",
-            f"application spec changed: version {known} -> {version}",
-            tuple(sorted(suspects)),
-            None,
-            version,
-            now,
-        )
+    if version is None or known is None or version == known:
+        return None
+    return Trigger(
+        app,
+        "spec-changed",
+        f"application spec changed: version {known} -> {version}",
+        tuple(sorted(suspects)),
+        None,
+        version,
+        now,
+    )
+
+
+def _workload_trouble(
+    app: str,
+    services: dict[str, set[str]],
+    snapshot: Snapshot,
+    memory: Memory,
+    settings: Settings,
+    log: DecisionLog,
+    version: int | None,
+    avoid: set[str],
+) -> Trigger | None:
+    """Rule 3: a workload of the application's current placement Failed or is stuck
+    Progressing (by service, then cluster), unless its reports may predate the placement."""
+    now = snapshot.now
     settling: bool | None = None  # read from the log at the first report that is not Healthy
     for w in sorted(snapshot.workloads, key=lambda w: (w.get("service", ""), w.get("cluster", ""))):
         if w.get("application") != app or w.get("cluster") not in services.get(w.get("service", ""), ()):
@@ -510,52 +570,75 @@ def _first_trigger(
             settling = _settling(log, app, now, settings)
         if settling:
             continue  # may describe the objects the newest placement replaced: wait for a new report
-        cluster, service = w["cluster"], w.get("service")
-        since = memory.progressing_since.get((cluster, app, service or ""))
-        if w.get("status") == "Failed":
-            kind, why = "workload-failed", f"Failed on {cluster}: {w.get('reason') or 'no reason given'}"
-            began = float(w.get("since") or now)
-        elif (
-            w.get("status") == "Progressing"
-            and since is not None
-            and now - since > settings.progressing_timeout
-        ):
-            kind = "workload-stuck"
-            why = f"Progressing on {cluster} for {now - since:.0f}s > {settings.progressing_timeout:g}s"
-            began = since
-        else:
-            continue
-        # the clusters this version of the service already failed on, by the replicated log: a
-        # move never goes back to one, and a version failing on enough of them stops moving
-        tried = failed_on(log, app, version, service) | {cluster}
-        if len(tried) >= settings.max_version_failures:
-            return Trigger(
-                app,
-                VERSION_FAILING,
-                f"version {version} of {app}: service {service} {why}; it already failed on "
-                f"{', '.join(sorted(tried - {cluster})) or 'no other cluster'} - {len(tried)} clusters "
-                f"(at most {settings.max_version_failures}): the version fails, not the clusters; not "
-                "moving it again (deploy a version that works, or roll back to the last one that did)",
-                (),
-                service,
-                version,
-                began,
-                tuple(sorted(tried)),
-            )
+        problem = _workload_problem(w, app, memory, settings, now)
+        if problem is not None:
+            return _workload_trigger(app, w, problem, log, version, settings, avoid)
+    return None
+
+
+def _workload_problem(
+    w: dict[str, Any], app: str, memory: Memory, settings: Settings, now: float
+) -> tuple[str, str, float] | None:
+    """(kind, why, since when) of a workload report that is Failed, or Progressing for longer
+    than the backstop; None for any other report."""
+    cluster, service = w["cluster"], w.get("service")
+    since = memory.progressing_since.get((cluster, app, service or ""))
+    if w.get("status") == "Failed":
+        return (
+            "workload-failed",
+            f"Failed on {cluster}: {w.get('reason') or 'no reason given'}",
+            float(w.get("since") or now),
+        )
+    if w.get("status") == "Progressing" and since is not None and now - since > settings.progressing_timeout:
+        return (
+            "workload-stuck",
+            f"Progressing on {cluster} for {now - since:.0f}s > {settings.progressing_timeout:g}s",
+            since,
+        )
+    return None
+
+
+def _workload_trigger(
+    app: str,
+    w: dict[str, Any],
+    problem: tuple[str, str, float],
+    log: DecisionLog,
+    version: int | None,
+    settings: Settings,
+    avoid: set[str],
+) -> Trigger:
+    """Move the service away from the cluster it failed on, or - if this version of it already
+    failed on enough clusters - report the version as failing instead of moving it."""
+    kind, why, began = problem
+    cluster, service = w["cluster"], w.get("service")
+    # the clusters this version of the service already failed on, by the replicated log: a
+    # move never goes back to one, and a version failing on enough of them stops moving
+    tried = failed_on(log, app, version, service) | {cluster}
+    if len(tried) >= settings.max_version_failures:
         return Trigger(
             app,
-            kind,
-            f"service {service} {why}"
-            + (
-                f" (it already failed on {', '.join(sorted(tried - {cluster}))})" if tried - {cluster} else ""
-            ),
-            tuple(sorted(tried | set(suspects) | unstable)),
+            VERSION_FAILING,
+            f"version {version} of {app}: service {service} {why}; it already failed on "
+            f"{', '.join(sorted(tried - {cluster})) or 'no other cluster'} - {len(tried)} clusters "
+            f"(at most {settings.max_version_failures}): the version fails, not the clusters; not "
+            "moving it again (deploy a version that works, or roll back to the last one that did)",
+            (),
             service,
             version,
             began,
             tuple(sorted(tried)),
         )
-    return None
+    return Trigger(
+        app,
+        kind,
+        f"service {service} {why}"
+        + (f" (it already failed on {', '.join(sorted(tried - {cluster}))})" if tried - {cluster} else ""),
+        tuple(sorted(tried | avoid)),
+        service,
+        version,
+        began,
+        tuple(sorted(tried)),
+    )
 
 
 def placed_at(log: DecisionLog, app: str) -> float | None:

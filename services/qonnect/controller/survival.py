@@ -16,7 +16,7 @@ with what, and what to tell:
   fingerprint, or hosting an application whose version, placement or policy changed, before or
   after) are passed to ``whatif.survivability``, which re-plans only the scenarios they touch.
 - Policies: each application's stored policy (the ``deploy.intent`` events, read as
-  ``Controller._policy`` reads them) is cached, keyed by the application's spec version and its
+  ``planning.Plans.policy`` reads them) is cached, keyed by the application's spec version and its
   placement record's ``updated`` time (every deploy writes the placement or a new version); it is
   read again when that key changes, while a deploy's ``applying`` intent is open, and at the
   latest every ``POLICY_TTL`` seconds.

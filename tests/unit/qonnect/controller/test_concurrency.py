@@ -23,9 +23,9 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement import batc
 from ansible_collections.qonnect.core.plugins.module_utils.qos import Application, Service
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 from qonnect.controller import replan
-from qonnect.controller.detector import Memory, Settings, Snapshot
+from qonnect.controller.detector import Settings, Snapshot
 from qonnect.controller.executor import FAILED, SUCCEEDED, Outcome, decision_vars
-from qonnect.controller.loop import Config, Controller, default_concurrency
+from qonnect.controller.loop import Config, Connections, Controller, default_concurrency
 from qonnect.controller.statemachine import PENDING, RETRY, RUNNING, CommandError, DecisionLog
 
 
@@ -69,6 +69,9 @@ class KB:
         self.history.append({**record, "application": app})
         return {"recorded": len(record["changes"])}
 
+    def list_clusters(self) -> list[dict[str, Any]]:
+        return []
+
 
 class Runner:
     """The playbook runner: each run blocks until released; records what ran together."""
@@ -101,23 +104,16 @@ class Runner:
         return 0
 
 
-def controller(**cfg: Any) -> Controller:
-    """A Controller wired to the fakes above (no Raft, KB or HTTP started)."""
-    c = Controller.__new__(Controller)
-    c.cfg = Config("127.0.0.1:1", [], "http://kb", "t", "/t", "s" * 32, "/d", "migrate.yml", **cfg)
-    c.node, c.kb, c.executor = Node(), KB(), Runner()
-    c.replan, c.apps, c.lead_token = None, None, {"term": 1, "seq": 1}
-    c.planner, c.judged_policies = None, {}
-    c.memory, c.deferred_why, c.recorded = Memory(), {}, set()
-    c.lead_since, c.lease_wait, c.wake_at = time.monotonic(), 0.0, None
-    c.runs, c.waiting_slot, c.announced_wait, c.unreported = {}, [], set(), []
-    c.run_from = {}
-    import queue
-
-    c.finished, c.wake = queue.Queue(), threading.Event()
-    from qonnect.controller.status import Metrics
-
-    c.metrics, c.why = Metrics(), ""
+def controller(planner: Any = None, **cfg: Any) -> Controller:
+    """A Controller wired to the fakes above (no Raft, KB or HTTP started), leading term 1."""
+    c = Controller(
+        Config("127.0.0.1:1", [], "http://kb", "t", "/t", "s" * 32, "/d", "migrate.yml", **cfg),
+        planner,
+        judge_drift=False,
+        connections=Connections(KB(), Node(), Runner()),
+    )
+    c.lead.token = {"term": 1, "seq": 1}
+    c.lead.since, c.leadership.lease_wait = time.monotonic(), 0.0
     return c
 
 
@@ -155,9 +151,9 @@ def finish_all(c: Controller, runner: Runner, n: int) -> None:
     deadline = time.monotonic() + 5
     while runner.live and time.monotonic() < deadline:
         time.sleep(0.01)
-    for thread in set(c.runs.values()):
+    for thread in set(c.runs.threads.values()):
         thread.join(timeout=5)
-    c._collect_finished()
+    c.runs.collect_finished()
 
 
 def test_default_concurrency_is_sized_for_the_host():
@@ -172,22 +168,22 @@ def test_at_most_max_concurrent_runs_the_rest_wait_in_order(caplog: pytest.LogCa
     runner = c.executor
     ids = decide(c, [f"app{i}" for i in range(5)])
     with caplog.at_level(logging.WARNING, logger="qonnect.controller"):
-        c._drive_open(SNAPSHOT)
+        c.scheduler.drive_open(SNAPSHOT)
         settle(c, runner, 2)
-        c._drive_open(SNAPSHOT)  # a second pass in the same tick starts nothing more
+        c.scheduler.drive_open(SNAPSHOT)  # a second pass in the same tick starts nothing more
     assert runner.peak == 2 and len(runner.runs) == 2
     assert [r[0]["id"] for r in runner.runs] == ids[:2]
-    assert c.waiting_slot == ids[2:]  # in decision order
+    assert c.scheduler.waiting_slot == ids[2:]  # in decision order
     status = {d["id"]: d["status"] for d in c.node.machine.open_decisions()}
     assert [status[i] for i in ids] == [RUNNING, RUNNING, PENDING, PENDING, PENDING]
     waits = [r.getMessage() for r in caplog.records if "waits for a run slot" in r.getMessage()]
     assert len(waits) == 3 and "position 1 of 3" in waits[0] and "app2" in waits[0]
     finish_all(c, runner, 2)
-    c._drive_open(SNAPSHOT)
+    c.scheduler.drive_open(SNAPSHOT)
     settle(c, runner, 4)
-    assert runner.peak == 2 and c.waiting_slot == ids[4:]
+    assert runner.peak == 2 and c.scheduler.waiting_slot == ids[4:]
     finish_all(c, runner, 2)
-    c._drive_open(SNAPSHOT)
+    c.scheduler.drive_open(SNAPSHOT)
     settle(c, runner, 5)
     finish_all(c, runner, 1)
     assert runner.peak == 2
@@ -199,14 +195,14 @@ def test_one_run_heals_a_batch_each_with_its_own_attempt_and_token():
     c = controller(max_concurrent_runs=1, batch_size=4)
     runner = c.executor
     ids = decide(c, [f"app{i}" for i in range(6)])
-    c._drive_open(SNAPSHOT)
+    c.scheduler.drive_open(SNAPSHOT)
     settle(c, runner, 1)
     assert [d["id"] for d in runner.runs[0]] == ids[:4]  # one playbook start for four applications
     tokens = {(d["attempt_token"]["term"], d["attempt_token"]["seq"]) for d in runner.runs[0]}
     assert len(tokens) == 4  # each attempt is fenced by its own token
-    assert c.waiting_slot == ids[4:]
+    assert c.scheduler.waiting_slot == ids[4:]
     finish_all(c, runner, 1)
-    c._drive_open(SNAPSHOT)
+    c.scheduler.drive_open(SNAPSHOT)
     settle(c, runner, 2)
     assert [d["id"] for d in runner.runs[1]] == ids[4:]
     finish_all(c, runner, 1)
@@ -235,7 +231,7 @@ def test_a_batch_starts_and_reports_with_one_log_entry_each():
     ops = counting(c)
     ids = decide(c, [f"app{i}" for i in range(6)] + ["shop"])
     ops.clear()
-    c._drive_open(SNAPSHOT)
+    c.scheduler.drive_open(SNAPSHOT)
     settle(c, c.executor, 1)
     assert ops == ["many"] and len(c.executor.runs[0]) == 7
     assert all(c.node.machine.get(i)["status"] == RUNNING for i in ids)
@@ -243,7 +239,7 @@ def test_a_batch_starts_and_reports_with_one_log_entry_each():
     finish_all(c, c.executor, 1)
     assert ops == ["many"]
     assert all(c.node.machine.get(i)["status"] == SUCCEEDED for i in ids)
-    assert c.unreported == []
+    assert c.runs.unreported == []
 
 
 def test_a_pass_commits_its_decisions_at_the_snapshot_s_time_in_one_entry():
@@ -252,7 +248,7 @@ def test_a_pass_commits_its_decisions_at_the_snapshot_s_time_in_one_entry():
     c = controller()
     ops = counting(c)
     triggers = [Trigger(app, "cluster-down", "edge-1 down", ("edge-1",)) for app in ("app0", "app1", "app0")]
-    assert c._decide_all(triggers, 1234.5) == 2  # the second decision on app0 waits for the first
+    assert c.deciding.decide_all(triggers, 1234.5) == 2  # the second decision on app0 waits for the first
     assert ops == ["decide_many"]
     decided = [d["decided_at"] for d in c.node.machine.open_decisions()]
     assert decided == [1234.5, 1234.5]
@@ -261,15 +257,15 @@ def test_a_pass_commits_its_decisions_at_the_snapshot_s_time_in_one_entry():
 def test_outcomes_that_could_not_commit_are_reported_again_on_the_next_pass():
     c = controller(max_concurrent_runs=1, batch_size=3)
     ids = decide(c, ["app0", "app1", "app2"])
-    c._drive_open(SNAPSHOT)
+    c.scheduler.drive_open(SNAPSHOT)
     settle(c, c.executor, 1)
-    c._propose = lambda cmd: None  # type: ignore[method-assign]  # no quorum for now
+    c.commits.propose = lambda cmd: None  # type: ignore[method-assign]  # no quorum for now
     finish_all(c, c.executor, 1)
-    assert [d["id"] for d, _a, _t, _o in c.unreported] == ids
+    assert [d["id"] for d, _a, _t, _o in c.runs.unreported] == ids
     assert all(c.node.machine.get(i)["status"] == RUNNING for i in ids)
-    del c._propose  # the quorum is back
-    c._collect_finished()
-    assert c.unreported == [] and all(c.node.machine.get(i)["status"] == SUCCEEDED for i in ids)
+    del c.commits.propose  # the quorum is back
+    c.runs.collect_finished()
+    assert c.runs.unreported == [] and all(c.node.machine.get(i)["status"] == SUCCEEDED for i in ids)
 
 
 def _intent(kb: KB, app: str, role: str, **policy: Any) -> None:
@@ -281,7 +277,7 @@ def test_a_heal_runs_with_the_policy_the_user_deployed_with():
     _intent(c.kb, "shop", "admin", scorer="optimal", hysteresis=0.3, exclude=["cloud-2"])
     _intent(c.kb, "shop", "agent", scorer="borda", exclude=["cloud-1", "cloud-3"])  # not a deployer
     (did,) = decide(c, ["shop"])
-    c._drive_open(SNAPSHOT)
+    c.scheduler.drive_open(SNAPSHOT)
     settle(c, c.executor, 1)
     ran = c.executor.runs[0][0]
     assert c.node.machine.get(did)["policy"] == {
@@ -307,7 +303,7 @@ def test_a_heal_uses_the_policy_on_the_applications_record_however_many_events_f
     stored = {"scorer": "optimal", "hysteresis": 0.3, "exclude": ["cloud-2"]}
     snapshot = dataclasses.replace(SNAPSHOT, applications=[{"name": "shop", "version": 1, "policy": stored}])
     (did,) = decide(c, ["shop"])
-    c._drive_open(snapshot)
+    c.scheduler.drive_open(snapshot)
     settle(c, c.executor, 1)
     assert c.node.machine.get(did)["policy"] == stored
     got = decision_vars(c.executor.runs[0][0], 1, c.executor.runs[0][0]["attempt_token"])
@@ -318,7 +314,7 @@ def test_a_heal_uses_the_policy_on_the_applications_record_however_many_events_f
 def test_without_a_stored_policy_the_controller_defaults_apply():
     c = controller(max_concurrent_runs=1)
     (did,) = decide(c, ["shop"])
-    c._drive_open(SNAPSHOT)
+    c.scheduler.drive_open(SNAPSHOT)
     settle(c, c.executor, 1)
     ran = c.executor.runs[0][0]
     got = decision_vars(ran, 1, ran["attempt_token"])
@@ -441,9 +437,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[list[dict[str, Any]]]:
 
 
 def planning_controller(**cfg: Any):
-    c = controller(settings=Settings(hysteresis=0.2), **cfg)
-    c.planner = replan.engine_planner("weighted", 0.2)
-    return c
+    return controller(replan.engine_planner("weighted", 0.2), settings=Settings(hysteresis=0.2), **cfg)
 
 
 # -- the replicated log --------------------------------------------------------------------------
@@ -484,7 +478,7 @@ def test_a_batch_is_planned_once_with_each_applications_policy_and_the_plan_is_c
     _intent(c.kb, "shop", "admin", scorer="optimal", exclude=["cloud-1"])
     _intent(c.kb, "wiki", "admin", hysteresis=0.5, exclude=["fog-1", "fog-2"])
     ids = decide(c, [a.name for a in apps])
-    c._drive_open(snap)
+    c.scheduler.drive_open(snap)
     settle(c, c.executor, 1)
     assert len(calls) == 1, calls  # one pass for the whole batch
     got = {r["app"].name: r for r in calls[0]}
@@ -517,7 +511,7 @@ def test_an_application_that_cannot_be_placed_waits_and_the_others_start(calls):
     c = planning_controller(max_concurrent_runs=1, batch_size=10)
     _intent(c.kb, "stuck", "admin", exclude=["edge-2", "edge-3"])  # edge-1 is down: no edge left
     shop, stuck = decide(c, [a.name for a in apps])
-    c._drive_open(snapshot(apps))
+    c.scheduler.drive_open(snapshot(apps))
     settle(c, c.executor, 1)
     assert len(calls) == 1
     assert [d["id"] for d in c.executor.runs[0]] == [shop]
@@ -535,10 +529,10 @@ def test_healing_beats_stability_when_only_a_just_recovered_cluster_fits(calls):
     apps = [one_service("shop", "any"), one_service("edgy", "edge")]
     snap = snapshot(apps)
     c = planning_controller(max_concurrent_runs=1, batch_size=10)
-    c.memory.recovered_at["edge-3"] = snap.now - 1.0  # back a second ago
+    c.lead.memory.recovered_at["edge-3"] = snap.now - 1.0  # back a second ago
     _intent(c.kb, "edgy", "admin", exclude=["edge-2"])
     shop, edgy = decide(c, [a.name for a in apps])
-    c._drive_open(snap)
+    c.scheduler.drive_open(snap)
     settle(c, c.executor, 1)
     assert [d["id"] for d in c.executor.runs[0]] == [shop, edgy]
     decision = c.node.machine.get(edgy)
@@ -563,13 +557,13 @@ def test_a_failed_attempt_is_retried_with_a_plan_computed_afresh(calls):
 
     c.executor.run = run
     (did,) = decide(c, ["shop"])
-    c._drive_open(snapshot([app]))
+    c.scheduler.drive_open(snapshot([app]))
     settle(c, c.executor, 1)
     first = c.node.machine.get(did)["plan"]
     (target,) = clusters(first)
     finish_all(c, c.executor, 1)
     assert c.node.machine.get(did)["status"] == RETRY
-    c._drive_open(snapshot([app], also_down=(target,)))
+    c.scheduler.drive_open(snapshot([app], also_down=(target,)))
     settle(c, c.executor, 2)
     decision = c.node.machine.get(did)
     assert decision["attempts"] == 2 and len(calls) == 2
@@ -616,7 +610,7 @@ def test_the_drift_judge_reads_the_policy_the_heal_will_use_once_per_record_chan
 
     c.kb.list_events = counted
     stored = {"scorer": "optimal", "hysteresis": 0.3, "exclude": ["cloud-2"], "junk": 1}
-    assert c._judged_policy({"name": "shop", "version": 1, "policy": stored}) == {
+    assert c.plans.judged_policy({"name": "shop", "version": 1, "policy": stored}) == {
         "scorer": "optimal",
         "hysteresis": 0.3,
         "exclude": ["cloud-2"],
@@ -625,10 +619,10 @@ def test_the_drift_judge_reads_the_policy_the_heal_will_use_once_per_record_chan
     _intent(c.kb, "old", "admin", scorer="borda", exclude=[])
     old = {"name": "old", "version": 2, "updated": 10.0, "policy": None}
     for _tick in range(5):
-        assert c._judged_policy(old) == {"scorer": "borda", "exclude": []}
+        assert c.plans.judged_policy(old) == {"scorer": "borda", "exclude": []}
     assert reads == ["old"]
     _intent(c.kb, "old", "admin", scorer="weighted", hysteresis=0.2, exclude=[])
-    assert c._judged_policy({**old, "updated": 11.0}) == {
+    assert c.plans.judged_policy({**old, "updated": 11.0}) == {
         "scorer": "weighted",
         "hysteresis": 0.2,
         "exclude": [],
@@ -639,5 +633,5 @@ def test_the_drift_judge_reads_the_policy_the_heal_will_use_once_per_record_chan
         raise KBError(0, "connection refused")
 
     c.kb.list_events = away
-    assert c._judged_policy({**old, "updated": 12.0}) is None  # unknown now: no drift judged
-    assert c.judged_policies["old"][0] == (2, 11.0)  # and nothing wrong cached
+    assert c.plans.judged_policy({**old, "updated": 12.0}) is None  # unknown now: no drift judged
+    assert c.plans.judged_policies["old"][0] == (2, 11.0)  # and nothing wrong cached

@@ -11,7 +11,6 @@ import dataclasses
 import http.server
 import threading
 import time
-import types
 
 import pytest
 import yaml
@@ -463,22 +462,18 @@ def test_recovery_events_not_written_by_a_controller_are_not_trusted():
 def test_a_stalled_loop_restarts_the_heartbeat_grace():
     """A tick 9 s late (a starved host): heartbeats are no evidence until agents were heard again
     for a whole heartbeat timeout, exactly as after a KB outage."""
-    from qonnect.controller.loop import Controller
+    from qonnect.controller.loop import Ticks
+    from qonnect.controller.state import KBContact
 
-    fake = types.SimpleNamespace(
-        cfg=types.SimpleNamespace(tick=1.0, settings=S),
-        last_tick=None,
-        stall_limit=max(2.0, S.heartbeat_timeout / 2),
-        kb_ok_since=time.monotonic() - 600.0,
-    )
-    fake._stalled = types.MethodType(Controller._stalled, fake)
-    Controller._loop_lag(fake)
-    fake.last_tick -= 1.5  # an ordinary tick: no stall
-    Controller._loop_lag(fake)
-    assert time.monotonic() - fake.kb_ok_since > 500
-    fake.last_tick -= 10.0  # the next tick came 9 s late
-    Controller._loop_lag(fake)
-    heard_for = time.monotonic() - fake.kb_ok_since
+    contact = KBContact(ok_since=time.monotonic() - 600.0)
+    ticks = Ticks(1.0, max(2.0, S.heartbeat_timeout / 2), S.heartbeat_timeout, contact)
+    ticks.lag()
+    ticks.last -= 1.5  # an ordinary tick: no stall
+    ticks.lag()
+    assert time.monotonic() - contact.ok_since > 500
+    ticks.last -= 10.0  # the next tick came 9 s late
+    ticks.lag()
+    heard_for = time.monotonic() - contact.ok_since
     assert heard_for < S.heartbeat_timeout
     every = [cluster(f"edge-{i}", age=12.0) for i in range(1, 9)]
     s = snap(every, 1000.0, placements={"shop": {"web": on("edge-1")}}, heard_for=heard_for)
