@@ -207,7 +207,7 @@ def run(n: int, args: argparse.Namespace) -> dict[str, Any]:
                     if snapshot is not None:
                         if ok_since is None:
                             ok_since = time.monotonic()
-                        if wall > STALL_LIMIT:  # loop.py _stalled: staleness is no failure now
+                        if wall > STALL_LIMIT:  # loop.py Ticks.stalled: staleness is no failure now
                             ok_since = time.monotonic()
                         heard = time.monotonic() - ok_since
                         import dataclasses
