@@ -31,7 +31,7 @@ class PlanError(InputError):
     summary = "invalid plan"
 
     def __init__(self, problems: list[str]) -> None:
-        path, _, problem = problems[0].partition(": ")
+        path, _sep, problem = problems[0].partition(": ")
         super().__init__(path, problem)
         self.errors = problems if len(problems) > 1 else None
 
