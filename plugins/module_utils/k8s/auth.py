@@ -26,7 +26,7 @@ except ImportError:  # kubeconfig content as a YAML string needs PyYAML (a mappi
     HAS_YAML = False
 
 from ansible.module_utils.basic import env_fallback
-from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import record_credentials
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.records import record_credentials
 
 K8S_AUTH_ARGSPEC: dict[str, dict[str, Any]] = {
     "k8s_kubeconfig": {"type": "raw", "no_log": True, "fallback": (env_fallback, ["K8S_AUTH_KUBECONFIG"])},

@@ -265,14 +265,6 @@ def get_client(name: str, kubeconfig: str | dict, context: str | None = None) ->
         return client
 
 
-def record_credentials(record: Mapping[str, Any]) -> tuple[str | dict, str | None]:
-    """The credentials a KB cluster record names: its kubeconfig (a path or content, as stored)
-    and context. The last resort of k8s/auth.py's ``resolve`` and all the controller has (no
-    user gives it any): one reading, so both reach a cluster alike. Here, not in auth.py, so the
-    controller does not import Ansible. No kubeconfig: an empty path (fails when used)."""
-    return record.get("kubeconfig") or "", record.get("context")
-
-
 def client_of(target: Credentials) -> ClusterClient:
     """The shared client of a cluster's Target: the one factory of the deployer, the deploy
     module and the controller, so each reaches a cluster with the same credentials."""

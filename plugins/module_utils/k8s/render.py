@@ -19,7 +19,6 @@ from urllib.parse import urlparse
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import (
     ClusterClient,
     client_of,
-    record_credentials,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import (
     Deployer,
@@ -27,6 +26,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import (
     service_domain,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.readiness import with_grace
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.records import record_credentials
 from ansible_collections.qonnect.core.plugins.module_utils.keys import ADDRESS_LABEL
 from ansible_collections.qonnect.core.plugins.module_utils.qos import (
     QONNECT_API_VERSION,
@@ -59,7 +59,7 @@ def target_of(name: str, record: Mapping[str, Any], kubeconfig: Any, context: st
 
 
 def record_target(name: str, record: Mapping[str, Any]) -> Target:
-    """A cluster's Target with the credentials of its KB record (``client.record_credentials``):
+    """A cluster's Target with the credentials of its KB record (``records.record_credentials``):
     the one way the controller (confirm, capacity, reconcile, self-heal) reaches a cluster,
     built as the deploy module builds its own (``target_of``)."""
     return target_of(name, record, *record_credentials(record))

@@ -70,7 +70,7 @@ def test_no_controller_module_builds_targets_or_clients_by_hand():
 
 
 def test_the_controller_imports_no_ansible():
-    """record_credentials lives in k8s/client.py, not k8s/auth.py (which imports Ansible for
+    """record_credentials lives in k8s/records.py, not k8s/auth.py (which imports Ansible for
     the modules' option fallbacks): the controller process stays free of it."""
     code = (
         "import sys, qonnect.controller.confirm, qonnect.controller.capacity, "

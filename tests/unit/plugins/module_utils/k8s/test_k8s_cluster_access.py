@@ -14,6 +14,7 @@ import pytest
 import yaml
 from ansible_collections.qonnect.core.plugins.module_utils.k8s import auth, client
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer, Target
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.records import record_credentials
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
     record_client,
     record_target,
@@ -79,7 +80,7 @@ def test_the_deploy_module_falls_back_to_the_same_credentials():
     """Without user-given credentials, auth.resolve reaches a cluster as the controller does."""
     records = {"edge-1": RECORD, "edge-2": dict(RECORD, name="edge-2", kubeconfig=CONTENT, context=None)}
     resolved = auth.resolve(set(records), records, {}, {})
-    assert resolved == {n: client.record_credentials(r) for n, r in records.items()}
+    assert resolved == {n: record_credentials(r) for n, r in records.items()}
 
 
 def test_the_client_is_the_shared_one_of_the_records_kubeconfig_and_context(tmp_path):
