@@ -187,7 +187,8 @@ class MemoryKB:
             old = _token(stored.get("fencing"))
             if old is not None and token < old:
                 raise KBError(409, "stale fencing token")
-            if old == token and {k: stored.get(k) for k in placement} != placement:
+            changes = {k: stored.get(k) for k in placement} != placement
+            if old == token and changes and not _ends_binding(stored, placement):
                 raise KBError(409, "this fencing token already wrote a different placement")
         self.writes += 1
         record = {
@@ -345,3 +346,15 @@ class MemoryKB:
             "cursor": f"{self.instance}:{self.rev}",
             "next": following,
         }
+
+
+def _ends_binding(stored: dict, given: dict) -> bool:
+    """The KB's rule (kb/ops.same_binding): a second write under one token completes its intent
+    (current := desired) or retracts it (desired := current), nothing else."""
+    desired, current = (
+        given.get("desired", stored.get("desired")),
+        given.get("current", stored.get("current")),
+    )
+    completes = desired == stored.get("desired") and current == stored.get("desired")
+    retracts = current == stored.get("current") and desired == stored.get("current")
+    return stored.get("desired") is not None and (completes or retracts)

@@ -18,7 +18,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
     store,
     stored_application,
 )
-from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
+from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError, fence_guard
 from ansible_collections.qonnect.core.plugins.module_utils.history import describe, moves
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer, Target
@@ -63,6 +63,24 @@ def put_fenced(kb: Any, app: str, placement: dict, fencing: dict | None) -> None
     except KBError as exc:
         if exc.status == 409 and fencing:
             raise exc.with_context(hint=STALE_FENCE_HINT) from None
+        raise
+
+
+def write_intent(kb: Any, app: str, placement: dict, fencing: dict | None) -> None:
+    """The Binding this run converges to, written as the application's desired placement before
+    any cluster is touched: a user's deploy unfenced, a controller's run under its token, so a
+    deposed leader's run stops here, before its first cluster write (issue 38)."""
+    if not fencing:
+        kb.put_placement(app, {"desired": placement})
+        return
+    try:
+        kb.put_placement(app, {"desired": placement}, fencing)
+    except KBError as exc:
+        if exc.status == 409:
+            raise FencedError(
+                f"fencing: stopped before apply: {STALE_FENCE_HINT} (the KB refused the placement "
+                f"of {app} under term {fencing.get('term')}, seq {fencing.get('seq')}: {exc})"
+            ) from None
         raise
 
 
@@ -248,11 +266,19 @@ def current_version(kb: Any, app: str) -> int | None:
     return stored.get("version") if stored else None
 
 
-def record_failure(kb: Any, app: str, result: dict, previous: dict, intent: bool) -> None:
-    """After a failed deploy: the intent goes back to the previous placement, and each refusing
-    cluster gets a DeployFailed event."""
+def record_failure(
+    kb: Any, app: str, result: dict, previous: dict, intent: bool, fencing: dict | None = None
+) -> None:
+    """After a failed deploy: the intent is retracted (desired := the previous placement, under
+    the run's token for a controller's run), and each refusing cluster gets a DeployFailed event."""
     if intent:
-        kb.put_placement(app, {"desired": previous})
+        try:
+            kb.put_placement(app, {"desired": previous}, fencing)
+        except KBError as exc:
+            if not (fencing and exc.status == 409):
+                raise
+            # a newer leader's write replaced this run's intent: the record is its now
+            result["warnings"].append(f"intent not retracted: {exc}")
     for name, res in result["clusters"].items():
         if res["status"] in ("failed", "unreachable"):
             event(
@@ -348,13 +374,11 @@ def run(module: QonnectModule) -> dict:
         event(kb, records.event(app.name, records.APPLYING, records.policy_of(params)), notes)
     stored = store(kb, app, body, module.check_mode, existing) if given and params["record"] else None
     placement = placement_of(chosen)
-    # Record the intent before touching a cluster, so whatever this run applies can be found
-    # (a controller's fenced deploy has recorded its decision itself).
-    intent = (
-        params["record"] and not module.check_mode and not params.get("fencing") and placement != previous
-    )
+    # The intent before any cluster is touched, so whatever this run applies can be found, and
+    # completed or retracted afterwards under the same token (kb/ops.put_placement).
+    intent = params["record"] and not module.check_mode and placement != previous
     if intent:
-        kb.put_placement(app.name, {"desired": placement})
+        write_intent(kb, app.name, placement, params.get("fencing"))
     started = time.time()
     result = deployer.run()
     result["plan"] = plan
@@ -370,7 +394,7 @@ def run(module: QonnectModule) -> dict:
         result["changed"] = result["changed"] or (params["record"] and placement != previous)
         return result
     if result["failed"]:
-        record_failure(kb, app.name, result, previous, intent)
+        record_failure(kb, app.name, result, previous, intent, params.get("fencing"))
     else:
         record_success(module, kb, app.name, result, placement, previous)
     if not params.get("fencing"):  # a controller's run: the controller records its outcome

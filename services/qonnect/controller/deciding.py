@@ -14,7 +14,7 @@ from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 
-from qonnect.controller import journal
+from qonnect.controller import journal, moves
 from qonnect.controller.commits import Commits
 from qonnect.controller.detector import Trigger
 from qonnect.controller.raft import RaftNode
@@ -169,6 +169,7 @@ class Deciding:
             self.gave_up(decision, why)
 
     def gave_up(self, decision: dict[str, Any], why: str) -> None:
+        moves.retract_intent(self.kb, decision)
         try:
             journal.post(
                 self.kb,

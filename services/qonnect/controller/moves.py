@@ -19,8 +19,10 @@ import logging
 import time
 from typing import Any
 
+from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError
 from ansible_collections.qonnect.core.plugins.module_utils.history import moves
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
+from ansible_collections.qonnect.core.plugins.module_utils.placement.binding import Binding
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 
 from qonnect.controller.executor import FAILED, Outcome
@@ -112,3 +114,32 @@ def record(
         kb.record_history(app, body)
     except KBError as exc:
         log.warning("cannot record the history of decision %s: %s", decision["id"], exc)
+
+
+def retract_intent(kb: Any, decision: dict[str, Any]) -> bool:
+    """After a decision ended without success: the desired placement its last attempt's run
+    wrote before touching a cluster (runners/deploy.write_intent), left behind when that run was
+    killed, goes back to the current placement under the attempt's own token (the KB accepts
+    that as the Binding's retraction). Only the attempt's own intent: a user's deploy in
+    progress has written another one. Whether it was retracted."""
+    plan, token = decision.get("plan"), decision.get("attempt_token")
+    if not plan or not token:
+        return False
+    app = decision["app"]
+    try:
+        record = kb.get_placement(app)
+        desired, current = record.get("desired"), current_placement(record)
+        if desired != Binding.from_services(app, plan).placement():
+            return False  # not this attempt's intent (none, completed, or a user's deploy's)
+        if desired == current:
+            return False
+        kb.put_placement(app, {"desired": current}, token)
+    except (KBError, InputError) as exc:
+        log.info("cannot retract the intent of decision %s on %s: %s", decision.get("id"), app, exc)
+        return False
+    log.warning(
+        "decision %s ended: its run's intent for %s retracted to the current placement",
+        decision.get("id"),
+        app,
+    )
+    return True

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
@@ -214,9 +215,12 @@ def delete_application(conn: Conn, name: str, now: float | None = None) -> None:
 def put_placement(conn: Conn, app: str, body: PlacementIn, now: float) -> None:
     """Write desired/current placement, fenced by the controller's (term, seq).
 
-    An older token is a 409; the same token again is accepted only with the same content (a
-    retry), otherwise 409 too: two writers holding one token is exactly what fencing excludes.
-    The application's lock makes the compare-and-write atomic across KB instances.
+    An older token is a 409. One token writes one Binding's life: its intent (``desired``,
+    before any cluster is touched), then either its completion (``current`` := that desired) or
+    its retraction (``desired`` := the stored current); the same write again is a retry. Any
+    other write under the same token is a 409 too: two writers holding one token is exactly what
+    fencing excludes. The application's lock makes the compare-and-write atomic across KB
+    instances.
     """
     conn.lock("application", app)
     if conn.one("SELECT 1 FROM applications WHERE name = ?", (app,)) is None:
@@ -238,13 +242,14 @@ def put_placement(conn: Conn, app: str, body: PlacementIn, now: float) -> None:
             )
         if (fence.term, fence.seq) == (term, seq):
             stored = {"desired": row[2], "current": row[3]}
-            if any(stored[k] != v for k, v in values.items()):
+            if all(stored[k] == v for k, v in values.items()):
+                return  # the same write again: nothing to change
+            if not same_binding(stored, values):
                 raise HTTPException(
                     409,
                     f"fencing: (term {term}, seq {seq}) was already used for a different "
                     "placement; each write needs a new fencing token",
                 )
-            return  # the same write again: nothing to change
     if fence is not None:
         term, seq = fence.term, fence.seq
     if row is None:
@@ -259,6 +264,16 @@ def put_placement(conn: Conn, app: str, body: PlacementIn, now: float) -> None:
             f"UPDATE placements SET {', '.join(sets)} WHERE application = ?",
             (*values.values(), term, seq, now, app),
         )
+
+
+def same_binding(stored: Mapping[str, str | None], given: Mapping[Any, str | None]) -> bool:
+    """Whether a second write under a token ends the Binding its first write began: completes
+    it (current := the stored desired, desired unchanged) or retracts it (desired := the stored
+    current, current unchanged). Values are the stored JSON texts (one dumps for both)."""
+    desired, current = given.get("desired", stored["desired"]), given.get("current", stored["current"])
+    completes = desired == stored["desired"] and current == stored["desired"]
+    retracts = current == stored["current"] and desired == stored["current"]
+    return stored["desired"] is not None and (completes or retracts)
 
 
 def reset_fencing(conn: Conn, app: str, now: float) -> None:

@@ -20,7 +20,9 @@ from qonnect.controller import journal
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 APP = "bookinfo"
-OPTIONS = ["--agent-interval", "1"]
+# The cluster grace (default 20 s) is the subject of test_confirmed_failure, which keeps it; here
+# it is short so that a heal starts within seconds of a cluster's failure (issue 35).
+OPTIONS = ["--agent-interval", "1", "--cluster-grace", "4"]
 
 
 @pytest.fixture()
@@ -153,7 +155,7 @@ def test_two_of_three_lost_no_decisions_until_quorum_returns(group: Stack):
     target = ratings_cluster(stack)
     after = last_event_id(stack)
     fail(stack, target)
-    time.sleep(6)  # the agent reports the failure at once; with a quorum a decision would be here
+    time.sleep(10)  # the agent reports the failure at once: with a quorum a decision would be here
     assert not ours(stack, after), "no decisions without a majority"
     st = survivor.status()
     assert not st["is_leader"] and "no quorum" in st["why"] and "majority of 2" in st["why"]
@@ -171,9 +173,9 @@ def test_flapping_cluster_does_not_bounce_the_app(group: Stack):
     stack.wait_leader()
     target = ratings_cluster(stack)
     after = last_event_id(stack)
-    t_end = time.monotonic() + 16
     fail(stack, target)
     wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 90, 0.5, "the first move away")
+    t_end = time.monotonic() + 16
     while time.monotonic() < t_end:  # the cluster keeps coming back for 3 s and failing again
         stack.testbed("recover", target)
         time.sleep(3)
@@ -314,7 +316,7 @@ def test_kb_outage_is_not_a_mass_failover(group: Stack):
     an application on its fallback cluster, and the failback this group would then judge (about
     30 s later, inside the window) is a correct move, not this test's subject."""
     stack = group
-    stack.start_replicas(3, [*OPTIONS, "--max-drift-moves-per-minute", "0"])
+    stack.start_replicas(3, ["--agent-interval", "1", "--max-drift-moves-per-minute", "0"])  # the real grace
     stack.wait_leader()
     wait_for(
         lambda: all(c["healthy"] for c in stack.admin.inventory()["clusters"]), 30, 0.5, "a healthy fleet"
@@ -586,3 +588,74 @@ def test_a_migrations_cluster_writes_carry_its_token_and_a_deposed_leaders_never
     apply_one(client, desired, live, False, deposed)
     found = stale_stamps(stamped_objects(stack.federation, APP), history)
     assert len(found) == 1 and "ratings-v1" in found[0], found
+
+
+def test_the_binding_is_in_the_kb_before_a_cluster_is_touched_and_is_what_the_clusters_end_with(group: Stack):
+    """Issue 38: a controller's run writes its Binding, fenced, as the application's desired
+    placement before its first cluster write; the clusters end with exactly that placement, and
+    the same token then completes it (current := desired). Watched from outside while the run
+    works: every sample that sees one of the run's objects on a cluster (the cluster's own stamp
+    of its token) also finds the KB already holding the Binding the run ends with."""
+    import threading
+
+    from ansible_collections.qonnect.core.plugins.module_utils import keys
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import read_stamp
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+    from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient
+
+    stack = group
+    ctl = KBClient(stack.kb_url, stack.controller_token.read_text())
+    fence = ctl.request("GET", "/api/v1/fence")
+    token = {"term": fence["term"] + 1, "seq": fence["seq"] + 1}
+    ctl.request("PUT", "/api/v1/fence", token)
+    clients = {
+        c["name"]: get_client(c["name"], c["kubeconfig"], c.get("context"))
+        for c in stack.federation["clusters"]
+    }
+    before = stack.admin.get_placement(APP)
+    samples: list[tuple[list[str], dict | None]] = []
+    done = threading.Event()
+
+    def ours_now() -> list[str]:
+        """The run's Deployments: stamped with its token, on any cluster."""
+        found = []
+        for name, client in clients.items():
+            for o in client.list("apps/v1", "Deployment", None, f"{keys.APP_LABEL}={APP}"):
+                stamp = read_stamp(o)
+                if stamp and (stamp["term"], stamp["seq"]) == (token["term"], token["seq"]):
+                    found.append(f"{name}/{o['metadata']['name']}")
+        return found
+
+    def watch() -> None:
+        while not done.is_set():
+            seen = ours_now()  # the clusters first, then the KB: a write the KB took after is caught
+            samples.append((seen, stack.admin.get_placement(APP).get("desired") if seen else None))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    old = ratings_cluster(stack)
+    try:
+        out = migrate(stack, [old], token, "the binding first")
+    finally:
+        done.set()
+        watcher.join(10)
+    assert out.returncode == 0, out.stdout[-3000:]
+    after = stack.admin.get_placement(APP)
+    assert after["desired"] == after["current"] != before["current"], after
+    assert after["fencing"] == {"term": token["term"], "seq": token["seq"]}
+    seen = [(objects, desired) for objects, desired in samples if objects]
+    assert seen, f"no sample saw the run's objects ({len(samples)} samples): the watch proves nothing"
+    early = [objects for objects, desired in seen if desired != after["desired"]]
+    assert early == [], f"the run wrote to clusters before the KB held its Binding: {early[:3]}"
+    # ... and the clusters end with exactly that Binding: each service's Deployments where it places them
+    placed = {(t["cluster"], svc) for svc, ts in after["current"].items() for t in ts}
+    running = {
+        (name, o["metadata"]["labels"].get(keys.SERVICE_LABEL))
+        for name, client in clients.items()
+        for o in client.list("apps/v1", "Deployment", None, f"{keys.APP_LABEL}={APP}")
+        if not o["metadata"].get("deletionTimestamp")
+    }
+    assert running == placed, (
+        f"on the clusters {sorted(running - placed)}, only in the Binding {sorted(placed - running)}"
+    )

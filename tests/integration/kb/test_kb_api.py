@@ -325,8 +325,9 @@ def test_placements_are_fenced(live_kb, fresh):
         assert err.value.status == 409 and "fencing" in err.value.message
     assert ctl.get_placement(app)["current"] is None
     ctl.put_placement(app, {"desired": desired}, {"term": 2, "seq": 7})  # the same write again
+    elsewhere = {"cloud-svc": [{"cluster": "cloud-2", "replicas": 1}]}
     with pytest.raises(KBError) as err:  # the same token for another write: a second writer
-        ctl.put_placement(app, {"current": desired}, {"term": 2, "seq": 7})
+        ctl.put_placement(app, {"desired": elsewhere}, {"term": 2, "seq": 7})
     assert err.value.status == 409 and "already used" in err.value.message
     ctl.put_placement(app, {"current": desired}, {"term": 2, "seq": 8})
     ctl.put_placement(app, {"desired": {}}, {"term": 3, "seq": 0})

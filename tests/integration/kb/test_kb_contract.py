@@ -181,6 +181,34 @@ def test_placements_are_fenced(kb: Impl):
     assert kb.admin.get_placement(name)["current"] == b["current"]
 
 
+def test_one_token_writes_an_intent_then_completes_or_retracts_it(kb: Impl):
+    """A controller's run writes its Binding as the desired placement before it touches a
+    cluster, then, under the same token, either completes it (current := desired) or retracts it
+    (desired := current); any other second write under that token is refused (issue 38)."""
+    name = fresh("intent")
+    kb.admin.put_application(name, spec(name))
+    old = {"web": [{"cluster": "edge-1", "replicas": 1}]}
+    new = {"web": [{"cluster": "edge-2", "replicas": 1}]}
+    other = {"web": [{"cluster": "edge-3", "replicas": 1}]}
+    term = int(kb.controller.get_fence()["term"]) + 1
+    kb.controller.raise_fence({"term": term, "seq": 1})
+    kb.controller.put_placement(name, {"desired": old, "current": old}, {"term": term, "seq": 1})
+    t2, t3 = {"term": term, "seq": 2}, {"term": term, "seq": 3}
+    kb.controller.put_placement(name, {"desired": new}, t2)  # the intent, before any cluster
+    got = kb.admin.get_placement(name)
+    assert (got["desired"], got["current"]) == (new, old)
+    assert status_of(kb.controller.put_placement, name, {"desired": other}, t2) == 409  # a second intent
+    assert status_of(kb.controller.put_placement, name, {"current": other}, t2) == 409  # not the intent
+    done = kb.controller.put_placement(name, {"desired": new, "current": new}, t2)  # completed
+    assert (done["desired"], done["current"]) == (new, new)
+    assert kb.controller.put_placement(name, {"desired": new, "current": new}, t2)["current"] == new  # retry
+    assert status_of(kb.controller.put_placement, name, {"desired": old}, t2) == 409  # no way back after it
+    kb.controller.put_placement(name, {"desired": other}, t3)  # the next run's intent ...
+    back = kb.controller.put_placement(name, {"desired": new}, t3)  # ... retracted: it failed
+    assert (back["desired"], back["current"]) == (new, new)
+    assert status_of(kb.controller.put_placement, name, {"desired": other, "current": other}, t3) == 409
+
+
 def test_the_change_feed_names_what_changed(kb: Impl):
     name, app = fresh("feed"), fresh("feed")
     kb.admin.register_cluster({"name": name, "tier": "edge"})
