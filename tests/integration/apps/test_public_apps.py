@@ -31,6 +31,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 APPS = REPO / "tests" / "apps"
 OPTIONS = ["--agent-interval", "1", "--max-concurrent-runs", "2", "--batch-size", "10"]
+# The cluster grace (default 20 s) is not these tests' subject: a heal starts soon after the
+# failure, a little later on real control planes, whose API servers a loaded host slows (issue 35).
+GRACE = {"emulator": "4", "kube": "10"}
 APP_LABEL = "qonnect.io/application"
 
 
@@ -291,7 +294,7 @@ def test_a_public_application_plans_deploys_heals_and_is_removed(fleet: Stack, c
     assert again.returncode == 0, again.stdout[-4000:]
     assert _recap(again)["changed"] == 0, again.stdout[-4000:]
 
-    stack.start_replicas(3, OPTIONS)
+    stack.start_replicas(3, [*OPTIONS, "--cluster-grace", GRACE[stack.engine]])  # type: ignore[attr-defined]
     try:
         stack.wait_leader(30)
         wait_for(

@@ -21,7 +21,17 @@ from test_fleet_heal import deploy
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-OPTIONS = ["--agent-interval", "1", "--max-concurrent-runs", "1", "--batch-size", "10"]
+# a short cluster grace: the heal, not the grace, is this test's subject (issue 35)
+OPTIONS = [
+    "--agent-interval",
+    "1",
+    "--max-concurrent-runs",
+    "1",
+    "--batch-size",
+    "10",
+    "--cluster-grace",
+    "4",
+]
 
 
 @pytest.fixture()

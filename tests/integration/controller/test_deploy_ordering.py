@@ -127,7 +127,7 @@ def test_a_heal_is_a_history_row_from_the_failed_cluster(fleet: Stack) -> None:
     stack, app = fleet, "ledger"
     deploy(stack, small_app(app, "1"))
     (target,) = {t["cluster"] for targets in stack.placement(app).values() for t in targets}
-    stack.start_replicas(1, ["--agent-interval", "1"])
+    stack.start_replicas(1, ["--agent-interval", "1", "--cluster-grace", "4"])  # the heal, not the grace
     try:
         leader = stack.wait_leader(30)
         wait_for(lambda: app in (leader.status() or {}).get("versions", {}), 30, 0.2, f"{app} observed")
