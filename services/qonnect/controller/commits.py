@@ -12,6 +12,7 @@ from typing import Any
 
 from qonnect.controller.raft import ProposalError, RaftNode
 from qonnect.controller.state import Why
+from qonnect.controller.statemachine import Decision
 
 log = logging.getLogger("qonnect.controller")
 
@@ -51,7 +52,7 @@ class Commits:
             results += got if isinstance(got, list) and len(got) == len(chunk) else [res] * len(chunk)
         return results
 
-    def committed(self, decision_id: str) -> dict[str, Any]:
+    def committed(self, decision_id: str) -> Decision:
         """A decision this replica has just committed and applied (only ended decisions are
         ever trimmed from the log, so it is there)."""
         decision = self.node.machine.get(decision_id)

@@ -19,6 +19,7 @@ from qonnect.controller.commits import Commits
 from qonnect.controller.detector import Trigger
 from qonnect.controller.raft import RaftNode
 from qonnect.controller.state import Lead
+from qonnect.controller.statemachine import Decision
 from qonnect.controller.status import Metrics
 
 log = logging.getLogger("qonnect.controller")
@@ -86,7 +87,7 @@ class Deciding:
         self.record(decision, fresh=True)
         return True
 
-    def record(self, decision: dict[str, Any], fresh: bool = False) -> bool:
+    def record(self, decision: Decision, fresh: bool = False) -> bool:
         """Write the decision to the KB (once); False if the KB is unreachable. A decision this
         replica did not just take may already be there (written by an earlier leader)."""
         if decision["id"] in self.recorded:
@@ -161,14 +162,14 @@ class Deciding:
         except KBError as exc:
             log.info("could not mark %s superseded: %s", r["id"], exc)
 
-    def end(self, decision: dict[str, Any], op: str, why: str) -> None:
+    def end(self, decision: Decision, op: str, why: str) -> None:
         """End a decision by committing ``op`` (``cancel``), and say so in the KB."""
         res = self.commits.propose({"op": op, "id": decision["id"], "detail": why})
         if res and res.get("ok"):
             log.warning("decision %s %s: %s", decision["id"], res.get("status"), why)
             self.gave_up(decision, why)
 
-    def gave_up(self, decision: dict[str, Any], why: str) -> None:
+    def gave_up(self, decision: Decision, why: str) -> None:
         moves.retract_intent(self.kb, decision)
         try:
             journal.post(

@@ -646,8 +646,9 @@ def placed_at(log: DecisionLog, app: str) -> float | None:
     time the leader committed with its ``finish``, ``cancel`` or give-up), else None."""
     for decision_id in reversed(log.order):
         decision = log.decisions[decision_id]
-        if decision["app"] == app and decision.get("attempts") and decision.get("ended_at") is not None:
-            return float(decision["ended_at"])
+        ended = decision.get("ended_at")
+        if decision["app"] == app and decision.get("attempts") and ended is not None:
+            return float(ended)
     return None
 
 
@@ -734,8 +735,10 @@ def exclusions_now(
 
 def _may_drift(app: str, log: DecisionLog, now: float, settings: Settings) -> bool:
     last = log.last_for(app)
-    ended = (last or {}).get("ended_at") or (last or {}).get("decided_at") or 0.0
-    return last is None or now - ended >= settings.min_dwell
+    if last is None:
+        return True
+    ended = last.get("ended_at") or last.get("decided_at") or 0.0
+    return now - ended >= settings.min_dwell
 
 
 def _steady(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from qonnect.controller import proctree
+from qonnect.controller.statemachine import Decision
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class Executor:
         return proctree.kill_marked(f"{self.owner or 'unowned'}/")
 
     def run(
-        self, decision: dict[str, Any], attempt: int, token: dict[str, int], still_valid: Callable[[], bool]
+        self, decision: Decision, attempt: int, token: dict[str, int], still_valid: Callable[[], bool]
     ) -> Outcome:
         """Run the playbook once for one decision; never raises for a failing playbook."""
         ident = f"{decision['id']}-a{attempt}"
@@ -87,7 +88,7 @@ class Executor:
         return self._invoke(ident, extravars, still_valid, f"decision {decision['id']} attempt {attempt}")[0]
 
     def run_batch(
-        self, items: list[tuple[dict[str, Any], int, dict[str, int]]], still_valid: Callable[[], bool]
+        self, items: list[tuple[Decision, int, dict[str, int]]], still_valid: Callable[[], bool]
     ) -> dict[str, Outcome]:
         """One playbook run migrating several decisions' applications (one start-up and one
         deploy module process for all; their cluster work runs in parallel on its threads, all
@@ -170,7 +171,7 @@ class Executor:
         return Outcome(FAILED, why, artifacts, runner.rc), runner
 
 
-def decision_vars(decision: dict[str, Any], attempt: int, token: dict[str, int]) -> dict[str, Any]:
+def decision_vars(decision: Decision, attempt: int, token: dict[str, int]) -> dict[str, Any]:
     """What one decision's migration is told: the application, why, the plan committed with the
     attempt (applied as is: the deploy does not place again), and - for a run without a plan,
     which places itself - the clusters to avoid (the decision's and the user's stored
@@ -213,7 +214,7 @@ def batch_results(runner: Any) -> dict[str, dict[str, Any]]:
 
 def split_outcome(
     whole: Outcome,
-    items: list[tuple[dict[str, Any], int, dict[str, int]]],
+    items: list[tuple[Decision, int, dict[str, int]]],
     per_host: dict[str, dict[str, Any]],
 ) -> dict[str, Outcome]:
     """Each decision's outcome from its host's result in the batch run; a decision without one

@@ -13,6 +13,7 @@ person cannot make the controller re-commit a decision.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
@@ -41,7 +42,7 @@ DONE = (SUCCEEDED, GAVE_UP, SUPERSEDED, MIGRATION_SUPERSEDED)  # a decision with
 
 
 def ref(
-    decision: dict[str, Any], attempt: int | None = None, token: dict[str, int] | None = None
+    decision: Mapping[str, Any], attempt: int | None = None, token: dict[str, int] | None = None
 ) -> dict[str, Any]:
     """The structured reference of an event to its decision (the exclusions only on the decision)."""
     token = token or decision["token"]
@@ -57,7 +58,7 @@ def ref(
 def post(
     kb: Any,
     etype: str,
-    decision: dict[str, Any],
+    decision: Mapping[str, Any],
     text: str,
     attempt: int | None = None,
     token: dict[str, int] | None = None,
@@ -147,7 +148,7 @@ def decision_story(kb: Any, app: str, limit: int = 500) -> list[dict[str, Any]]:
     return sorted((e for e in events if trusted(e)), key=lambda e: e.get("id", 0))
 
 
-def done_in_kb(kb: Any, decision: dict[str, Any]) -> str | None:
+def done_in_kb(kb: Any, decision: Mapping[str, Any]) -> str | None:
     """Whether the KB shows the running attempt of a decision already succeeded, and why we think so.
 
     Either its success event is there, or the application's placement was last written with that
@@ -262,7 +263,7 @@ def seed_memory(memory: Memory, recovered: dict[str, float]) -> None:
         memory.noticed[cluster] = "cluster-recovered"
 
 
-def started_text(decision: dict[str, Any], attempt: int, node: str) -> str:
+def started_text(decision: Mapping[str, Any], attempt: int, node: str) -> str:
     """What an attempt does, as its start event says it: the exclusions are clusters avoided
     (down, suspect, just recovered or pinned), not necessarily clusters the application leaves."""
     avoid = list(decision.get("exclude") or [])

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 
@@ -24,6 +23,7 @@ from qonnect.controller import journal
 from qonnect.controller.detector import Memory
 from qonnect.controller.raft import ProposalError, RaftNode
 from qonnect.controller.state import KBContact, Lead, Wake, Why
+from qonnect.controller.statemachine import Decision
 
 log = logging.getLogger("qonnect.controller")
 
@@ -113,7 +113,7 @@ class Leadership:
     def still_leader(self, term: int) -> bool:
         return self.node.is_leader() and self.node.term() == term and not self.stop.is_set()
 
-    def may_take_over(self, decision: dict[str, Any]) -> bool:
+    def may_take_over(self, decision: Decision) -> bool:
         """A running attempt may be taken over: not our own, and its leader's lease is over."""
         if decision["owner"] == self.node.node_id and decision["attempt_term"] == self.node.term():
             return False  # our own run: its outcome is being reported

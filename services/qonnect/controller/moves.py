@@ -26,6 +26,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.binding imp
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 
 from qonnect.controller.executor import FAILED, Outcome
+from qonnect.controller.statemachine import Decision
 
 log = logging.getLogger("qonnect.controller")
 
@@ -33,7 +34,7 @@ SUPERSEDED = "superseded"
 SUPERSEDED_PREFIX = "superseded by version"
 
 
-def superseding_version(kb: Any, decision: dict[str, Any]) -> int | None:
+def superseding_version(kb: Any, decision: Decision) -> int | None:
     """The application's stored version, if it is newer than the one the decision placed
     (None: not newer, unknown, or the application is gone)."""
     version = decision.get("spec_version")
@@ -46,7 +47,7 @@ def superseding_version(kb: Any, decision: dict[str, Any]) -> int | None:
     return current if isinstance(current, int) and current > version else None
 
 
-def superseded(outcome: Outcome, newer: int, decision: dict[str, Any]) -> Outcome:
+def superseded(outcome: Outcome, newer: int, decision: Decision) -> Outcome:
     """The outcome of a run a newer version overtook: ended, not succeeded, not retried."""
     detail = (
         f"{SUPERSEDED_PREFIX} {newer} (stored while this run placed version "
@@ -59,7 +60,7 @@ def is_superseded(outcome: Outcome) -> bool:
     return outcome.detail.startswith(SUPERSEDED_PREFIX)
 
 
-def trigger_of(kb: Any, decision: dict[str, Any]) -> str:
+def trigger_of(kb: Any, decision: Decision) -> str:
     """The decision's kind; ``rollback`` when it places a version a rollback stored."""
     kind = str(decision.get("kind") or "controller")
     version = decision.get("spec_version")
@@ -74,7 +75,7 @@ def trigger_of(kb: Any, decision: dict[str, Any]) -> str:
 
 def record(
     kb: Any,
-    decision: dict[str, Any],
+    decision: Decision,
     token: dict[str, int],
     outcome: str,
     detail: str,
@@ -116,7 +117,7 @@ def record(
         log.warning("cannot record the history of decision %s: %s", decision["id"], exc)
 
 
-def retract_intent(kb: Any, decision: dict[str, Any]) -> bool:
+def retract_intent(kb: Any, decision: Decision) -> bool:
     """After a decision ended without success: the desired placement its last attempt's run
     wrote before touching a cluster (runners/deploy.write_intent), left behind when that run was
     killed, goes back to the current placement under the attempt's own token (the KB accepts

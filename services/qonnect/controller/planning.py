@@ -20,13 +20,14 @@ from qonnect.controller.commits import Commits
 from qonnect.controller.detector import Settings, Snapshot, exclusions_now
 from qonnect.controller.replan import BatchPlan, Planner, PlanRequest
 from qonnect.controller.state import Lead
+from qonnect.controller.statemachine import Decision
 
 log = logging.getLogger("qonnect.controller")
 
 # what the batch plan says of one decision (Plans.plan)
 PLANNED, DEFER, HOLD, FREE = "planned", "defer", "hold", "free"
 
-Item = tuple[dict[str, Any], dict[str, Any]]  # (decision, the application's stored policy)
+Item = tuple[Decision, dict[str, Any]]  # (decision, the application's stored policy)
 
 
 class Plans:
@@ -80,7 +81,7 @@ class Plans:
     def _verdict(
         self,
         app: str,
-        decision: dict[str, Any],
+        decision: Decision,
         found: BatchPlan,
         strict: dict[str, str],
         relaxed: dict[str, list[str]],
@@ -137,7 +138,7 @@ class Plans:
 
 def _requests(
     items: list[Item], snapshot: Snapshot, relaxed: dict[str, list[str]]
-) -> tuple[list[PlanRequest], dict[str, dict[str, Any]]]:
+) -> tuple[list[PlanRequest], dict[str, Decision]]:
     """The planner's requests for a batch, in decision order (each decision's exclusions, or
     the ``relaxed`` ones it is planned with, plus the user's), and app -> its decision."""
     records = {a.get("name"): a for a in snapshot.applications}

@@ -29,13 +29,14 @@ from qonnect.controller.executor import CANCELLED, SUCCEEDED, Executor, Outcome
 from qonnect.controller.leadership import Leadership
 from qonnect.controller.raft import RaftNode
 from qonnect.controller.state import Lead, Wake
+from qonnect.controller.statemachine import Decision
 from qonnect.controller.status import Metrics
 
 log = logging.getLogger("qonnect.controller")
 
-Runnable = tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]  # (decision, policy, plan)
-Started = tuple[dict[str, Any], int, dict[str, int]]  # (decision, attempt, token)
-Finished = tuple[dict[str, Any], int, dict[str, int], Outcome]  # (decision, attempt, token, outcome)
+Runnable = tuple[Decision, dict[str, Any], dict[str, Any] | None]  # (decision, policy, plan)
+Started = tuple[Decision, int, dict[str, int]]  # (decision, attempt, token)
+Finished = tuple[Decision, int, dict[str, int], Outcome]  # (decision, attempt, token, outcome)
 
 
 class Runs:
@@ -132,7 +133,7 @@ class Runs:
                     self.deciding.gave_up(decision, str(res.get("why")))
                 continue
             attempt, token = res["attempt"], res["token"]
-            snapshot = dict(self.commits.committed(decision["id"]))
+            snapshot = Decision(**self.commits.committed(decision["id"]))  # a copy
             _log_start(decision, snapshot, attempt, policy, plan)
             try:
                 journal.post(
@@ -216,7 +217,7 @@ class Runs:
             moves.record(self.kb, decision, token, label, outcome.detail, before, began)
         return item
 
-    def finish_all(self, ended: list[tuple[dict[str, Any], int, Outcome]]) -> list[bool]:
+    def finish_all(self, ended: list[tuple[Decision, int, Outcome]]) -> list[bool]:
         """Commit the outcome of each (decision, attempt, outcome), all in one log entry (a
         batch of k applications reports with one commit); per item, whether it was committed."""
         now = time.time()
@@ -242,13 +243,14 @@ class Runs:
         for (decision, attempt, outcome), res in zip(ended, results, strict=True):
             if res is None:
                 continue
-            if outcome.result == SUCCEEDED and decision.get("detected_at"):
-                self.metrics.observe("recovery_seconds", max(0.0, now - decision["detected_at"]))
+            detected = decision.get("detected_at")
+            if outcome.result == SUCCEEDED and detected:
+                self.metrics.observe("recovery_seconds", max(0.0, now - detected))
             if res.get("ok") and res.get("status") == "failed" and not moves.is_superseded(outcome):
                 self.deciding.gave_up(decision, f"gave up after {attempt} attempts: {outcome.detail}")
         return [res is not None for res in results]
 
-    def completed_before(self, decision: dict[str, Any]) -> bool:
+    def completed_before(self, decision: Decision) -> bool:
         """The previous leader's attempt finished (per the KB): record success instead of rerunning."""
         try:
             done = journal.done_in_kb(self.kb, decision)
@@ -291,8 +293,8 @@ class Runs:
 
 
 def _log_start(
-    decision: dict[str, Any],
-    snapshot: dict[str, Any],
+    decision: Decision,
+    snapshot: Decision,
     attempt: int,
     policy: dict[str, Any],
     plan: dict[str, Any] | None,

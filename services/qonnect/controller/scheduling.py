@@ -28,7 +28,7 @@ from qonnect.controller.planning import DEFER, FREE, HOLD, PLANNED, Plans
 from qonnect.controller.raft import RaftNode
 from qonnect.controller.runs import Runnable, Runs
 from qonnect.controller.state import Lead
-from qonnect.controller.statemachine import PENDING, RETRY, RUNNING
+from qonnect.controller.statemachine import PENDING, RETRY, RUNNING, Decision
 
 log = logging.getLogger("qonnect.controller")
 
@@ -67,8 +67,8 @@ class Scheduler:
         machine = self.node.machine
         now = time.time()
         room = self._free_runs() * max(1, self.cfg.batch_size)
-        ready: list[dict[str, Any]] = []
-        waiting: list[dict[str, Any]] = []
+        ready: list[Decision] = []
+        waiting: list[Decision] = []
         for decision in machine.open_decisions():
             did = decision["id"]
             if did in self.runs.threads:
@@ -85,11 +85,11 @@ class Scheduler:
 
     def _starts(
         self,
-        decision: dict[str, Any],
+        decision: Decision,
         snapshot: Snapshot,
         now: float,
         full: bool,
-        waiting: list[dict[str, Any]],
+        waiting: list[Decision],
     ) -> bool:
         """Whether an open decision starts an attempt in this pass (``full``: this pass's runs
         have no room left; a decision due then waits for a slot, in ``waiting``)."""
@@ -109,9 +109,7 @@ class Scheduler:
             self.gone(decision, snapshot)  # a waiting decision ends as soon as its trigger is gone
         return False
 
-    def _take_over(
-        self, decision: dict[str, Any], snapshot: Snapshot, full: bool, waiting: list[dict[str, Any]]
-    ) -> bool:
+    def _take_over(self, decision: Decision, snapshot: Snapshot, full: bool, waiting: list[Decision]) -> bool:
         """Whether a running attempt of another leader is taken over now (``full``: no room in
         this pass's runs; it then waits for a slot, in ``waiting``)."""
         if not self.leadership.may_take_over(decision):
@@ -133,7 +131,7 @@ class Scheduler:
         """Playbook runs that may start now (a batch is one run, whatever its size)."""
         return max(0, self.cfg.max_concurrent_runs - self.runs.live())
 
-    def _queued(self, waiting: list[dict[str, Any]]) -> None:
+    def _queued(self, waiting: list[Decision]) -> None:
         """Say (once per decision, and in the status) which decisions wait for a run slot."""
         self.waiting_slot = [d["id"] for d in waiting]
         for pos, decision in enumerate(waiting, 1):
@@ -151,7 +149,7 @@ class Scheduler:
                 )
         self.announced_wait &= set(self.waiting_slot)
 
-    def gone(self, decision: dict[str, Any], snapshot: Snapshot) -> bool:
+    def gone(self, decision: Decision, snapshot: Snapshot) -> bool:
         """End a retried cluster-down decision whose application runs on no down cluster any more."""
         if decision["kind"] != "cluster-down" or decision["attempts"] + decision.get("deferrals", 0) == 0:
             return False
@@ -168,7 +166,7 @@ class Scheduler:
         )
         return True
 
-    def prepare(self, decision: dict[str, Any], snapshot: Snapshot) -> bool:
+    def prepare(self, decision: Decision, snapshot: Snapshot) -> bool:
         """Before an attempt: re-read health (exclusions as they are now) and drop a decision whose
         trigger is gone. Whether anything can be placed is the batch plan's to judge (``Plans.plan``:
         a decision nothing fits waits, explained, with backoff)."""
@@ -194,12 +192,12 @@ class Scheduler:
             self.lead.deferred_why.pop(did, None)
         return True
 
-    def start(self, decisions: list[dict[str, Any]], snapshot: Snapshot) -> None:
+    def start(self, decisions: list[Decision], snapshot: Snapshot) -> None:
         """Plan the batch once (every application, each with the user's stored policy, in one
         pass over this snapshot's inventory), commit each decision's attempt with its plan, and
         run them as one playbook run: a batch of one is an ordinary single run. A decision whose
         application cannot be placed waits (defer) instead."""
-        items: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        items: list[tuple[Decision, dict[str, Any]]] = []
         records = {a.get("name"): a for a in snapshot.applications}
         for decision in decisions:
             if not self.deciding.record(decision):
@@ -218,7 +216,7 @@ class Scheduler:
                 runnable.append((decision, policy, detail if verdict == PLANNED else None))
         self.runs.launch(runnable, snapshot)
 
-    def defer(self, decision: dict[str, Any], why: str) -> None:
+    def defer(self, decision: Decision, why: str) -> None:
         """No attempt now: nothing can be placed. The decision waits, explained (once per reason,
         in the log and the KB), and is checked again with exponential backoff."""
         did, app = decision["id"], decision["app"]

@@ -19,7 +19,7 @@ leader's proposal that is committed through a newer leader's log does not act.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, TypedDict
 
 from ansible_collections.qonnect.core.plugins.module_utils.placement.binding import services_problems
 
@@ -92,6 +92,42 @@ def _items(
     return out
 
 
+class _DecisionFields(TypedDict):
+    id: str
+    app: str
+    service: str | None
+    kind: str  # what triggered it: cluster-down, qos-drift, spec-changed, ...
+    reason: str
+    exclude: list[str]  # clusters the move must avoid (re-read before each attempt)
+    key: str
+    pinned: list[str]
+    token: dict[str, int]  # the decision's own fencing token {term, seq}
+    node: str | None  # the replica that decided
+    decided_at: float
+    detected_at: float | None
+    spec_version: int | None
+    status: str  # PENDING, RUNNING, RETRY or one of TERMINAL
+    attempts: int
+    attempt_token: dict[str, int] | None  # the running (or last) attempt's token
+    attempt_term: int
+    owner: str | None  # the replica running the attempt
+    not_before: float
+    result: str | None
+    detail: str
+    artifacts: str | None
+    ended_at: float | None
+
+
+class Decision(_DecisionFields, total=False):
+    """One decision as every replica holds it (issue 38, item 2: one typed record from the log to
+    the executor, the KB journal and the status, so mypy checks every key that is read)."""
+
+    plan: dict[str, list[dict[str, Any]]]  # the Binding's services the running attempt applies
+    policy: dict[str, Any]  # the user's stored policy the attempt was planned with
+    started_at: float
+    deferrals: int
+
+
 class DecisionLog:
     """The state every replica agrees on: decisions, in-flight migrations, fencing counters."""
 
@@ -102,7 +138,7 @@ class DecisionLog:
         self.leader_since = 0.0
         self.last_token = {"term": 0, "seq": 0}
         self.offset = 0  # added to Raft terms in tokens, to stay above tokens the KB already holds
-        self.decisions: dict[str, dict[str, Any]] = {}
+        self.decisions: dict[str, Decision] = {}
         self.order: list[str] = []  # decision ids, oldest first
         self.inflight: dict[str, str] = {}  # application -> decision id
         self.versions: dict[str, int] = {}  # application -> spec version last placed or observed
@@ -148,14 +184,14 @@ class DecisionLog:
 
     # -- queries -------------------------------------------------------------------------------
 
-    def get(self, decision_id: str) -> dict[str, Any] | None:
+    def get(self, decision_id: str) -> Decision | None:
         return self.decisions.get(decision_id)
 
-    def open_decisions(self) -> list[dict[str, Any]]:
+    def open_decisions(self) -> list[Decision]:
         """Decisions not yet ended, oldest first."""
         return [self.decisions[i] for i in self.order if self.decisions[i]["status"] not in TERMINAL]
 
-    def recent(self, n: int = 10) -> list[dict[str, Any]]:
+    def recent(self, n: int = 10) -> list[Decision]:
         return [self.decisions[i] for i in self.order[-n:]][::-1]
 
     def newest_decision_token(self) -> tuple[int, int]:
@@ -168,7 +204,7 @@ class DecisionLog:
                     tokens.append((int(token["term"]), int(token["seq"])))
         return max(tokens)
 
-    def last_for(self, app: str) -> dict[str, Any] | None:
+    def last_for(self, app: str) -> Decision | None:
         """The newest decision about an application, if any is still kept."""
         for decision_id in reversed(self.order):
             if self.decisions[decision_id]["app"] == app:
@@ -313,8 +349,9 @@ class DecisionLog:
         decision["artifacts"] = cmd.get("artifacts")
         if result == SUCCEEDED:
             self._end(decision, SUCCEEDED, cmd)
-            if decision.get("spec_version") is not None:
-                self.versions[decision["app"]] = decision["spec_version"]
+            version = decision.get("spec_version")
+            if version is not None:
+                self.versions[decision["app"]] = version
         elif cmd.get("retry"):
             decision["status"] = RETRY
             decision["owner"] = None
@@ -394,7 +431,7 @@ class DecisionLog:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _open(self, cmd: dict[str, Any]) -> dict[str, Any] | str:
+    def _open(self, cmd: dict[str, Any]) -> Decision | str:
         decision_id = _need(cmd, "id", str)
         decision = self.decisions.get(decision_id)
         if decision is None:
@@ -403,7 +440,7 @@ class DecisionLog:
             return f"decision {decision_id} already {decision['status']}"
         return decision
 
-    def _end(self, decision: dict[str, Any], status: str, cmd: dict[str, Any]) -> None:
+    def _end(self, decision: Decision, status: str, cmd: dict[str, Any]) -> None:
         decision["status"] = status
         decision["owner"] = None
         decision["ended_at"] = float(cmd.get("ts", 0.0))
