@@ -544,12 +544,42 @@ def partition_trial(stack: Stack, faults: Faults, workdir: Path) -> dict[str, An
 # -- confirm before acting (issue 22) -------------------------------------------------------------
 
 
+HEDGE_KINDS = ("hedge", "hedge-discard")  # standby copies made and removed: no placement change
+
+
 def migrations_since(stack: Stack, after: int) -> dict[str, Any]:
-    events = ours(stack, after)
+    """Decisions since ``after``: moves (placement changes) apart from hedges and discards."""
+    decided = [e for e in ours(stack, after) if e["type"] == journal.DECISION]
     return {
-        "migrations": sum(e["type"] == journal.DECISION for e in events),
-        "decided": [e["message"][:300] for e in events if e["type"] == journal.DECISION],
+        "migrations": sum(e.get("reason") not in HEDGE_KINDS for e in decided),
+        "hedges": sum(e.get("reason") == "hedge" for e in decided),
+        "hedges_discarded": sum(e.get("reason") == "hedge-discard" for e in decided),
+        "decided": [e["message"][:300] for e in decided],
     }
+
+
+def standby_of(stack: Stack, service: str = "ratings") -> str | None:
+    record = stack.admin.get_placement(APP)
+    targets = (record.get("current") or {}).get(service) or []
+    return next((t["cluster"] for t in targets if t.get("role") == "standby"), None)
+
+
+def runs_ratings(stack: Stack, cluster: str) -> bool:
+    """Whether the cluster's own API lists a ratings Deployment of bookinfo."""
+    from ansible_collections.qonnect.core.plugins.module_utils import keys
+    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get_client
+
+    c = next(c for c in stack.federation["clusters"] if c["name"] == cluster)
+    client = get_client(c["name"], c["kubeconfig"], c.get("context"))
+    found = client.list("apps/v1", "Deployment", None, f"{keys.APP_LABEL}={APP},{keys.SERVICE_LABEL}=ratings")
+    return bool(found)
+
+
+def healthy_on(stack: Stack, cluster: str, service: str = "ratings") -> bool:
+    return any(
+        w["cluster"] == cluster and w.get("service") == service and w["status"] == "Healthy"
+        for w in stack.admin.list_workloads(application=APP)
+    )
 
 
 def cluster_notices(stack: Stack, cluster: str, after: int) -> list[str]:
@@ -558,18 +588,38 @@ def cluster_notices(stack: Stack, cluster: str, after: int) -> list[str]:
 
 
 def api_outage_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
-    """ratings' cluster API refuses connections for 15 s; its pods keep running: nothing moves."""
+    """ratings' cluster API refuses connections for 15 s; its pods keep running: nothing moves.
+    With hedging, a standby copy runs elsewhere meanwhile (seconds until it is Healthy, from
+    the agents' reports) and is removed after the return (seconds until the KB's placement has
+    no standby and the standby cluster's own API lists no ratings Deployment)."""
     faults.wait_stable()
     target, after = ratings_cluster(stack), last_id(stack)
+    before = stack.placement(APP)
     faults.fail(stack, target)
-    time.sleep(15)
+    t0 = time.monotonic()
+    spare, ready = None, None
+    while time.monotonic() - t0 < 15:
+        spare = spare or standby_of(stack)
+        if spare and ready is None and healthy_on(stack, spare):
+            ready = round(time.monotonic() - t0, 2)
+        time.sleep(0.25)
     faults.recover(stack, target)
-    time.sleep(15)  # past the cluster grace: a cluster judged down would have been decided
+    t1 = time.monotonic()
+    removed = None
+    while time.monotonic() - t1 < 30:
+        if standby_of(stack) is None and not (spare and runs_ratings(stack, spare)):
+            removed = round(time.monotonic() - t1, 2)
+            break
+        time.sleep(0.25)
+    time.sleep(max(0.0, 15 - (time.monotonic() - t1)))  # past the cluster grace
     return {
         "fault": "API server down 15 s (listener closed)",
         **migrations_since(stack, after),
+        "standby_cluster": spare,
+        "standby_ready_seconds": ready,
+        "standby_removed_after_return_seconds": removed,
         "notices": cluster_notices(stack, target, after),
-        "placement_kept": ratings_cluster(stack) == target,
+        "placement_kept": stack.placement(APP) == before,
         **count_trial(stack, after),
     }
 
@@ -730,8 +780,8 @@ def reelection_trial(stack: Stack) -> float:
     return elapsed
 
 
-def run_confirm(workdir: Path, engine: str = "emulator") -> dict[str, Any]:
-    """Only the issue 22 trials (minutes instead of the whole benchmark's hour)."""
+def bookinfo_stack(workdir: Path, engine: str) -> Stack:
+    """KB, testbed, agents, bookinfo deployed and three controller replicas with a leader."""
     stack = Stack(workdir)
     try:
         stack.start_kb()
@@ -743,6 +793,43 @@ def run_confirm(workdir: Path, engine: str = "emulator") -> dict[str, Any]:
         stack.deploy(ROOT / "examples" / "bookinfo" / "energy-first.yml")
         stack.start_replicas(3, OPTIONS)
         stack.wait_leader()
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
+def run_blips(workdir: Path, count: int, engine: str = "emulator") -> dict[str, Any]:
+    """``count`` 15 s API-server blips in a row (issue 36): placement changes, standby copies
+    started and removed, and orphans, per trial and in all."""
+    stack = bookinfo_stack(workdir, engine)
+    try:
+        faults = Faults()
+        trials = [api_outage_trial(stack, faults) for _trial in range(count)]
+    finally:
+        stack.close()
+    ready = [t["standby_ready_seconds"] for t in trials if t["standby_ready_seconds"] is not None]
+    removed = [t["standby_removed_after_return_seconds"] for t in trials]
+    return {
+        "engine": engine,
+        "blips": count,
+        "placement_changes": sum(t["migrations"] for t in trials)
+        + sum(not t["placement_kept"] for t in trials),
+        "hedges": sum(t["hedges"] for t in trials),
+        "hedges_discarded": sum(t["hedges_discarded"] for t in trials),
+        "standby_ready_seconds": summary(ready),
+        "standby_removed_after_return_seconds": summary([r for r in removed if r is not None]),
+        "standby_not_removed_within_30s": sum(r is None for r in removed),
+        "orphans": sum(t["orphans"] for t in trials),
+        "trials": trials,
+        "targets": {"placement_changes": 0, "standby_removed_after_return_seconds_max": 10, "orphans": 0},
+    }
+
+
+def run_confirm(workdir: Path, engine: str = "emulator") -> dict[str, Any]:
+    """Only the issue 22 trials (minutes instead of the whole benchmark's hour)."""
+    stack = bookinfo_stack(workdir, engine)
+    try:
         trials = confirm_trials(stack, Faults())
     finally:
         stack.close()
@@ -872,7 +959,12 @@ def main() -> int:
         "--engine", choices=("emulator", "kube"), default="emulator", help="testbed engine (kube: real)"
     )
     parser.add_argument("--confirm-only", action="store_true", help="only the issue 22 trials")
+    parser.add_argument("--blips", type=int, default=0, help="only N 15 s API-server blips (issue 36)")
     args = parser.parse_args()
+    if args.blips:
+        with tempfile.TemporaryDirectory(prefix="qonnect-blips-") as tmp:
+            print(json.dumps(run_blips(Path(tmp), args.blips, args.engine), indent=None if args.json else 2))
+        return 0
     if args.confirm_only:
         with tempfile.TemporaryDirectory(prefix="qonnect-confirm-") as tmp:
             print(json.dumps(run_confirm(Path(tmp), args.engine), indent=None if args.json else 2))

@@ -6,7 +6,12 @@ placed on the same cluster by a plan; that cluster is failed (`testbed fail`) an
 waits until every application is Healthy elsewhere, read from the KB's placements and the
 workloads its agents report (not from the controller's own events). Reported per k:
 
-- heal_seconds p50/p99/max: failure -> each application Healthy off the failed cluster;
+- ready_elsewhere_seconds p50/p99/max: failure -> each application has a Healthy instance of
+  every service on a cluster of its placement other than the failed one (a standby copy of the
+  hedged failover, issue 36, counts: it is what callers use);
+- heal_seconds p50/p99/max: failure -> each application placed off the failed cluster (the
+  committed move) with every workload there Healthy;
+- hedges / hedges_discarded: the controller's hedge decisions (standby copies made) and discards;
 - playbook_starts (and per application): migration runs the replicas started (their logs);
 - leader_changes: elections after the failure (term before/after, "became leader" lines);
 - max_attempt: the highest attempt number of any migration start (KB events), against
@@ -222,8 +227,10 @@ def peak_per_minute(times: list[float]) -> int:
     return max((sum(1 for u in ordered if t <= u < t + 60.0) for t in ordered), default=0)
 
 
-def healed_now(stack: Stack, names: set[str], failed: str) -> set[str]:
-    """Applications placed off the failed cluster with every workload there Healthy (KB view)."""
+def healed_now(stack: Stack, names: set[str], failed: str) -> tuple[set[str], set[str]]:
+    """(applications placed off the failed cluster with every workload there Healthy: the
+    committed move, applications with a Healthy instance of every service on a cluster of their
+    placement other than the failed one: Ready elsewhere, a standby copy too), from the KB."""
     placements = {p["application"]: p for p in stack.admin.request("GET", "/api/v1/placements")["placements"]}
     workloads = stack.admin.request("GET", "/api/v1/workloads")["workloads"]
     healthy: dict[tuple[str, str], list[str]] = {}
@@ -231,19 +238,23 @@ def healed_now(stack: Stack, names: set[str], failed: str) -> set[str]:
         healthy.setdefault((w.get("application") or "", w.get("service") or ""), []).append(
             f"{w['cluster']}={w['status']}"
         )
-    done = set()
+    done, ready = set(), set()
     for name in names:
         rec = placements.get(name) or {}
         placement = rec.get("current") or rec.get("desired") or {}
-        ok = bool(placement)
+        ok = live = bool(placement)
         for service, targets in placement.items():
             clusters = {t["cluster"] for t in targets}
             states = [s for s in healthy.get((name, service), []) if s.split("=")[0] in clusters]
             if failed in clusters or not states or any(not s.endswith("=Healthy") for s in states):
                 ok = False
+            if not any(s.endswith("=Healthy") and s.split("=")[0] != failed for s in states):
+                live = False
         if ok:
             done.add(name)
-    return done
+        if live:
+            ready.add(name)
+    return done, ready
 
 
 def terms(stack: Stack) -> list[int]:
@@ -269,9 +280,12 @@ def controller_story(stack: Stack, after: int, failed_at: float) -> dict[str, An
     events = [e for e in stack.admin.list_events(limit=1000, after_id=after) if e.get("role") == "controller"]
     attempts = [int((e.get("ref") or {}).get("attempt") or 0) for e in events if e["type"] == journal.STARTED]
     decided = [e["ts"] for e in events if e["type"] == journal.DECISION]
+    kinds = [e.get("reason") or "" for e in events if e["type"] == journal.DECISION]
     return {
         "max_attempt": max(attempts or [0]),
         "decisions": len(decided),
+        "hedges": kinds.count("hedge"),
+        "hedges_discarded": kinds.count("hedge-discard"),
         "first_decision_seconds": round(min(decided) - failed_at, 2) if decided else None,
     }
 
@@ -319,18 +333,21 @@ def one_k(
         failed_at = time.time()
         stack.testbed("fail", target)
         healed: dict[str, float] = {}
+        ready: dict[str, float] = {}
         pending = set(names)
         deadline = t0 + timeout
         while pending and time.monotonic() < deadline:
             try:
-                done = healed_now(stack, pending, target)
+                done, live = healed_now(stack, pending, target)
             except Exception:  # a KB hiccup under load: poll again
-                done = set()
+                done, live = set(), set()
             now = time.monotonic() - t0
             for name in done:
                 healed[name] = now
+            for name in live | done:
+                ready.setdefault(name, now)
             pending -= done
-            time.sleep(0.5)
+            time.sleep(0.25)
         resources = sampler.result()
         story = controller_story(stack, after, failed_at)
         counts = log_counts(stack, offsets)
@@ -353,6 +370,7 @@ def one_k(
             "deploy_seconds": round(deploy_seconds, 1),
             "healed": len(healed),
             "not_healed": sorted(pending),
+            "ready_elsewhere_seconds": summary(list(ready.values())),
             "heal_seconds": summary(heal),
             "heal_all_seconds": round(max(heal), 2) if heal and not pending else None,
             **counts,

@@ -81,6 +81,11 @@ options:
       - A plan as returned by M(qonnect.core.placement) (its RV(qonnect.core.placement#module:plan)), or
         just its C(services) mapping. When not given the plan is computed from the Knowledge Base's inventory
         with O(scorer), O(exclude) and O(hysteresis).
+      - A target may carry C(role=standby) (a copy the controller makes while another cluster is
+        suspect, see the hedged failover in the architecture guide); the recorded placement keeps it.
+      - The plan's optional C(hold) lists clusters of the plan this run must not touch (a suspect
+        cluster); their objects stay as they are, addresses prefer the other instances, and
+        nothing is removed from them.
     type: dict
   wait:
     description: Wait until the new workloads are ready before switching addresses and removing old ones.

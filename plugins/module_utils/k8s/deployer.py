@@ -33,7 +33,6 @@ import hashlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Callable
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.apply import (
@@ -203,6 +202,8 @@ def _is_address(obj: dict) -> bool:
 # emulator's 0.3 s pods. The module option, the playbooks and the controller's migrations
 # default to it; the controller gives each migration run this much plus RUN_OVERHEAD.
 DEFAULT_WAIT_TIMEOUT = 300.0
+# Seconds between two fence checks of a run waiting on a rollout (Deployer._poll_hook)
+FENCE_POLL_SECONDS = 5.0
 
 
 class Deployer:
@@ -228,6 +229,7 @@ class Deployer:
         unavailable: set[str] | frozenset[str] = frozenset(),
         min_ready_seconds: float = 0.0,
         progress: Callable[[str, list[str]], None] | None = None,
+        hold: set[str] | frozenset[str] = frozenset(),
     ):
         self.application = application
         # called by each cluster's wait with the workloads still pending (the deploy runner
@@ -255,11 +257,16 @@ class Deployer:
         # QONNECT's bundles keep their Deployments' own replica counts
         self.own_replicas = own_replicas
         self.previous = set(previous or ())
+        placed = {e["cluster"] for entries in plan.values() for e in entries}
+        # clusters of the plan this run does not touch (a suspect cluster while a standby copy
+        # is made elsewhere, controller/hedging.py): their share stays as it is, and addresses
+        # prefer every other instance
+        self.held = sorted(placed & set(hold))
         # clusters judged down: an address names an instance there only when no other runs
-        self.unavailable = frozenset(unavailable)
-        self.plan_clusters = sorted({e["cluster"] for entries in plan.values() for e in entries})
-        self.old_clusters = sorted(set(previous or ()) - set(self.plan_clusters))
-        missing = [c for c in self.plan_clusters + self.old_clusters if c not in targets]
+        self.unavailable = frozenset(unavailable) | frozenset(self.held)
+        self.plan_clusters = sorted(placed - set(self.held))
+        self.old_clusters = sorted(set(previous or ()) - placed)
+        missing = [c for c in self.plan_clusters + self.old_clusters + self.held if c not in targets]
         if missing:
             raise ValueError("no kubeconfig known for cluster(s): " + ", ".join(missing))
         unknown = sorted(set(plan) - set(services))
@@ -503,7 +510,7 @@ class Deployer:
             work.workloads,
             max(0.0, deadline - time.monotonic()),
             min_ready=self.min_ready_seconds,
-            on_poll=None if self.progress is None else partial(self.progress, work.result.cluster),
+            on_poll=self._poll_hook(work.result.cluster),
         )
         if pending:
             work.result.status = "failed"
@@ -513,6 +520,25 @@ class Deployer:
             # a rollout Kubernetes (or a crash loop) declared failed returns before the timeout
             seconds = min(waited, self.wait_timeout)
             work.result.error = f"not ready after {seconds:.0f}s: {_joined(work.result.not_ready)}"
+
+    def _poll_hook(self, cluster: str) -> Callable[[list[str]], None] | None:
+        """What a long wait calls on each poll: the progress hook, and every FENCE_POLL_SECONDS
+        the before_step check (a controller's run that a newer leader or a user's newer version
+        overtook stops now, not at the end of its wait: raises, and the cluster fails with why)."""
+        if self.progress is None and (self.before_step is None or self.check_mode):
+            return None
+        last = [time.monotonic()]
+
+        def hook(pending: list[str]) -> None:
+            if self.progress is not None:
+                self.progress(cluster, pending)
+            if self.before_step is not None and not self.check_mode:
+                now = time.monotonic()
+                if now - last[0] >= FENCE_POLL_SECONDS:
+                    last[0] = now
+                    self.before_step("wait")
+
+        return hook
 
     def _switch(self, work: _ClusterWork) -> None:
         for obj in work.desired:
@@ -745,6 +771,8 @@ class Deployer:
             message = f"{'would deploy' if would else 'deployed'} to " + (
                 ", ".join(self.plan_clusters) or "no cluster"
             )
+            if self.held:
+                message += f" ({', '.join(self.held)} held: not touched)"
         return {
             "changed": any(r.changed for r in results),
             "failed": bool(failed),

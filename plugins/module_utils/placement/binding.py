@@ -10,7 +10,11 @@ targets (cluster, replicas, nodes, role) and, for a controller's move, the decis
 token that made it - with one validator (:func:`services_problems`) for every place that takes a
 plan from outside. Its ``placement()`` is what the KB stores as the application's desired state.
 
-A target's role is ``active`` (runs and serves); the hedged failover (issue 36) adds others.
+A target's role is ``active`` (runs and serves, the application's placement) or ``standby``
+(a copy the leader made on suspicion that a cluster failed, controller/hedging.py: it runs and
+serves callers while that cluster is suspect; it becomes ``active`` when the failure is confirmed
+and is removed when the cluster returns within its grace). A plan may also name clusters to
+``hold``: part of the placement, but not touched by the run (a suspect cluster's share).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from typing import Any
 from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError
 from ansible_collections.qonnect.core.plugins.module_utils.qos.limits import MAX_REPLICAS
 
-ROLES = ("active",)
+ACTIVE, STANDBY = "active", "standby"
+ROLES = (ACTIVE, STANDBY)
 
 
 class PlanError(InputError):
@@ -93,11 +98,8 @@ class Binding:
 
     def placement(self) -> dict[str, list[dict[str, Any]]]:
         """What the KB stores as the application's desired (and, once applied, current) placement:
-        the active targets."""
-        return {
-            svc: [t.to_dict() for t in targets if t.role == "active"]
-            for svc, targets in self.services.items()
-        }
+        every target, a standby with its role (what runs where, and why)."""
+        return self.services_dict()
 
     def clusters(self) -> set[str]:
         return {t.cluster for targets in self.services.values() for t in targets}

@@ -115,6 +115,10 @@ class Application:
     # cluster) and/or [{"label": KEY}] (all clusters sharing any one value of KEY, e.g. a site);
     # None: not stated (the survivability report holds it to any one cluster's failure)
     survive: list | None = None
+    # spec.failover.hedge: false - never run a second copy while a cluster is only suspect (a
+    # singleton, a database primary); the application then moves only once the failure is
+    # confirmed (controller/hedging.py)
+    hedge: bool = True
 
     def adopted(self) -> bool | set[str]:
         """What the deployer may take over: True for the whole application, else its services
@@ -148,6 +152,7 @@ class Application:
             ),
             **({"adopt": True} if self.adopt else {}),
             **({"survive": [dict(s) for s in self.survive]} if self.survive is not None else {}),
+            **({"hedge": False} if not self.hedge else {}),
         }
 
     @classmethod
@@ -163,4 +168,5 @@ class Application:
             cluster_grace_seconds=data.get("cluster_grace_seconds"),
             adopt=bool(data.get("adopt", False)),
             survive=[dict(s) for s in data["survive"]] if isinstance(data.get("survive"), list) else None,
+            hedge=data.get("hedge") is not False,
         )

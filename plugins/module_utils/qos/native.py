@@ -42,8 +42,20 @@ class NativeReader(ManifestReader):
         spec = self.mapping(
             data.get("spec"),
             "spec",
-            ("objective", "services", "failureGraceSeconds", "clusterGraceSeconds", "adopt", "survive"),
+            (
+                "objective",
+                "services",
+                "failureGraceSeconds",
+                "clusterGraceSeconds",
+                "adopt",
+                "survive",
+                "failover",
+            ),
         )
+        failover = self.mapping(spec.get("failover"), "spec.failover", ("hedge",))
+        hedge = failover.get("hedge")
+        if hedge is not None and not isinstance(hedge, bool):
+            self.err("spec.failover.hedge", f"{hedge!r} is not a boolean (true or false)")
         survive = self.survive(spec.get("survive"), "spec.survive")
         grace = self.grace(spec.get("failureGraceSeconds"), "spec.failureGraceSeconds")
         cluster_grace = self.grace(spec.get("clusterGraceSeconds"), "spec.clusterGraceSeconds", zero=True)
@@ -71,6 +83,7 @@ class NativeReader(ManifestReader):
             cluster_grace_seconds=cluster_grace,
             adopt=adopt,
             survive=survive,
+            hedge=hedge is not False,
         )
 
     def survive(self, value: Any, path: str) -> list[dict] | None:

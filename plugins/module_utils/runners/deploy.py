@@ -18,6 +18,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.app_source import (
     store,
     stored_application,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.errors import InputError
 from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError, fence_guard
 from ansible_collections.qonnect.core.plugins.module_utils.history import describe, moves
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.auth import resolve as resolve_credentials
@@ -207,6 +208,7 @@ def deployer_for(
     chosen: dict,
     old_clusters: set,
     version: int | None = None,
+    hold: set[str] | None = None,
 ) -> Deployer:
     """The deployer of this run: the plan's clusters and those the application leaves
     (``version``: the stored version a controller's run places; a newer one stops it)."""
@@ -225,7 +227,16 @@ def deployer_for(
         adopt=params.get("adopt") or None,
         # a slow rollout's progress as KB events (runners/progress.py)
         progress=Progress(kb, app.name, params["wait_timeout"]) if params["record"] else None,
+        hold=hold or set(),
     )
+
+
+def held(plan: dict) -> set[str]:
+    """The clusters a plan says not to touch (``hold``, a suspect cluster during a hedge)."""
+    hold = plan.get("hold") or []
+    if not isinstance(hold, list) or not all(isinstance(c, str) and c for c in hold):
+        raise InputError("plan.hold", f"{hold!r} is not a list of cluster names")
+    return set(hold)
 
 
 def record_history(
@@ -359,7 +370,7 @@ def run(module: QonnectModule) -> dict:
     plan.pop("explanation", None)  # the placement module returns it; here it would only be noise
     if params.get("require_survivable"):  # refused before anything is changed anywhere
         survive.check(kb, app, placement_of(chosen), records.policy_of(params), inventory)
-    deployer = deployer_for(module, kb, app, chosen, old_clusters, placing)
+    deployer = deployer_for(module, kb, app, chosen, old_clusters, placing, held(plan))
     # A user's deploy (not the controller's fenced run) says what it is doing before the new
     # version becomes visible: the controller then leaves that version to it, and heals the
     # application later with the policy given here.

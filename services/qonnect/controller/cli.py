@@ -78,6 +78,29 @@ def add_parser(subparsers: Any) -> None:
         f"{CLUSTER_GRACE_LABEL} overrides it",
     )
     run.add_argument(
+        "--hedge",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="while a cluster is suspect (its agent and the leader's own probe fail), start standby "
+        "copies of its applications elsewhere at once; they become the placement when the failure "
+        "is confirmed after the grace and are removed if the cluster comes back (default: on; an "
+        "application opts out with spec.failover.hedge: false)",
+    )
+    run.add_argument(
+        "--hedge-max-suspect",
+        type=float,
+        default=0.34,
+        help="no standby copies while more than this share of the clusters is suspect at once "
+        "(that is the controller's partition, not their failure; default %(default)g)",
+    )
+    run.add_argument(
+        "--hedge-share",
+        type=float,
+        default=0.5,
+        help="the standby copies of one batch take at most this share of the fleet's free CPU "
+        "(default %(default)g)",
+    )
+    run.add_argument(
         "--max-version-failures",
         type=int,
         default=MAX_VERSION_FAILURES,
@@ -225,6 +248,12 @@ def _non_negative(value: float, flag: str) -> float:
     return value
 
 
+def _share(value: float, flag: str) -> float:
+    if not 0 < value <= 1:
+        raise UserError(f"{flag}: expected a share in (0, 1], got {value:g}")
+    return value
+
+
 def _read_token(path: str) -> str:
     try:
         token = Path(path).read_text(encoding="utf-8").strip()
@@ -286,6 +315,9 @@ def _run(args: argparse.Namespace) -> int:
         node_grace=max(timeout, 10.0),
         cluster_grace=_non_negative(args.cluster_grace, "--cluster-grace"),
         max_version_failures=_at_least_one(args.max_version_failures, "--max-version-failures"),
+        hedge=args.hedge,
+        hedge_max_suspect=_share(args.hedge_max_suspect, "--hedge-max-suspect"),
+        hedge_share=_share(args.hedge_share, "--hedge-share"),
     )
     cfg = Config(
         self_addr=args.self_addr,

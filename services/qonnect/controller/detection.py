@@ -13,7 +13,7 @@ import logging
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 
-from qonnect.controller import journal, rollback
+from qonnect.controller import hedging, journal, rollback
 from qonnect.controller.config import Config
 from qonnect.controller.detector import VERSION_FAILING, Replanner, Snapshot, Trigger, detect
 from qonnect.controller.pacing import Pacer
@@ -38,6 +38,10 @@ class Detection:
     def triggers(self, snapshot: Snapshot, machine: DecisionLog) -> tuple[list[Trigger], Observed]:
         """The triggers to decide on for this snapshot, and the versions to record as observed."""
         triggers, observe = detect(snapshot, machine, self.lead.memory, self.cfg.settings, self.replan)
+        # standby copies while a cluster is only suspect, or their removal once it is back
+        triggers += hedging.triggers(
+            snapshot, machine, self.lead.memory, self.cfg.settings, {t.app for t in triggers}
+        )
         self.post_notices()
         self.report_failing([t for t in triggers if t.kind == VERSION_FAILING])
         triggers = [t for t in triggers if t.kind != VERSION_FAILING]

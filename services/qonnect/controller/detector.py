@@ -72,6 +72,10 @@ class Settings:
     hysteresis: float = 0.1
     cluster_grace: float = 0.0  # seconds a cluster stays suspect before it is down (CLI: CLUSTER_GRACE)
     max_version_failures: int = MAX_VERSION_FAILURES
+    # hedged failover (hedging.py): standby copies while a cluster is suspect (CLI: --hedge)
+    hedge: bool = False
+    hedge_max_suspect: float = 0.34  # more of the fleet suspect at once: no hedge (a partition)
+    hedge_share: float = 0.5  # at most this share of the fleet's free CPU for one batch's standbys
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,12 @@ class Memory:
         default_factory=set
     )  # app, version, service
     rollback_tried: set[tuple[str, int | None]] = field(default_factory=set)  # app, failing version
+    # hedging.py: the suspects of the last tick, when each stopped being suspect, the episode
+    # (suspect since) each application was hedged for, and why a cluster's hedge was withheld
+    hedge_suspects: set[str] = field(default_factory=set)
+    suspect_ended: dict[str, float] = field(default_factory=dict)
+    hedged: dict[str, float] = field(default_factory=dict)
+    hedge_withheld: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -412,7 +422,7 @@ def detect(
             and _steady(services, snapshot, memory, settings, suspects)
         ):
             trigger = _drift(app, record, snapshot, memory, settings, services, version, replan)
-        if trigger is not None and not _cooling_down(trigger, log, now, settings):
+        if trigger is not None and not cooling_down(trigger, log, now, settings):
             triggers.append(trigger)
     return triggers, observe
 
@@ -791,7 +801,7 @@ def _drift(
     return Trigger(app, "qos-drift", f"QoS drift: {why}", unstable, None, version, now)
 
 
-def _cooling_down(trigger: Trigger, log: DecisionLog, now: float, settings: Settings) -> bool:
+def cooling_down(trigger: Trigger, log: DecisionLog, now: float, settings: Settings) -> bool:
     """Do not re-decide the same trigger right after it failed for good."""
     last = log.last_for(trigger.app)
     return bool(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from qonnect.controller import proctree
+from qonnect.controller.hedging import HEDGE
 from qonnect.controller.statemachine import Decision
 
 log = logging.getLogger(__name__)
@@ -190,6 +191,8 @@ def decision_vars(decision: Decision, attempt: int, token: dict[str, int]) -> di
             out[key] = policy[key]
     if decision.get("plan") is not None:  # the services mapping the leader committed
         out["plan"] = {"services": decision["plan"]}
+        if decision.get("kind") == HEDGE:  # make the standby copies; the suspect cluster is not touched
+            out["plan"]["hold"] = sorted(decision["exclude"])
     return out
 
 

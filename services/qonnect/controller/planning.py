@@ -16,6 +16,7 @@ from typing import Any
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 
+from qonnect.controller import hedging
 from qonnect.controller.commits import Commits
 from qonnect.controller.detector import Settings, Snapshot, exclusions_now
 from qonnect.controller.replan import BatchPlan, Planner, PlanRequest
@@ -24,8 +25,9 @@ from qonnect.controller.statemachine import Decision
 
 log = logging.getLogger("qonnect.controller")
 
-# what the batch plan says of one decision (Plans.plan)
-PLANNED, DEFER, HOLD, FREE = "planned", "defer", "hold", "free"
+# what the batch plan says of one decision (Plans.plan); SKIP: ends without a run (a hedge
+# that is not needed or does not fit, with why)
+PLANNED, DEFER, HOLD, FREE, SKIP = "planned", "defer", "hold", "free", "skip"
 
 Item = tuple[Decision, dict[str, Any]]  # (decision, the application's stored policy)
 
@@ -51,6 +53,15 @@ class Plans:
         planned again with only the clusters it must avoid (and its decision retargeted)."""
         if self.planner is None or not items:
             return {}
+        placements = snapshot.inventory.get("placements") or {}
+        fixed = {  # a discarded hedge: the placement as it was, nothing to plan
+            d["id"]: (PLANNED, hedging.discarded(placements.get(d["app"]) or {}))
+            for d, _policy in items
+            if d["kind"] == hedging.DISCARD
+        }
+        items = [(d, p) for d, p in items if d["id"] not in fixed]
+        if not items:
+            return fixed
         relaxed: dict[str, list[str]] = {}  # decision id -> the exclusions it is planned with
         began = time.monotonic()
         reqs, by_app = _requests(items, snapshot, relaxed)
@@ -71,12 +82,12 @@ class Plans:
             len(reqs),
             (time.monotonic() - began) * 1000,
         )
-        verdicts: dict[str, tuple[str, Any]] = {}
+        verdicts: dict[str, tuple[str, Any]] = dict(fixed)
         for app, decision in by_app.items():
             verdict = self._verdict(app, decision, found, strict, relaxed)
             if verdict is not None:
-                verdicts[decision["id"]] = verdict
-        return verdicts
+                verdicts[decision["id"]] = _hedged(verdict, decision, placements.get(app) or {})
+        return _within_share(verdicts, by_app, snapshot, self.settings)
 
     def _verdict(
         self,
@@ -154,3 +165,50 @@ def _requests(
         out.append(PlanRequest(record, tuple(sorted(avoid)), policy.get("scorer"), policy.get("hysteresis")))
         by_app[decision["app"]] = decision
     return out, by_app
+
+
+def _hedged(verdict: tuple[str, Any], decision: Decision, current: dict[str, Any]) -> tuple[str, Any]:
+    """A hedge's verdict: the current placement plus standby copies where the planner would put
+    what runs on the suspect cluster (SKIP when none fits); a confirmed move of a hedged
+    application: its standby copies promoted (hedging.py)."""
+    kind, detail = verdict
+    if decision["kind"] == hedging.HEDGE:
+        if kind != PLANNED:
+            return (SKIP, f"hedge not started: {detail or 'nothing fits'}")
+        plan = hedging.standby_plan(current, detail, set(decision["exclude"]))
+        if not hedging.standby_targets(plan):
+            return (SKIP, "hedge not started: no standby fits anywhere but where the services run")
+        return (PLANNED, plan)
+    if kind == PLANNED and hedging.has_standby(current):
+        return (PLANNED, hedging.promoted(current, detail, set(decision["exclude"])))
+    return verdict
+
+
+def _within_share(
+    verdicts: dict[str, tuple[str, Any]], by_app: dict[str, Decision], snapshot: Snapshot, settings: Settings
+) -> dict[str, tuple[str, Any]]:
+    """The batch's standby copies take at most ``hedge_share`` of the fleet's free CPU: the
+    hedges past it, in decision order, are not started (and say so)."""
+    hedges = [
+        d
+        for d in by_app.values()
+        if d["kind"] == hedging.HEDGE and verdicts.get(d["id"], ("",))[0] == PLANNED
+    ]
+    if not hedges:
+        return verdicts
+    avoid = {c for d in hedges for c in d["exclude"]}
+    budget = settings.hedge_share * hedging.fleet_free_cpu(snapshot.inventory, avoid)
+    records = {a.get("name"): a for a in snapshot.applications}
+    used = 0.0
+    for decision in hedges:  # in decision order
+        cpu = hedging.standby_cpu(records.get(decision["app"]) or {}, verdicts[decision["id"]][1])
+        if used + cpu > budget:
+            verdicts[decision["id"]] = (
+                SKIP,
+                f"hedge not started: its standby copies ({cpu:g} CPU) do not fit the hedges' share: "
+                f"{settings.hedge_share:.0%} of the fleet's free CPU is {budget:g}, {used:g} of it "
+                "taken by this batch's other hedges",
+            )
+        else:
+            used += cpu
+    return verdicts

@@ -18,13 +18,13 @@ from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBClient, KBError
 
-from qonnect.controller import journal
+from qonnect.controller import hedging, journal
 from qonnect.controller.commits import Commits
 from qonnect.controller.config import Config
 from qonnect.controller.deciding import Deciding
 from qonnect.controller.detector import Snapshot, exclusions_now
 from qonnect.controller.leadership import Leadership
-from qonnect.controller.planning import DEFER, FREE, HOLD, PLANNED, Plans
+from qonnect.controller.planning import DEFER, FREE, HOLD, PLANNED, SKIP, Plans
 from qonnect.controller.raft import RaftNode
 from qonnect.controller.runs import Runnable, Runs
 from qonnect.controller.state import Lead
@@ -150,7 +150,11 @@ class Scheduler:
         self.announced_wait &= set(self.waiting_slot)
 
     def gone(self, decision: Decision, snapshot: Snapshot) -> bool:
-        """End a retried cluster-down decision whose application runs on no down cluster any more."""
+        """End a retried cluster-down decision whose application runs on no down cluster any more,
+        a hedge whose cluster is no longer suspect, and a hedge's discard whose cluster is suspect
+        again (hedging.py), before their attempt."""
+        if decision["kind"] in (hedging.HEDGE, hedging.DISCARD) and decision["attempts"] == 0:
+            return self._hedge_gone(decision, snapshot)
         if decision["kind"] != "cluster-down" or decision["attempts"] + decision.get("deferrals", 0) == 0:
             return False
         _must, _unstable, on_down = exclusions_now(
@@ -164,6 +168,17 @@ class Scheduler:
             f"no longer needed: {decision['app']} runs on no down cluster "
             f"now ({', '.join(decision['exclude']) or 'none'} back or left)",
         )
+        return True
+
+    def _hedge_gone(self, decision: Decision, snapshot: Snapshot) -> bool:
+        _must, _unstable, on_down = exclusions_now(
+            snapshot, self.lead.memory, self.cfg.settings, decision["app"], decision.get("pinned") or []
+        )
+        hedge = decision["kind"] == hedging.HEDGE
+        if bool(on_down) == hedge:
+            return False
+        why = "its cluster is no longer suspect" if hedge else "a cluster of it is suspect again"
+        self.deciding.end(decision, "cancel", f"no longer needed: {why}")
         return True
 
     def prepare(self, decision: Decision, snapshot: Snapshot) -> bool:
@@ -212,6 +227,8 @@ class Scheduler:
             verdict, detail = verdicts.get(decision["id"], (FREE, None))
             if verdict == DEFER:
                 self.defer(decision, str(detail))
+            elif verdict == SKIP:
+                self.deciding.end(decision, "cancel", str(detail))
             elif verdict != HOLD:
                 runnable.append((decision, policy, detail if verdict == PLANNED else None))
         self.runs.launch(runnable, snapshot)

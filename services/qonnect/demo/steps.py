@@ -224,10 +224,22 @@ def fail_and_heal(story: Story, cluster: str) -> tuple[str, str, list[dict[str, 
         if e["type"].startswith("controller.")
     ]
     marks = [
-        (label, next((e["ts"] - failed_at for e in events if e["type"] == etype), None))
-        for label, etype in (
-            ("decided", "controller.decision"),
-            ("playbook done", "controller.migration.succeeded"),
+        (
+            label,
+            next(
+                (
+                    e["ts"] - failed_at
+                    for e in events
+                    if e["type"] == etype and (e.get("reason") == "hedge") == hedge
+                ),
+                None,
+            ),
+        )
+        for label, etype, hedge in (
+            ("standby decided", "controller.decision", True),  # hedged failover (issue 36)
+            ("standby Ready", "controller.migration.succeeded", True),
+            ("move confirmed", "controller.decision", False),
+            ("move done", "controller.migration.succeeded", False),
         )
     ]
     timeline = ", ".join(f"{label} +{sec:.1f}s" for label, sec in marks if sec is not None)

@@ -378,6 +378,9 @@ class Assignment(Strict):
     cluster: Name
     replicas: Annotated[int, Field(ge=0, le=1_000_000)] = 1
     nodes: Annotated[list[Annotated[str, Text(253, 1)]], Field(max_length=1000)] | None = None
+    role: Literal["active", "standby"] | None = Field(
+        None, description="standby: a copy made while another cluster is suspect (hedged failover)"
+    )
 
 
 Placement = Annotated[

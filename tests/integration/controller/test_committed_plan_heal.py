@@ -92,7 +92,14 @@ def test_a_heal_applies_the_plan_the_leader_committed_with_the_stored_policy(fle
             def succeeded() -> dict[str, Any] | None:
                 replica = stack.leader()
                 recent = ((replica.status() if replica else None) or {}).get("recent", [])
-                return next((d for d in recent if d["app"] == app and d["status"] == "succeeded"), None)
+                return next(  # the confirmed move (a hedge's standby copy came before it, issue 36)
+                    (
+                        d
+                        for d in recent
+                        if d["app"] == app and d["status"] == "succeeded" and d["kind"] == "cluster-down"
+                    ),
+                    None,
+                )
 
             decision = wait_for(succeeded, 30, 0.5, "the decision recorded as succeeded")
             # the leader planned with the user's stored policy, plus the decision's exclusion

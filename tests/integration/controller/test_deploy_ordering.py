@@ -138,17 +138,26 @@ def test_a_heal_is_a_history_row_from_the_failed_cluster(fleet: Stack) -> None:
             def moved() -> list[dict]:
                 return [r for r in stack.admin.history(app)["history"] if r["by"] == "controller"]
 
-            (row,) = wait_for(moved, 30, 0.5, "the heal's history row")
+            def healed() -> list[dict]:
+                rows = moved()
+                return rows if rows and rows[0]["trigger"] == "cluster-down" else []
+
+            rows = wait_for(healed, 30, 0.5, "the heal's history row")
         finally:
             stack.testbed("recover", target)
         (now,) = {t["cluster"] for targets in stack.placement(app).values() for t in targets}
+        # newest first: the confirmed move, then the hedged failover's standby copy (issue 36)
+        row, hedge = rows
         assert (row["version"], row["service"], row["trigger"], row["outcome"]) == (
             1,
             "web",
             "cluster-down",
             "succeeded",
         )
-        assert (row["from"], row["to"]) == ([target], [now]) and now != target, row
+        assert (hedge["trigger"], hedge["from"], hedge["to"]) == ("hedge", [target], sorted([target, now])), (
+            hedge
+        )
+        assert (row["from"], row["to"]) == (sorted([target, now]), [now]) and now != target, row
         decisions = [e for e in ours(stack, app) if e["type"] == journal.DECISION]
         assert row["decision"] == decisions[-1]["ref"]["id"] and row["duration"] > 0
         status = stack.admin.application_versions(app)[0]["status"]

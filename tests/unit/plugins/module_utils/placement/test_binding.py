@@ -54,7 +54,7 @@ def test_every_problem_of_a_plan_is_named_at_once():
         "plan.services.cache: expected a non-empty list of {cluster, replicas, nodes}",
         "plan.services.api[0].replicas: True is not an integer from 1 to 1000",
         "plan.services.api[0].nodes: expected a list of node names",
-        "plan.services.api[0].role: 'spare' is not one of active",
+        "plan.services.api[0].role: 'spare' is not one of active, standby",
     ]
     with pytest.raises(PlanError) as raised:
         Binding.from_services("shop", bad)
