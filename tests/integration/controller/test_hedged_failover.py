@@ -205,3 +205,37 @@ def test_a_leader_killed_between_the_hedge_and_the_confirmation_leaves_it_to_the
         if e["id"] > after and journal.trusted(e) and e.get("reason") == "cluster-down"
     ]
     assert confirm[0]["fencing"]["term"] > term, "confirmed by the next leader"
+
+
+def test_a_hedge_that_does_not_fit_is_not_started_and_says_so(group: Stack):
+    """With the hedges' share of free CPU too small for ratings' copy, no standby is made: the
+    decision ends saying why, nothing runs twice, and the failure, once confirmed, is healed by
+    the ordinary move."""
+    stack = group
+    start(stack, [*CONFIRM, "--hedge-share", "0.0001"])
+    target = stack.placement(APP)["ratings"][0]["cluster"]
+    after = last_event_id(stack)
+    stack.testbed("fail", target)
+    try:
+        ended = wait_for(
+            lambda: [
+                e
+                for e in stack.events(APP)
+                if e["id"] > after and journal.trusted(e) and e["type"] == journal.GAVE_UP
+            ],
+            20,
+            0.5,
+            "the hedge to end without starting",
+        )
+        assert "hedge not started" in ended[0]["message"] and "share" in ended[0]["message"], ended[0]
+        assert standby(stack, APP, "ratings") is None
+        wait_for(lambda: stack.healthy_elsewhere(APP, {target}), 60, 0.5, "the confirmed move")
+    finally:
+        stack.testbed("recover", target)
+    assert decided(stack, APP, after) == ["hedge", "cluster-down"]
+    started = [
+        e
+        for e in stack.events(APP)
+        if e["id"] > after and journal.trusted(e) and e["type"] == journal.STARTED
+    ]
+    assert [e.get("reason") for e in started] == ["cluster-down"], "no run for the hedge"
