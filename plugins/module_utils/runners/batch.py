@@ -15,24 +15,20 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
+from ansible_collections.qonnect.core.plugins.module_utils import module as module_utils
 from ansible_collections.qonnect.core.plugins.module_utils.errors import fail_fields
-from ansible_collections.qonnect.core.plugins.module_utils.module import QonnectModule, kb_client_from_params
+from ansible_collections.qonnect.core.plugins.module_utils.module import QonnectModule
 
 # Options an item sets for itself; everything else (KB, kubeconfigs, waits) is the task's.
 ITEM_OPTIONS = ("plan", "exclude", "scorer", "hysteresis", "fencing")
 
 
-class ItemModule:
-    """What the deploy runner uses of a module, for one item of a batch: the task's options
-    overlaid with the item's, check mode, and a KB client of its own (one per thread)."""
+class ThreadModule:
+    """What the deploy runner uses of a module for one application deployed on a thread of a
+    batch or a list (runners/many.py): its options, check mode, and a KB client of its own (one
+    per thread: a client's kept-alive connection is not shared)."""
 
-    def __init__(self, module: QonnectModule, item: dict[str, Any]) -> None:
-        params = dict(module.params, batch=None, name=item["app"])
-        for key in ITEM_OPTIONS:
-            if item.get(key) is not None:
-                params[key] = item[key]
-        reason = item.get("reason") or "migration"
-        params["reason"] = f"{reason} (decision {item['decision_id']})"
+    def __init__(self, module: QonnectModule, params: dict[str, Any]) -> None:
         self.params = params
         self.check_mode = module.check_mode
         self.diff = False
@@ -41,8 +37,21 @@ class ItemModule:
     @property
     def kb(self) -> Any:
         if self._kb is None:
-            self._kb = kb_client_from_params(self.params)
+            self._kb = module_utils.kb_client_from_params(self.params)  # late-bound: the tests' seam
         return self._kb
+
+
+class ItemModule(ThreadModule):
+    """One item of a batch: the task's options overlaid with the item's."""
+
+    def __init__(self, module: QonnectModule, item: dict[str, Any]) -> None:
+        params = dict(module.params, batch=None, name=item["app"])
+        for key in ITEM_OPTIONS:
+            if item.get(key) is not None:
+                params[key] = item[key]
+        reason = item.get("reason") or "migration"
+        params["reason"] = f"{reason} (decision {item['decision_id']})"
+        super().__init__(module, params)
 
 
 def run_batch(module: QonnectModule, run_one: Callable[[Any], dict]) -> dict[str, Any]:

@@ -71,13 +71,10 @@ def write_intent(kb: Any, app: str, placement: dict, fencing: dict | None) -> No
     """The Binding this run converges to, written as the application's desired placement before
     any cluster is touched: a user's deploy unfenced, a controller's run under its token, so a
     deposed leader's run stops here, before its first cluster write (issue 38)."""
-    if not fencing:
-        kb.put_placement(app, {"desired": placement})
-        return
     try:
         kb.put_placement(app, {"desired": placement}, fencing)
     except KBError as exc:
-        if exc.status == 409:
+        if exc.status == 409 and fencing:
             raise FencedError(
                 f"fencing: stopped before apply: {STALE_FENCE_HINT} (the KB refused the placement "
                 f"of {app} under term {fencing.get('term')}, seq {fencing.get('seq')}: {exc})"

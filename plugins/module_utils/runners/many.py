@@ -16,13 +16,13 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from ansible_collections.qonnect.core.plugins.module_utils import module as module_utils
 from ansible_collections.qonnect.core.plugins.module_utils.app_source import load_given
 from ansible_collections.qonnect.core.plugins.module_utils.errors import QonnectError, fail_fields
 from ansible_collections.qonnect.core.plugins.module_utils.module import QonnectModule
 from ansible_collections.qonnect.core.plugins.module_utils.placement.batch import place_batch, policy_item
 from ansible_collections.qonnect.core.plugins.module_utils.placement.references import check_cluster_names
 from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+from ansible_collections.qonnect.core.plugins.module_utils.runners.batch import ThreadModule
 
 SOURCES = ("src", "spec", "name")
 POLICY = ("scorer", "hysteresis", "exclude")
@@ -38,25 +38,15 @@ class ApplicationsError(QonnectError, ValueError):
         super().__init__(f"{self.summary}: " + "; ".join(self.errors))
 
 
-class ItemModule:
-    """What the deploy runner uses of a module, for one application of the list: the task's
-    options with the item's source and policy, the plan made for all of them, the spec already
-    read (``preloaded``), check mode and a KB client of its own (one per thread)."""
+class ItemModule(ThreadModule):
+    """One application of the list: the task's options with the item's source and policy, the
+    plan made for all of them, and the spec already read (``preloaded``)."""
 
     def __init__(
         self, module: QonnectModule, params: dict[str, Any], preloaded: tuple[Application, dict] | None
     ):
-        self.params = params
+        super().__init__(module, params)
         self.preloaded = preloaded
-        self.check_mode = module.check_mode
-        self.diff = False
-        self._kb: Any = None
-
-    @property
-    def kb(self) -> Any:
-        if self._kb is None:
-            self._kb = module_utils.kb_client_from_params(self.params)
-        return self._kb
 
 
 def item_params(module: QonnectModule, index: int, raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
