@@ -192,12 +192,19 @@ def _discard(
     standby copies, the placement is as it was."""
     if active_clusters(placement) & set(suspects):
         return None
-    standby = sorted({t["cluster"] for ts in placement.values() for t in ts if role_of(t) == STANDBY})
+    copies = sorted(f"{svc} on {t['cluster']}" for svc, t in standby_targets(placement))
+    back = sorted(
+        t["cluster"]
+        for targets in placement.values()
+        if any(role_of(t) == STANDBY for t in targets)
+        for t in targets
+        if role_of(t) == ACTIVE
+    )
     return Trigger(
         app,
         DISCARD,
-        f"hedge discarded: the suspect cluster came back within its grace; standby copies on "
-        f"{', '.join(standby)} removed, placement unchanged",
+        f"hedge discarded: {', '.join(sorted(set(back)))} came back within its grace; the standby copies "
+        f"started while it was suspect ({', '.join(copies)}) are removed, placement unchanged",
         (),
         None,
         version,
