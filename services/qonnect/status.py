@@ -339,6 +339,8 @@ def _running(
                         "desired": desired.get(key),
                         "status": trouble[key][0] if key in trouble else (HEALTHY if key in ready else None),
                         "reason": trouble[key][1] if key in trouble else "",
+                        # a copy started while another cluster is suspect (hedged failover)
+                        "role": entry.get("role") or "active",
                     }
                 )
     return out
@@ -432,7 +434,8 @@ def render(doc: dict[str, Any]) -> str:
                 ready = "" if a["ready"] is None else f" ({a['ready']}/{a['desired']} pods ready)"
                 if a.get("reason"):  # the counts may be an old revision's pods: say what fails
                     ready = f" ({a['status']}: {_short(a['reason'], REASON_WIDTH)})"
-                lines.append(f"      {a['application']}/{a['service']} x{a['replicas']}{ready}")
+                standby = " standby" if a.get("role") == "standby" else ""
+                lines.append(f"      {a['application']}/{a['service']} x{a['replicas']}{standby}{ready}")
     lines += ["", f"applications: {', '.join(doc['applications']) or 'none placed'}", "", "last events:"]
     if not doc["events"]:
         lines.append("  none")
