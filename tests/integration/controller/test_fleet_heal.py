@@ -29,6 +29,12 @@ OPTIONS = ["--agent-interval", "1", "--max-concurrent-runs", "1", "--batch-size"
 HEAL_OPTIONS = [*OPTIONS, "--cluster-grace", "4"]
 
 
+def hedge(event: dict) -> bool:
+    """A hedged failover's decision (a standby copy made or removed while a cluster is suspect,
+    here only from a loaded host's slow API): no move of the application."""
+    return event.get("reason") in ("hedge", "hedge-discard")
+
+
 def deploy(stack: Stack, body: dict, check: bool = True, **extra: object) -> None:
     """The user's deploy: playbooks/deploy.yml with the admin token (and any -e options)."""
     path = stack.root / f"{body['metadata']['name']}.yml"
@@ -87,7 +93,7 @@ def test_a_version_the_deploy_applies_is_not_placed_again_by_the_controller(flee
             0.2,
             "the controller to know version 2",
         )
-        decisions = [e for e in ours(stack, "shop") if e["type"] == journal.DECISION]
+        decisions = [e for e in ours(stack, "shop") if e["type"] == journal.DECISION and not hedge(e)]
         assert decisions == [], [e["message"] for e in decisions]  # observed, not placed twice
         logs = "".join(r.log() for r in stack.replicas)
         assert "shop version 2 was placed by its deploy" in logs
@@ -220,7 +226,11 @@ def test_a_version_that_fails_everywhere_moves_once_then_rolls_back(fleet: Stack
         # version 2's last crashing report, read after version 3 was applied, moved the healthy
         # rolled-back version once more (2026-12-05): after the rollback nothing moves
         decisions = [e for e in ours(stack, "crashy") if e["type"] == journal.DECISION]
-        later = [e for e in decisions if e["id"] > rolled[0]["id"] and e["reason"] != "spec-changed"]
+        later = [
+            e
+            for e in decisions
+            if e["id"] > rolled[0]["id"] and e["reason"] != "spec-changed" and not hedge(e)
+        ]
         assert later == [], [e["message"] for e in later]
         kinds = [e["reason"] for e in decisions]
         assert kinds.count("workload-failed") + kinds.count("workload-stuck") <= 1, kinds
