@@ -123,6 +123,16 @@ def test_a_blip_within_the_grace_runs_a_standby_then_removes_it_and_changes_noth
     )
     kinds = decided(stack, APP, after)
     assert kinds == ["hedge", "hedge-discard"], kinds
+    wait_for(  # ended in the KB before the next test's replicas start (else they re-decide it)
+        lambda: any(
+            e["type"] == journal.SUCCEEDED and e.get("reason") == "hedge-discard"
+            for e in stack.events(APP)
+            if e["id"] > after and journal.trusted(e)
+        ),
+        30,
+        0.5,
+        "the discard's run recorded",
+    )
     said = [e["message"] for e in stack.events(APP) if e["id"] > after]
     assert any("hedge discarded" in m and spare in m for m in said), said
 
