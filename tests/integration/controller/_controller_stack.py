@@ -36,6 +36,24 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.1, what: str = 
     return support.wait_for(predicate, timeout, what, interval=interval)
 
 
+def wait_run_recorded(stack: Stack, app: str, after: int, kind: str, timeout: float = 30) -> None:
+    """Until the KB records a controller run of a ``kind`` decision on ``app`` (since event
+    ``after``) as succeeded: a test that ends earlier leaves the decision unfinished in the KB,
+    and the next test's fresh replicas re-decide it."""
+    from qonnect.controller import journal
+
+    wait_for(
+        lambda: any(
+            e["type"] == journal.SUCCEEDED and e.get("reason") == kind
+            for e in stack.events(app)
+            if e["id"] > after and journal.trusted(e)
+        ),
+        timeout,
+        0.5,
+        f"the {kind} run recorded",
+    )
+
+
 def small_app(
     name: str, revision: str = "1", image: str = "nginx", annotations: dict[str, str] | None = None
 ) -> dict[str, Any]:

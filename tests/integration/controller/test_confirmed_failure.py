@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from _controller_stack import Stack, wait_for
+from _controller_stack import Stack, wait_for, wait_run_recorded
 from qonnect.controller import journal
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -112,18 +112,7 @@ def test_a_15_second_api_server_outage_moves_nothing(group: Stack):
     kinds = [e["reason"] for e in decisions(stack, after, hedges=True)]
     assert kinds == ["hedge", "hedge-discard"], kinds
     assert hosting(stack) == target
-    # the discard's run is recorded as ended before the next test's replicas start (an
-    # unfinished decision in the KB would be re-decided by them)
-    wait_for(
-        lambda: any(
-            e["type"] == journal.SUCCEEDED and e.get("reason") == "hedge-discard"
-            for e in stack.events(APP)
-            if e["id"] > after and journal.trusted(e)
-        ),
-        30,
-        0.5,
-        "the discard's run recorded",
-    )
+    wait_run_recorded(stack, APP, after, "hedge-discard")  # else the next test re-decides it
     wait_for(
         lambda: journal.RECOVERED in notices(stack, target, after), 15, 0.5, "the recovery to be recorded"
     )

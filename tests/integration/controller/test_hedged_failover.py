@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from _controller_stack import Stack, small_app, wait_for
+from _controller_stack import Stack, small_app, wait_for, wait_run_recorded
 from qonnect.controller import journal
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -123,16 +123,7 @@ def test_a_blip_within_the_grace_runs_a_standby_then_removes_it_and_changes_noth
     )
     kinds = decided(stack, APP, after)
     assert kinds == ["hedge", "hedge-discard"], kinds
-    wait_for(  # ended in the KB before the next test's replicas start (else they re-decide it)
-        lambda: any(
-            e["type"] == journal.SUCCEEDED and e.get("reason") == "hedge-discard"
-            for e in stack.events(APP)
-            if e["id"] > after and journal.trusted(e)
-        ),
-        30,
-        0.5,
-        "the discard's run recorded",
-    )
+    wait_run_recorded(stack, APP, after, "hedge-discard")  # else the next test re-decides it
     said = [e["message"] for e in stack.events(APP) if e["id"] > after]
     assert any("hedge discarded" in m and spare in m for m in said), said
 
