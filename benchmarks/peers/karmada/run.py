@@ -1,4 +1,4 @@
-"""Side by side with Karmada v1.16.0: the same member clusters, the same failures, one run.
+"""Side by side with Karmada (the release pinned in go.mod): the same member clusters, the same failures, one run.
 
 Four real member clusters (the failover benchmark's: tiers profile + edge-2, real etcd,
 kube-apiserver, controller-manager and scheduler each, simulated kubelets with bookinfo's start
@@ -55,12 +55,23 @@ from qonnect.agent.cli import DEFAULT_INTERVAL  # noqa: E402
 from qonnect.controller import journal  # noqa: E402
 from qonnect_testbed.kube.binaries import bin_dir as kube_bin_dir  # noqa: E402
 
-VERSION = "v1.16.0"
+
+def pinned_version() -> str:
+    """The Karmada release go.mod pins (build.sh builds it; one place names the version)."""
+    for line in (HERE / "go.mod").read_text().splitlines():
+        words = line.replace("require", " ").split()
+        if len(words) == 2 and words[0] == "github.com/karmada-io/karmada":
+            return words[1]
+    raise SystemExit("benchmarks/peers/karmada/go.mod: github.com/karmada-io/karmada is not pinned")
+
+
+VERSION = pinned_version()
+HEDGE_KINDS = ("hedge", "hedge-discard")  # qonnect's standby copies made and removed: no move
 K_NS, Q_NS = "bookinfo-k", "bookinfo"
 SPEC = ROOT / "examples" / "bookinfo" / "energy-first.yml"
 MANIFESTS = ROOT / "examples" / "bookinfo" / "manifests"
 TIERS = {"productpage": "cloud", "details": "fog", "reviews": "fog", "ratings": "edge"}
-# Karmada's documented failover settings, tuned for speed (v1.16 defaults in comments).
+# Karmada's documented failover settings, tuned for speed (its defaults in comments).
 TUNED_CM_FLAGS = [
     "--feature-gates=Failover=true",  # false: no cluster failover at all
     "--enable-no-execute-taint-eviction=true",  # false: NoExecute taints evict nothing
@@ -70,6 +81,7 @@ TUNED_CM_FLAGS = [
     "--cluster-success-threshold=6s",  # 30s
     "--cluster-monitor-period=1s",  # 5s
     "--cluster-monitor-grace-period=6s",  # 40s
+    "--resource-eviction-rate=1000",  # 0.5: each eviction waits 1/rate = 2 s (left at 0.5 in the v1.16.0 runs)
 ]
 TUNED_SCHEDULER_FLAGS = ["--feature-gates=Failover=true"]
 
@@ -343,6 +355,25 @@ class Bench:
         )
         return time.monotonic() - t0
 
+    def deploy_qonnect_many(self, specs: list[Path], keys: set[tuple[str, str]]) -> None:
+        """Many applications in one ``deploy.yml`` run (its list form, ``app_files``), then Ready."""
+        self.keys.setdefault("qonnect", set()).update(keys)
+        extra = {
+            "app_files": [str(p) for p in specs],
+            "kb_url": self.stack.kb_url,
+            "kb_token_file": str(self.stack.admin_token),
+            "wait_timeout": 60,
+        }
+        result = subprocess.run(
+            [str(BIN / "ansible-playbook"), str(REPO / "playbooks" / "deploy.yml"), "-e", json.dumps(extra)],
+            capture_output=True, text=True, timeout=self.bound * 3, env=self.stack.env, check=False,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise AssertionError(
+                f"deploy of {len(specs)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
+            )
+        wait_for(lambda: self.ready("qonnect", only=keys), self.bound * 2, 0.5, "qonnect's k apps Ready")
+
     def remove_both(self) -> None:
         """Remove every application of both systems: bookinfo, and the k apps of an earlier
         phase's trial 5 (a qonnect application's name is its namespace)."""
@@ -436,7 +467,7 @@ class Bench:
         healed: dict[str, float | None] = {s: (0.0 if not v else None) for s, v in victims.items()}
         each: dict[str, dict[str, float]] = {s: {} for s in victims}  # workload -> when Ready elsewhere
         karmada_not_ready = karmada_no_execute = None
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()
         self.stack.testbed("fail", target)
         try:
             while time.monotonic() - t0 < bound and any(v is None for v in healed.values()):
@@ -466,12 +497,12 @@ class Bench:
             }
             out["karmada_cluster_not_ready_seconds"] = karmada_not_ready
             out["karmada_no_execute_taint_seconds"] = karmada_no_execute
-            decisions = [
-                e
-                for e in self.stack.events()
-                if e["id"] > after and journal.trusted(e) and e["type"] == journal.DECISION
-            ]
-            out["qonnect_decisions"] = len(decisions)
+            decided = self.decided(after, wall0)
+            out["qonnect_decisions"] = sum(d["kind"] not in HEDGE_KINDS for d in decided)
+            out["qonnect_decided"] = decided
+            out["qonnect_move_committed_seconds"] = next(
+                (d["after_seconds"] for d in decided if d["kind"] not in HEDGE_KINDS), None
+            )
             out["karmada_taints"] = self.karmada.taints().get(target)
             out["karmada_bindings_evicting"] = [b for b in self.karmada.bindings(K_NS) if b["evicting"]]
             self.recover(target)
@@ -520,34 +551,55 @@ class Bench:
             "watched_seconds": round(time.monotonic() - t0, 1),
         }
 
+    def decided(self, after: int, wall0: float) -> list[dict[str, Any]]:
+        """qonnect's decisions since event ``after``: kind and seconds since ``wall0`` (KB time)."""
+        return [
+            {"kind": e.get("reason"), "after_seconds": round(e["ts"] - wall0, 2)}
+            for e in self.stack.events()
+            if e["id"] > after and journal.trusted(e) and e["type"] == journal.DECISION
+        ]
+
     def trial_blip(self, target: str, seconds: float = 15, watch: float = 75) -> dict[str, Any]:
+        """A 15 s outage of the target's API server, then ``watch`` s from its start.
+
+        ``moved``: Deployments whose members at the end differ from before (a placement change);
+        ``started_elsewhere``: those that had a copy on another member at some time (a hedge's
+        standby, or a move); ``extra_gone_after_return_seconds``: from the member's return until
+        every such copy was gone again (None: one was still there at the end).
+        """
         seen0 = self.seen()
         before = {s: {k: where(seen0, k, ready_only=False) for k in ks} for s, ks in self.keys.items()}
         after_id = max([e["id"] for e in self.stack.events()] or [0])
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()
         self.stack.testbed("fail", target)
         try:
             time.sleep(seconds)
         finally:
             self.recover(target)
+        back = time.monotonic()
+        started: dict[str, set] = {s: set() for s in self.keys}
         moved: dict[str, set] = {s: set() for s in self.keys}
+        gone: dict[str, float | None] = {s: None for s in self.keys}
         while time.monotonic() - t0 < watch:
             seen = self.seen()
             for s, ks in self.keys.items():
-                for k in ks:
-                    if where(seen, k, ready_only=False) - before[s][k]:
-                        moved[s].add(f"{k[0]}/{k[1]}")
+                extra = {k for k in ks if where(seen, k, ready_only=False) - before[s][k]}
+                started[s] |= {f"{k[0]}/{k[1]}" for k in extra}
+                moved[s] = {f"{k[0]}/{k[1]}" for k in ks if where(seen, k, ready_only=False) != before[s][k]}
+                if extra:
+                    gone[s] = None
+                elif gone[s] is None and started[s]:
+                    gone[s] = round(max(0.0, time.monotonic() - back), 2)
             time.sleep(1)
-        decisions = [
-            e
-            for e in self.stack.events()
-            if e["id"] > after_id and journal.trusted(e) and e["type"] == journal.DECISION
-        ]
+        decided = self.decided(after_id, wall0)
         out = {
             "trial": f"{seconds:g} s API-server blip",
             "cluster": target,
             "moved": {s: sorted(v) for s, v in moved.items()},
-            "qonnect_decisions": len(decisions),
+            "started_elsewhere": {s: sorted(v) for s, v in started.items()},
+            "extra_gone_after_return_seconds": {s: gone[s] for s in self.keys if started[s]},
+            "qonnect_decisions": sum(d["kind"] not in HEDGE_KINDS for d in decided),
+            "qonnect_decided": decided,
             "after": self.left_behind(target, {}, watch=20),
         }
         self.say(f"blip: {json.dumps(out)}")
@@ -569,12 +621,13 @@ class Bench:
         wait_for(lambda: self.ready("karmada", only=keys), self.bound * 3, 1, "Karmada's k apps Ready")
         k_deploy = time.monotonic() - t
         t = time.monotonic()
-        for i in range(k):
-            name = f"q-app-{i}"
-            self.deploy_qonnect(small_app_spec(self.workdir, name), name, ["ratings"], ratings)
+        specs = [small_app_spec(self.workdir, f"q-app-{i}") for i in range(k)]
+        q_keys = {(f"q-app-{i}", n) for i in range(k) for n in deployment_names(ratings, ["ratings"])}
+        self.deploy_qonnect_many(specs, q_keys)
         q_deploy = time.monotonic() - t
         self.say(
-            f"k apps deployed: karmada {k_deploy:.1f} s (all at once), qonnect {q_deploy:.1f} s (one by one)"
+            f"k apps deployed: karmada {k_deploy:.1f} s (all at once), qonnect {q_deploy:.1f} s "
+            "(deploy.yml's list form, one run)"
         )
         self.stable(120)
         seen = self.seen()
@@ -719,6 +772,9 @@ def summarize(trials: dict[str, Any]) -> dict[str, Any]:
             "moved_back": sum(len(b["moved_back"].get(system, [])) for b in back),
         }
         out[f"blip_moves_{system}"] = [len(t["moved"].get(system, [])) for t in trials["blip"]]
+        out[f"blip_started_elsewhere_{system}"] = [
+            len(t.get("started_elsewhere", {}).get(system, [])) for t in trials["blip"]
+        ]
     return out
 
 

@@ -51,10 +51,27 @@ def back(fails: list[dict], system: str) -> str:
 
 
 def blips(blip: list[dict], system: str) -> str:
+    """Moves (members at the end differ from before); copies started elsewhere and then removed
+    (a hedge's standby) are said apart, with when the last was gone after the member's return."""
     moves = [len(t["moved"].get(system, [])) for t in blip]
     if not moves:
         return "-"
-    return f"{sum(moves)} moves in {len(moves)} blips ({', '.join(str(m) for m in moves)})"
+    text = f"{sum(moves)} moves in {len(moves)} blips ({', '.join(str(m) for m in moves)})"
+    started = [t for t in blip if t.get("started_elsewhere", {}).get(system)]
+    transient = [t for t in started if len(t["started_elsewhere"][system]) > len(t["moved"].get(system, []))]
+    if transient:
+        gone = [t["extra_gone_after_return_seconds"].get(system) for t in transient]
+        done = [g for g in gone if g is not None]
+        text += f"; copies started elsewhere and removed in {len(transient)}, gone {stat(done)} s after the return"
+        if len(done) < len(gone):
+            text += f"; **{len(gone) - len(done)} still there at the end**"
+    return text
+
+
+def committed(fails: list[dict]) -> str:
+    """qonnect's committed move (its cluster-down decision), seconds after the failure."""
+    values = [t["qonnect_move_committed_seconds"] for t in fails if t.get("qonnect_move_committed_seconds")]
+    return stat(values)
 
 
 def k_deploy(k_fails: list[dict], system: str) -> str:
@@ -115,6 +132,12 @@ def table(runs: dict[str, dict[str, Any]]) -> str:
             failovers(both, "qonnect", bound),
         ),
         (
+            "... qonnect.core: its move committed (s; Ready elsewhere above counts the standby copy)",
+            "-",
+            "-",
+            committed([t for t in both if t["there"].get("qonnect")]),
+        ),
+        (
             "member comes back: copies left there",
             back(d.get("fail", []), "karmada"),
             back(u.get("fail", []), "karmada"),
@@ -133,7 +156,8 @@ def table(runs: dict[str, dict[str, Any]]) -> str:
             failovers([*k_d, *k_u], "qonnect", bound),
         ),
         (
-            "k = 10 applications deployed -> all Ready (s; Karmada's applied at once, qonnect's one by one)",
+            "k = 10 applications deployed -> all Ready (s; Karmada's applied at once, qonnect's in one "
+            "deploy.yml run, its list form; one by one before 2026-12-07)",
             k_deploy(k_d, "karmada"),
             k_deploy(k_u, "karmada"),
             "; ".join(
