@@ -79,7 +79,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import get
 from ansible_collections.qonnect.core.plugins.module_utils.keys import GRACE_ANNOTATION  # noqa: E402
 from qonnect.agent.cli import DEFAULT_INTERVAL  # noqa: E402
 from qonnect.controller import journal  # noqa: E402
-from qonnect.controller.detector import FAILURE_KINDS  # noqa: E402
+from qonnect.controller.triggers import FAILURE_KINDS  # noqa: E402
 from test_confirmed_failure import kill_agent, restart_agent  # noqa: E402
 
 APP = "bookinfo"
@@ -135,7 +135,8 @@ def summary(values: list[float]) -> dict[str, Any]:
 
 def node_main(self_addr: str, peers: str, secret_file: str, count: int, out: str) -> None:
     """One replica of the latency group; the one that becomes leader runs the sequential commits."""
-    from qonnect.controller.raft import RaftNode, read_secret
+    from qonnect.controller.raft import RaftNode
+    from qonnect.controller.raft_config import read_secret
 
     node = RaftNode(self_addr, peers.split(","), read_secret(secret_file), None)
     deadline = time.monotonic() + 60

@@ -39,9 +39,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "services"))
 
-from qonnect.controller.detector import Memory, Settings, Snapshot, detect  # noqa: E402
+from qonnect.controller.detector import Memory, Settings, Snapshot  # noqa: E402
 from qonnect.controller.replan import ChangeGate, PlanRequest, drift_judge, engine_planner  # noqa: E402
 from qonnect.controller.statemachine import DecisionLog  # noqa: E402
+from qonnect.controller.triggers import detect  # noqa: E402
 
 
 def one_deployment(name: str) -> dict[str, Any]:

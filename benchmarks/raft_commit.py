@@ -47,11 +47,11 @@ class Counters:
     """This process's flushes of the journal (with their duration) and its other fsyncs."""
 
     def __init__(self) -> None:
-        from qonnect.controller import raft
+        from qonnect.controller import raft_durability
 
         self.flush_ms: list[float] = []
         self.fsyncs = 0
-        sync, fsync = raft.DurableJournal.sync, os.fsync
+        sync, fsync = raft_durability.DurableJournal.sync, os.fsync
 
         def timed_sync(journal: Any) -> bool:
             start = time.perf_counter()
@@ -64,7 +64,7 @@ class Counters:
             self.fsyncs += 1
             fsync(fd)
 
-        raft.DurableJournal.sync = timed_sync
+        raft_durability.DurableJournal.sync = timed_sync
         os.fsync = counted_fsync
 
     def reading(self, node: Any) -> dict[str, Any]:
@@ -93,7 +93,8 @@ def propose_all(node: Any, count: int, concurrency: int) -> list[float]:
 def node_main(self_addr: str, peers: str, secret_file: str, data_dir: str, run: str) -> None:
     """One replica: the one that leads runs the proposals; every one reports its counters from
     the start of the measured proposals (``RUN.start``) to their end (``RUN.done``)."""
-    from qonnect.controller.raft import RaftNode, read_secret
+    from qonnect.controller.raft import RaftNode
+    from qonnect.controller.raft_config import read_secret
 
     spec = json.loads(Path(run + ".json").read_text())
     counters = Counters()

@@ -1,7 +1,7 @@
 """Refuse a dependency outside the version range a module was tested with.
 
 The KB's HTTP protocol (kb/protocol.py) overrides uvicorn internals and the controller's Raft
-transport (controller/raft.py) overrides pysyncobj's private methods: another version must fail
+transport (controller/raft_transport.py, raft_durability.py) overrides pysyncobj's private methods: another version must fail
 at start with the range to install, not later with a broken answer. One check for both.
 """
 

@@ -152,6 +152,25 @@ def credentials_broken(cluster: Mapping[str, Any]) -> bool:
     return cluster.get("reachable") != 0 and bool(error) and str(error).startswith(CREDENTIALS_ERRORS)
 
 
+def aged_cluster(
+    entry: Mapping[str, Any], heartbeat_age: float | None, node_age: float | None, timeout: float
+) -> dict[str, Any]:
+    """An inventory cluster entry judged at one clock: ``heartbeat_age``, ``healthy`` (heard
+    within the heartbeat timeout and not reported unreachable) and every node's ``heartbeat_age``.
+
+    The one rule for the KB's inventory and the controller's cached view of it. A cluster whose
+    API refuses its agent's credentials keeps its last-known nodes as fresh as its heartbeat.
+    """
+    reachable = entry.get("reachable")
+    out = dict(entry)
+    out["heartbeat_age"] = heartbeat_age
+    out["healthy"] = heartbeat_age is not None and heartbeat_age <= timeout and reachable is not False
+    if credentials_broken(entry):
+        node_age = heartbeat_age
+    out["nodes"] = [dict(n, heartbeat_age=node_age) for n in entry.get("nodes") or []]
+    return out
+
+
 def latency_matrix(rows: Any, locations: dict) -> dict:
     """The inventory's ``latency_ms`` from measured rows ``(cluster, peer, ms)``: keyed by
     location, and a round trip is one path seen from both of its ends, so a pair's value is the

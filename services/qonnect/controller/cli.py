@@ -268,7 +268,7 @@ def _run(args: argparse.Namespace) -> int:
     from qonnect.controller.detector import Settings
     from qonnect.controller.executor import default_playbook
     from qonnect.controller.loop import Config, Controller
-    from qonnect.controller.raft import RaftConfigError, check_address, read_secret
+    from qonnect.controller.raft_config import RaftConfigError, check_address, read_secret
 
     try:
         secret = read_secret(args.raft_secret_file)

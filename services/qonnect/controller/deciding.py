@@ -93,21 +93,27 @@ class Deciding:
         if decision["id"] in self.recorded:
             return True
         try:
-            if fresh or not any(
+            known = not fresh and any(
                 e["ref"]["id"] == decision["id"] and e["type"] == journal.DECISION
                 for e in journal.decision_story(self.kb, decision["app"], limit=50)
-            ):
-                journal.post(
-                    self.kb,
-                    journal.DECISION,
-                    decision,
-                    f"decided to re-place {decision['app']}: {decision['reason']}",
-                    fence=self.lead.token,
-                )
+            )
         except KBError as exc:
             log.warning("cannot record decision %s in the KB: %s", decision["id"], exc)
             return False
+        if not known and not self._post(
+            journal.DECISION, decision, f"decided to re-place {decision['app']}: {decision['reason']}"
+        ):
+            return False
         self.recorded.add(decision["id"])
+        return True
+
+    def _post(self, kind: str, ref: Any, message: str) -> bool:
+        """Post a fenced event of this leader's; False (said in the log) when the KB refuses it."""
+        try:
+            journal.post(self.kb, kind, ref, message, fence=self.lead.token)
+        except KBError as exc:
+            log.warning("cannot post %s of %s to the KB: %s", kind, ref.get("id"), exc)
+            return False
         return True
 
     def reconcile_lost(self) -> None:
@@ -151,16 +157,9 @@ class Deciding:
             "exclude": r["exclude"],
             "token": {"term": r["term"], "seq": r["seq"]},
         }
-        try:
-            journal.post(
-                self.kb,
-                journal.SUPERSEDED,
-                superseded,
-                f"every replica lost its log; carried on as decision {res['id']}",
-                fence=self.lead.token,
-            )
-        except KBError as exc:
-            log.info("could not mark %s superseded: %s", r["id"], exc)
+        self._post(
+            journal.SUPERSEDED, superseded, f"every replica lost its log; carried on as decision {res['id']}"
+        )
 
     def end(self, decision: Decision, op: str, why: str) -> None:
         """End a decision by committing ``op`` (``cancel``), and say so in the KB."""
@@ -171,13 +170,4 @@ class Deciding:
 
     def gave_up(self, decision: Decision, why: str) -> None:
         moves.retract_intent(self.kb, decision)
-        try:
-            journal.post(
-                self.kb,
-                journal.GAVE_UP,
-                decision,
-                f"decision ended without success: {why}",
-                fence=self.lead.token,
-            )
-        except KBError as exc:
-            log.info("cannot post end of %s: %s", decision["id"], exc)
+        self._post(journal.GAVE_UP, decision, f"decision ended without success: {why}")

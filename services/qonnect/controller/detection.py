@@ -1,6 +1,6 @@
 """Detection and notices: what one snapshot of the KB asks the leader to decide.
 
-The rules are detector.py's (pure); this module runs them with the leader's memory, tells the KB
+The rules are triggers.py's (pure); this module runs them with the leader's memory, tells the KB
 what they saw without moving anything (notices, once per episode), reports a spec version that
 fails on enough clusters (and rolls it back) instead of moving it, and applies pacing.py's rules
 to the triggers that remain. Committing what is left is deciding.py's.
@@ -15,10 +15,11 @@ from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 
 from qonnect.controller import hedging, journal, rollback
 from qonnect.controller.config import Config
-from qonnect.controller.detector import VERSION_FAILING, Replanner, Snapshot, Trigger, detect
+from qonnect.controller.detector import Replanner, Snapshot, Trigger
 from qonnect.controller.pacing import Pacer
 from qonnect.controller.state import Lead
 from qonnect.controller.statemachine import DecisionLog
+from qonnect.controller.triggers import VERSION_FAILING, detect
 
 log = logging.getLogger("qonnect.controller")
 

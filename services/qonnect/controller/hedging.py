@@ -38,9 +38,10 @@ from qonnect.controller.detector import (
     Settings,
     Snapshot,
     Trigger,
-    cooling_down,
     down_clusters,
+    spec_version,
 )
+from qonnect.controller.settling import cooling_down
 from qonnect.controller.statemachine import DecisionLog
 
 HEDGE, DISCARD = "hedge", "hedge-discard"
@@ -126,7 +127,7 @@ def triggers(
         if app in taken or app in log.inflight or app not in records:
             continue
         if has_standby(placement):
-            trigger = _discard(app, placement, suspects, snapshot.now, _version(records[app]))
+            trigger = _discard(app, placement, suspects, snapshot.now, spec_version(records[app]))
         else:
             trigger = _hedge(app, records[app], placement, failing, doubt, memory, settings, snapshot)
         if trigger is not None and not cooling_down(trigger, log, snapshot.now, settings):
@@ -175,14 +176,9 @@ def _hedge(
         "standby copies started elsewhere, nothing moves until the failure is confirmed",
         tuple(sorted(memory.hedge_suspects)),
         None,
-        _version(record),
+        spec_version(record),
         episode,
     )
-
-
-def _version(record: Mapping[str, Any]) -> int | None:
-    value = record.get("version")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _discard(

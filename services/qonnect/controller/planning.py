@@ -18,8 +18,9 @@ from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 
 from qonnect.controller import hedging
 from qonnect.controller.commits import Commits
-from qonnect.controller.detector import Settings, Snapshot, exclusions_now
+from qonnect.controller.detector import Settings, Snapshot
 from qonnect.controller.replan import BatchPlan, Planner, PlanRequest
+from qonnect.controller.settling import exclusions_now
 from qonnect.controller.state import Lead
 from qonnect.controller.statemachine import Decision
 

@@ -1,41 +1,21 @@
 """The pysyncobj node: replicates the decision log (statemachine.DecisionLog) between replicas.
 
 Only transport, election and persistence live here (etcd raftexample-style split): the state
-machine is pure, and the controller loop decides what to propose.
+machine is pure, and the controller loop decides what to propose. The node is pysyncobj's
+``SyncObj`` with three parts of its own, one module each: the checks of its configuration (the
+shared secret, addresses, the pysyncobj version: raft_config.py), what it promises is on disk
+first (its journal, term, vote and full dump, and the ``AckGate`` that holds acknowledgements
+until the journal is flushed: raft_durability.py) and the Raft port (who may connect and how much
+a connection may send: raft_transport.py). What pysyncobj offers as options is used as such
+(``transportClass``, ``bindAddress``); the rest are subclasses overriding its private methods,
+and copies of two of its functions calling our journal and dump replace
+(``raft_durability.with_names``), all used by this node only: importing the controller changes
+nothing in pysyncobj's modules or classes (tests/unit/qonnect/controller/test_raft_transport.py).
 
-pysyncobj's wire format is pickle; with a password it is Fernet-encrypted and authenticated
-(HMAC checked before anything is unpickled), so a shared secret is mandatory: a node refuses to
-start without one, or with one shorter than 32 bytes or visibly not random.
-
-A replica tells a peer it holds entries (a successful ``next_node_idx``) or asks for or grants a
-vote only once its journal is on disk, and a leader counts its own entries towards a commit only
-then (issue 38; etcd's raftexample saves its WAL before it sends). pysyncobj writes the journal
-through mmap and never flushes it, so a power cut could lose acknowledged, committed entries and
-the replica would vote as if it never had them. How: pysyncobj's journal factory
-(``pysyncobj.syncobj.createJournal``) makes a ``DurableJournal``, which notes whether anything was
-written since its last flush and stores term and vote with fsync (the file before the rename, its
-directory after). ``GuardedTransport.send`` hands such a message to the node's ``AckGate`` while
-the journal has unflushed writes; the gate flushes the journal once (msync) and sends what it held,
-in order, at three points of every tick (``RaftNode._onTick``): before pysyncobj's tick, which is
-where the leader counts matches towards the commit index, before the tick waits for the network,
-and after it handled what arrived; and once a replica becomes leader (a replica alone in its
-cluster commits its no-op entry in that same tick). One flush thus covers every entry written in a
-tick, however many messages brought them. A flush that fails stops the replica
-(``stop_after_lost_writes``): a later one could succeed without the lost writes. The full dump is
-replaced durably too (``pysyncobj.serializer.atomicReplace``): log compaction and a snapshot from
-the leader truncate the journal once it is written. Left as it was: a power cut in the middle of an
-unflushed write can leave a torn record after the durable ones, which pysyncobj's format (no
-checksum) does not detect. The controller also writes every decision to the KB before acting on it:
-every replica can still lose its disk at once.
-
-Before authentication pysyncobj buffers whatever a connection sends (a frame header claiming
-2 GiB, then megabytes, cost the leader seconds of CPU in quadratic byte concatenation and forced
-an election). Here (``GuardedTransport``) only configured peers' addresses may connect, only a
-configured peer may identify itself (no read-only nodes, no utility commands), a frame and the
-per-connection buffer are bounded - tightly until the first authenticated message - and a frame
-over the bound closes the connection. A connection that has not identified itself as a configured
-peer within ``PRE_AUTH_TIMEOUT`` seconds is closed, and at most ``MAX_UNAUTHENTICATED`` such
-connections are held at once (idle connections from an allowed address held one fd each for ever).
+The node flushes its journal at three points of every tick (``RaftNode._onTick``): before
+pysyncobj's tick, which is where the leader counts matches towards the commit index, before the
+tick waits for the network, and after it handled what arrived; and once a replica becomes leader
+(a replica alone in its cluster commits its no-op entry in that same tick).
 
 The server binds exactly the ``--self`` address (pysyncobj would bind 0.0.0.0:<port>), and a
 bind failure stops the replica with an error naming the address instead of retrying silently.
@@ -48,367 +28,33 @@ issue 21), commits only entries the leader's message vouched for, and the leader
 a follower's next index back on a late acknowledgement (``RaftNode._append_entries``,
 ``RaftNode._next_node_idx``).
 
-pysyncobj is used through private names (its transport, its TCP connection, its message handler
-and state, its journal's meta storer, its journal factory and dump replace), so only the tested
-version range is accepted (``TESTED_PYSYNCOBJ``).
+pysyncobj is used through private names (its message handler and state here), so only the tested
+version range is accepted (``raft_config.TESTED_PYSYNCOBJ``).
 """
 
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import random
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj import pickle as _pickle
-from pysyncobj import serializer as _serializer
-from pysyncobj import syncobj as _syncobj
-from pysyncobj import tcp_connection as _tcp
-from pysyncobj.dns_resolver import globalDnsResolver
-from pysyncobj.journal import FileJournal, MemoryJournal, MetaStorer
 from pysyncobj.monotonic import monotonic
 from pysyncobj.syncobj import _RAFT_STATE, SyncObjException
 from pysyncobj.syncobj import logger as _pysyncobj_log
-from pysyncobj.transport import TCPTransport
 
+from qonnect.controller.raft_config import RaftConfigError, check_address, check_pysyncobj_version
+from qonnect.controller.raft_durability import AckGate, durable_syncobj_init
+from qonnect.controller.raft_transport import GuardedTransport
 from qonnect.controller.statemachine import DecisionLog
-from qonnect.errors import UserError
-from qonnect.versions import require_tested
 
-log = logging.getLogger(__name__)
-
-MIN_SECRET_BYTES = 32
-MIN_SECRET_DISTINCT = 12  # 32 bytes from a CSPRNG (hex, base64) have far more distinct characters
-PRE_AUTH_MAX_BYTES = 64 * 1024  # a peer's first messages (key exchange, its address) are < 1 KiB
-MAX_FRAME_BYTES = 64 * 1024 * 1024  # an authenticated peer's frame (entries, snapshot chunks)
-PRE_AUTH_TIMEOUT = 5.0  # seconds a connection may take to finish the key exchange and identify
-MAX_UNAUTHENTICATED = 32  # connections held at once before identification (peers need 1-2 each)
-TESTED_PYSYNCOBJ = ((0, 3, 17), (0, 3, 18))  # [lowest, first untested): keep in step with pyproject
-
-
-class RaftConfigError(UserError, ValueError):
-    """Bad replica configuration (missing secret, bad address): a user error, not a crash."""
-
-
-def check_pysyncobj_version(installed: str | None = None) -> None:
-    """Refuse a pysyncobj outside the tested range: this module overrides its private methods."""
-    require_tested("pysyncobj", TESTED_PYSYNCOBJ, RaftConfigError, "the controller", installed=installed)
-
-
-check_pysyncobj_version()
-
-
-def read_secret(path: str | os.PathLike[str] | None) -> str:
-    """Read the shared Raft secret; refuse a missing, empty, short or world-readable file."""
-    if not path:
-        raise RaftConfigError(
-            "--raft-secret-file is required: without a shared secret pysyncobj "
-            "accepts unauthenticated pickle from anyone who can reach the port"
-        )
-    file = Path(path)
-    try:
-        mode = file.stat().st_mode
-        secret = file.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise RaftConfigError(f"--raft-secret-file {path}: cannot read ({exc.strerror})") from None
-    if mode & 0o077:
-        raise RaftConfigError(
-            f"--raft-secret-file {path}: permissions {oct(mode & 0o777)} let other "
-            "users read the secret; expected 0600 or stricter"
-        )
-    if len(secret.encode()) < MIN_SECRET_BYTES:
-        raise RaftConfigError(
-            f"--raft-secret-file {path}: secret must be at least {MIN_SECRET_BYTES} bytes "
-            "(generate one: python -c 'import secrets; print(secrets.token_hex(32))')"
-        )
-    if len(set(secret)) < MIN_SECRET_DISTINCT:
-        raise RaftConfigError(
-            f"--raft-secret-file {path}: secret is not random (only {len(set(secret))} "
-            "distinct characters); generate one: python -c 'import secrets; "
-            "print(secrets.token_hex(32))'"
-        )
-    return secret
-
-
-def check_address(value: str, field: str) -> str:
-    """A HOST:PORT string with a numeric port in range."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise RaftConfigError(f"{field}: expected HOST:PORT with a port in 1..65535, got {value!r}")
-    return value
-
-
-# -- durability (issue 38) -----------------------------------------------------------------------
-
-# messages that tell a peer what this replica holds or decided: a vote request or a granted vote
-VOTES = frozenset({"request_vote", "response_vote"})
-
-
-def promises_durability(message: Any) -> bool:
-    """True for a message a peer may count on after a power cut here: an acknowledgement of
-    appended entries (a successful ``next_node_idx``), a vote request or a granted vote."""
-    if not isinstance(message, dict):
-        return False
-    kind = message.get("type")
-    return kind in VOTES or (kind == "next_node_idx" and bool(message.get("success")))
-
-
-def fsync_dir(path: str) -> None:
-    """Make the directory entry of PATH durable (a new or renamed file is not, until then)."""
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def durable_replace(tmp: str, path: str) -> None:
-    """Replace PATH by TMP so that a power cut leaves one of them whole and, once this returns,
-    the new one: pysyncobj renames its full dump into place without fsync."""
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path)
-
-
-class DurableMetaStorer(MetaStorer):
-    """pysyncobj's store of term, vote and commit index, written with fsync: a vote (rare) must
-    survive a power cut before the candidate hears of it, and a rename of a file not yet on disk
-    can leave an empty one in place of the vote stored before."""
-
-    def storeMeta(self, meta: dict[str, Any]) -> None:
-        path = self.getPath()
-        with open(path + ".tmp", "wb") as tmp:
-            tmp.write(_pickle.dumps(meta))
-        durable_replace(path + ".tmp", path)
-
-
-class DurableJournal(FileJournal):
-    """pysyncobj's memory-mapped journal, plus what a flush needs to be rare: whether anything
-    was written since the last one (``dirty``); ``sync`` is called by the node's AckGate. Term,
-    vote and commit index go through a DurableMetaStorer."""
-
-    def __init__(self, journal_file: str) -> None:
-        self.dirty = True  # a new journal's header (pysyncobj adds its first entry next)
-        super().__init__(journal_file)
-        self._FileJournal__metaStorer = DurableMetaStorer(journal_file + ".meta")
-        fsync_dir(journal_file)  # the journal file may have just been created
-
-    def add(self, command: bytes, idx: int, term: int) -> None:
-        super().add(command, idx, term)
-        self.dirty = True
-
-    def clear(self) -> None:
-        super().clear()
-        self.dirty = True
-
-    def deleteEntriesFrom(self, entryFrom: int) -> None:
-        super().deleteEntriesFrom(entryFrom)
-        self.dirty = True
-
-    def sync(self) -> bool:
-        """Put every write so far on disk with one msync(MS_SYNC) of the mapping (on Linux an
-        fdatasync of the file's range: data and the file size); False when there was none."""
-        if not self.dirty:
-            return False
-        self.flush()
-        self.dirty = False
-        return True
-
-
-def create_journal(journal_file: str | None = None) -> Any:
-    """pysyncobj's journal factory (``createJournal``), with a DurableJournal for a file."""
-    return MemoryJournal() if journal_file is None else DurableJournal(journal_file)
-
-
-_syncobj.createJournal = create_journal
-_serializer.atomicReplace = durable_replace
-
-
-def stop_after_lost_writes(exc: OSError) -> NoReturn:
-    """A failed flush may have dropped journal writes, and a later one can succeed without them
-    (Linux reports a lost writeback once): acknowledging after it could promise what is gone,
-    so the replica stops, as etcd and PostgreSQL do. What it held was never acknowledged."""
-    log.critical("raft: the journal could not be flushed to disk (%s); stopping this replica", exc)
-    os._exit(os.EX_IOERR)  # a handler flushes each record it writes
-
-
-class AckGate:
-    """Holds the messages that promise durability while the journal has unflushed writes, and
-    releases them, in the order they were sent, after one flush (``open``): entries written in
-    one tick, however many messages brought them, cost one flush."""
-
-    def __init__(self, journal: Callable[[], Any], enabled: bool = True) -> None:
-        self._journal = journal  # the node's journal, read when needed (pysyncobj creates it)
-        self.enabled = enabled  # False only to measure what the flush costs (the benchmark)
-        self._held: list[tuple[Callable[[Any, Any], Any], Any, Any]] = []
-        self.flushes = 0
-
-    def hold(self, send: Callable[[Any, Any], Any], node: Any, message: Any) -> bool:
-        """Keep MESSAGE for ``open`` if it must wait for the flush or follows one that waits."""
-        if not self._held and not (promises_durability(message) and self._unflushed()):
-            return False
-        self._held.append((send, node, message))
-        return True
-
-    def open(self) -> None:
-        """Flush the journal if it has unflushed writes, then send what was held."""
-        journal = self._durable_journal()
-        try:
-            synced = journal is not None and journal.sync()
-        except OSError as exc:
-            stop_after_lost_writes(exc)
-        if synced:
-            self.flushes += 1
-        held, self._held = self._held, []
-        for send, node, message in held:
-            send(node, message)
-
-    def _unflushed(self) -> bool:
-        journal = self._durable_journal()
-        return journal is not None and journal.dirty
-
-    def _durable_journal(self) -> DurableJournal | None:
-        journal = self._journal() if self.enabled else None
-        return journal if isinstance(journal, DurableJournal) else None
-
-
-# -- transport hardening --------------------------------------------------------------------------
-
-
-def _guarded_read(self: Any) -> bool:
-    """pysyncobj's read step with a bound on what one connection may have buffered."""
-    sock = self._TcpConnection__socket
-    try:
-        incoming = sock.recv(self._TcpConnection__recvBufferSize)
-    except OSError as e:
-        if e.errno not in (_tcp.socket.errno.EAGAIN, _tcp.socket.errno.EWOULDBLOCK):
-            self.disconnect()
-        return False
-    if sock.getsockopt(_tcp.socket.SOL_SOCKET, _tcp.socket.SO_ERROR) or not incoming:
-        self.disconnect()
-        return False
-    buffer = self._TcpConnection__readBuffer
-    if not isinstance(buffer, bytearray):  # appending to bytes copies it all: quadratic
-        buffer = self._TcpConnection__readBuffer = bytearray(buffer)
-    buffer += incoming
-    limit = MAX_FRAME_BYTES + 4 if getattr(self, "qonnect_authenticated", False) else PRE_AUTH_MAX_BYTES
-    if len(buffer) > limit:
-        log.warning("raft: closing a connection that sent %d bytes unparsed (limit %d)", len(buffer), limit)
-        self.disconnect()
-        return False
-    return True
-
-
-def _guarded_parse(self: Any) -> Any:
-    """pysyncobj's frame parser, refusing frame lengths over the bound before buffering them."""
-    buffer = self._TcpConnection__readBuffer
-    if len(buffer) < 4:
-        return None
-    length = _tcp.struct.unpack("i", bytes(buffer[:4]))[0]
-    limit = MAX_FRAME_BYTES if getattr(self, "qonnect_authenticated", False) else PRE_AUTH_MAX_BYTES - 4
-    if length < 0 or length > limit:
-        log.warning("raft: closing a connection announcing a %d-byte frame (limit %d)", length, limit)
-        self.disconnect()
-        return None
-    if isinstance(buffer, bytearray):  # pysyncobj's parser and Fernet expect bytes
-        self._TcpConnection__readBuffer = bytes(buffer)
-    message = _original_parse(self)
-    if message is not None and self.encryptor is not None:
-        self.qonnect_authenticated = True  # it decrypted: the sender holds the secret
-    return message
-
-
-_original_parse = _tcp.TcpConnection._TcpConnection__processParseMessage
-_tcp.TcpConnection._TcpConnection__processRead = _guarded_read
-_tcp.TcpConnection._TcpConnection__processParseMessage = _guarded_parse
-
-
-class GuardedTransport(TCPTransport):
-    """Accepts connections only from configured peers' addresses, and only a configured peer's
-    identity after the key exchange (no read-only nodes, no utility commands)."""
-
-    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
-        super().__init__(syncObj, selfNode, otherNodes)
-        self.allowed_hosts = set()
-        for node in otherNodes:
-            host = node.address.rsplit(":", 1)[0]
-            self.allowed_hosts.add(globalDnsResolver().resolve(host) or host)
-
-    def _onNewIncomingConnection(self, conn: Any) -> None:
-        try:
-            peer = conn._TcpConnection__socket.getpeername()[0]
-        except OSError:
-            peer = None
-        if peer not in self.allowed_hosts:
-            log.warning("raft: refused a connection from %s (not a configured peer)", peer)
-            conn.disconnect()
-            return
-        self._expire_unauthenticated()
-        if len(self._unknownConnections) >= MAX_UNAUTHENTICATED:
-            self._refused_over_cap = getattr(self, "_refused_over_cap", 0) + 1
-            if self._refused_over_cap in (1, 10, 100) or self._refused_over_cap % 1000 == 0:
-                log.warning(
-                    "raft: refused a connection from %s: %d connections have not authenticated "
-                    "yet (limit %d; %d refused so far)",
-                    peer,
-                    len(self._unknownConnections),
-                    MAX_UNAUTHENTICATED,
-                    self._refused_over_cap,
-                )
-            conn.disconnect()
-            return
-        conn.qonnect_accepted = monotonic()
-        super()._onNewIncomingConnection(conn)
-
-    def _onTick(self) -> None:
-        super()._onTick()
-        self._expire_unauthenticated()
-
-    def _expire_unauthenticated(self) -> None:
-        """Close connections that have not identified as a peer within PRE_AUTH_TIMEOUT."""
-        deadline = monotonic() - PRE_AUTH_TIMEOUT
-        stale = [c for c in self._unknownConnections if getattr(c, "qonnect_accepted", 0.0) < deadline]
-        for conn in stale:
-            conn.disconnect()
-            self._unknownConnections.discard(conn)
-        if stale:
-            log.warning(
-                "raft: closed %d connection(s) that did not authenticate within %.0fs",
-                len(stale),
-                PRE_AUTH_TIMEOUT,
-            )
-
-    def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
-        if self._syncObj.encryptor and not conn.sendRandKey:
-            super()._onIncomingMessageReceived(conn, message)
-            return
-        if not isinstance(message, str) or message not in self._nodeAddrToNode:
-            log.warning(
-                "raft: refused a connection that identified as %r (not a configured peer)", str(message)[:80]
-            )
-            conn.disconnect()
-            self._unknownConnections.discard(conn)
-            return
-        super()._onIncomingMessageReceived(conn, message)
-
-    def send(self, node: Any, message: Any) -> bool:
-        """pysyncobj's send, except that the node's AckGate keeps a message that promises what
-        is not on disk yet (and what follows it) until the journal is flushed."""
-        gate = getattr(self._syncObj, "gate", None)
-        if gate is not None and gate.hold(super().send, node, message):
-            return True
-        return bool(super().send(node, message))
+check_pysyncobj_version()  # RaftNode overrides pysyncobj's private methods
 
 
 @dataclass(frozen=True)
@@ -506,8 +152,8 @@ class RaftNode(SyncObj):
         self.decisions = ReplicatedDecisions()
         self.peers = others
         self.gate = AckGate(lambda: self._SyncObj__raftLog, enabled=durable)
-        super().__init__(
-            self_addr, others, conf=conf, consumers=[self.decisions], transportClass=GuardedTransport
+        durable_syncobj_init(  # SyncObj.__init__, with a DurableJournal and a DurableSerializer
+            self, self_addr, others, conf=conf, consumers=[self.decisions], transportClass=GuardedTransport
         )
         self.addOnTickCallback(self.gate.open)  # the last step of a tick before it waits for I/O
         try:

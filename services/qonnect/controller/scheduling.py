@@ -22,11 +22,12 @@ from qonnect.controller import hedging, journal
 from qonnect.controller.commits import Commits
 from qonnect.controller.config import Config
 from qonnect.controller.deciding import Deciding
-from qonnect.controller.detector import Snapshot, exclusions_now
+from qonnect.controller.detector import Snapshot
 from qonnect.controller.leadership import Leadership
 from qonnect.controller.planning import DEFER, FREE, HOLD, PLANNED, SKIP, Plans
 from qonnect.controller.raft import RaftNode
 from qonnect.controller.runs import Runnable, Runs
+from qonnect.controller.settling import exclusions_now
 from qonnect.controller.state import Lead
 from qonnect.controller.statemachine import PENDING, RETRY, RUNNING, Decision
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
-    credentials_broken,
+    aged_cluster,
     current_placement,
     latency_matrix,
 )
@@ -216,16 +216,16 @@ class FleetView:
             age = cap if hb is None else min(cap, _age(now, hb) or 0.0)
             node_age = cap if nr is None else min(cap, _age(now, nr) or 0.0)
             reachable = entry.get("reachable")
-        healthy = age is not None and age <= self.timeout and reachable is not False
-        if credentials_broken(entry):
-            node_age = age
-        key = (age, node_age, healthy, reachable)
+        key = (age, node_age, reachable)
         built = self._built.get(name)
         if built is not None and built[0] == key:
             return built[1]
-        out = {k: v for k, v in entry.items() if k not in RAW}
-        out.update(heartbeat_age=age, healthy=healthy, reachable=reachable)
-        out["nodes"] = [dict(n, heartbeat_age=node_age) for n in entry.get("nodes") or []]
+        out = aged_cluster(
+            {**{k: v for k, v in entry.items() if k not in RAW}, "reachable": reachable},
+            age,
+            node_age,
+            self.timeout,
+        )
         self._built[name] = (key, out)
         return out
 

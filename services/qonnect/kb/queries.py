@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
+    aged_cluster,
     credentials_broken,
     current_placement,
     free_capacity,
@@ -448,29 +449,26 @@ def _inventory_clusters(
         + ("" if limit is None else " LIMIT ?"),
         (*args, limit) if limit is not None else args,
     ):
-        broken = credentials_broken({"reachable": reachable, "error": error})
         nodes: list[dict[str, Any]] = (
             [] if data is None else stored_nodes(data, received, economics, node_economics, now)
         )
-        cluster = {
+        entry = {
             "name": name,
             "tier": tier,
             "location": location,
             "labels": json.loads(labels),
-            "healthy": healthy(now, heartbeat, reachable, timeout),
-            "heartbeat_age": age(now, heartbeat),
+            "healthy": None,  # aged_cluster judges both (kept here for the answer's key order)
+            "heartbeat_age": None,
             "reachable": None if reachable is None else bool(reachable),
             "error": error,
-            "credentials_broken": broken,
+            "credentials_broken": credentials_broken({"reachable": reachable, "error": error}),
             "nodes": nodes,
             "capacity_baseline": json.loads(baseline) if baseline else None,
             # what its API server said of itself (Helm charts are rendered for it)
             "kube_version": kube_version,
             "api_versions": json.loads(api_versions) if api_versions else [],
         }
-        if broken:  # the agent hears the cluster but may not read it: its last-known nodes stand
-            for node in cluster["nodes"]:
-                node["heartbeat_age"] = cluster["heartbeat_age"]
+        cluster = aged_cluster(entry, age(now, heartbeat), age(now, received), timeout)
         cluster["free"] = free_capacity(cluster)
         if raw:
             cluster["heartbeat"] = heartbeat

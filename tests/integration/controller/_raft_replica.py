@@ -31,7 +31,8 @@ def main() -> int:
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    from qonnect.controller.raft import ProposalError, RaftNode, read_secret
+    from qonnect.controller.raft import ProposalError, RaftNode
+    from qonnect.controller.raft_config import read_secret
 
     node = RaftNode(self_addr, peers.split(","), read_secret(secret_file), data_dir)
     ctl = Path(control)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from _controller_stack import Replica, Stack, wait_for
-from qonnect.controller.raft import MAX_UNAUTHENTICATED, PRE_AUTH_TIMEOUT
+from qonnect.controller.raft_transport import MAX_UNAUTHENTICATED, PRE_AUTH_TIMEOUT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 

@@ -5,7 +5,7 @@ tests in kb/test_kb_uvicorn_version.py)."""
 from __future__ import annotations
 
 import pytest
-from qonnect.controller.raft import TESTED_PYSYNCOBJ, RaftConfigError, check_pysyncobj_version
+from qonnect.controller.raft_config import TESTED_PYSYNCOBJ, RaftConfigError, check_pysyncobj_version
 from qonnect.versions import require_tested
 
 

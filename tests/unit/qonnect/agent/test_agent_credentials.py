@@ -87,8 +87,9 @@ def test_refused_credentials_keep_the_last_known_capacity(tmp_path, error):
 def _capacity_stays(kb_conn, error):
     import time
 
-    from qonnect.controller.detector import Memory, Settings, Snapshot, detect
+    from qonnect.controller.detector import Memory, Settings, Snapshot
     from qonnect.controller.statemachine import DecisionLog
+    from qonnect.controller.triggers import detect
     from qonnect.kb import ops, queries
 
     t0 = time.time() - 60

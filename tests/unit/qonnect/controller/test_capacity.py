@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 
 from qonnect.controller.capacity import CapacityWatch, reported
-from qonnect.controller.detector import Memory, Settings, Snapshot, detect
+from qonnect.controller.detector import Memory, Settings, Snapshot
 from qonnect.controller.statemachine import DecisionLog
+from qonnect.controller.triggers import detect
 
 S = Settings(heartbeat_timeout=6.0, node_grace=10.0, stable_seconds=0.0, min_dwell=0.0)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.qonnect.core.plugins.module_utils.placement import model
-from qonnect.controller import detector, view
+from qonnect.controller import detector, settling, triggers, view
 from qonnect.controller.capacity import read_capacity
 from qonnect.controller.confirm import probe_cluster
 from qonnect.kb import merge, migrations, ops, queries
@@ -148,8 +148,26 @@ def test_probe_and_capacity_read_through_the_records_kubeconfig_and_context(api,
 
 def test_credentials_broken_is_one_rule_everywhere():
     assert detector.credentials_broken is model.credentials_broken
-    assert view.credentials_broken is model.credentials_broken
+    assert triggers.credentials_broken is model.credentials_broken
+    assert settling.credentials_broken is model.credentials_broken
     assert queries.credentials_broken is model.credentials_broken
+    # the KB's inventory and the controller's cached view judge ages and health by one function
+    assert view.aged_cluster is model.aged_cluster
+    assert queries.aged_cluster is model.aged_cluster
+
+
+def test_aged_cluster_judges_health_and_node_ages_at_one_clock():
+    entry = {"name": "a", "reachable": True, "error": None, "nodes": [{"name": "n1", "heartbeat_age": 99}]}
+    fresh = model.aged_cluster(entry, 2.0, 5.0, timeout=6.0)
+    assert fresh["healthy"] is True and fresh["heartbeat_age"] == 2.0
+    assert fresh["nodes"][0]["heartbeat_age"] == 5.0
+    assert entry["nodes"][0]["heartbeat_age"] == 99  # the entry itself is not changed
+    assert model.aged_cluster(entry, 6.5, 5.0, timeout=6.0)["healthy"] is False  # not heard
+    assert model.aged_cluster(entry, None, None, timeout=6.0)["healthy"] is False  # never heard
+    assert model.aged_cluster(dict(entry, reachable=False), 1.0, 1.0, timeout=6.0)["healthy"] is False
+    # refused credentials: its last-known nodes count as fresh as its heartbeat
+    broken = model.aged_cluster(dict(entry, error="forbidden: list nodes"), 1.0, 40.0, timeout=6.0)
+    assert broken["healthy"] is True and broken["nodes"][0]["heartbeat_age"] == 1.0
 
 
 @pytest.mark.parametrize(

@@ -23,9 +23,9 @@ from qonnect.controller.detector import (
     Memory,
     Settings,
     Snapshot,
-    detect,
 )
 from qonnect.controller.statemachine import DecisionLog
+from qonnect.controller.triggers import detect
 from support.specs import kubeconfig as kubeconfig_doc
 
 S = Settings(heartbeat_timeout=6.0, node_grace=10.0, stable_seconds=30.0, cluster_grace=CLUSTER_GRACE)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from qonnect.controller.detector import VERSION_FAILING, Memory, Settings, Snapshot, detect
+from qonnect.controller.detector import Memory, Settings, Snapshot
 from qonnect.controller.statemachine import DecisionLog
+from qonnect.controller.triggers import VERSION_FAILING, detect
 
 S = Settings(
     heartbeat_timeout=6.0,

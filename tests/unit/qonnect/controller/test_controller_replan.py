@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from ansible_collections.qonnect.core.plugins.module_utils.qos import load_application_file
 from qonnect.controller import replan as replan_module
-from qonnect.controller.detector import Memory, Settings, Snapshot, detect, placed_clusters
+from qonnect.controller.detector import Memory, Settings, Snapshot, placed_clusters
 from qonnect.controller.replan import PlanRequest, drift_judge, engine_planner, engine_replanner
 from qonnect.controller.statemachine import DecisionLog
+from qonnect.controller.triggers import detect
 
 REPO = Path(__file__).resolve().parents[4]
 

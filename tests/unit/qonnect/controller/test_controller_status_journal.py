@@ -6,7 +6,7 @@ import secrets
 
 import pytest
 from qonnect.controller import journal
-from qonnect.controller.raft import RaftConfigError, check_address, read_secret
+from qonnect.controller.raft_config import RaftConfigError, check_address, read_secret
 from qonnect.controller.status import Metrics, render
 
 DECISION = {

@@ -6,9 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 from qonnect.controller import hedging
-from qonnect.controller.detector import ApiProbe, Memory, Settings, Snapshot, detect
+from qonnect.controller.detector import ApiProbe, Memory, Settings, Snapshot
 from qonnect.controller.planning import PLANNED, SKIP, _hedged, _within_share
 from qonnect.controller.statemachine import DecisionLog
+from qonnect.controller.triggers import detect
 
 S = Settings(heartbeat_timeout=6.0, cluster_grace=20.0, stable_seconds=30.0, hedge=True)
 DOWN = ApiProbe(False, "no answer from the API (refused)")

@@ -23,8 +23,8 @@ import pytest
 from pysyncobj import pickle as _pickle
 from pysyncobj.journal import FileJournal, ResizableFile
 from pysyncobj.transport import TCPTransport
-from qonnect.controller import raft
 from qonnect.controller.raft import RaftNode, Timing
+from qonnect.controller.raft_durability import AckGate, DurableJournal, DurableSerializer, durable_replace
 from support import free_port, wait_for
 
 NO_OP = b"\x01"  # pysyncobj's no-op command: applying it touches no state machine
@@ -269,18 +269,40 @@ def test_answers_with_nothing_new_to_write_are_not_held(follower: Follower, disk
 
 
 def test_the_full_dump_is_replaced_durably(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pysyncobj import serializer
-
-    assert serializer.atomicReplace is raft.durable_replace
     synced: list[str] = []
     fsync = os.fsync
     monkeypatch.setattr(
         os, "fsync", lambda fd: (fsync(fd), synced.append(os.readlink(f"/proc/self/fd/{fd}")))
     )
     (tmp_path / "raft.dump.tmp").write_bytes(b"snapshot")
-    raft.durable_replace(str(tmp_path / "raft.dump.tmp"), str(tmp_path / "raft.dump"))
+    durable_replace(str(tmp_path / "raft.dump.tmp"), str(tmp_path / "raft.dump"))
     assert synced == [str(tmp_path / "raft.dump.tmp"), str(tmp_path)]
     assert (tmp_path / "raft.dump").read_bytes() == b"snapshot" and not (tmp_path / "raft.dump.tmp").exists()
+
+
+def test_a_replica_writes_its_dump_and_a_leaders_snapshot_durably(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After log compaction (serialize) and a snapshot from the leader (setTransmissionData)
+    pysyncobj truncates the journal: the dump is on disk, under its name, before."""
+    node = RaftNode(f"127.0.0.1:{free_port()}", [f"127.0.0.1:{free_port()}"], SECRET, tmp_path, QUIET)
+    try:
+        dumps = node._SyncObj__serializer
+        assert isinstance(dumps, DurableSerializer)
+        assert isinstance(node._SyncObj__raftLog, DurableJournal)
+    finally:
+        node.destroy_synchronous()
+    synced: list[str] = []
+    fsync = os.fsync
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: (fsync(fd), synced.append(os.readlink(f"/proc/self/fd/{fd}")))
+    )
+    dump = tmp_path / "raft.dump"
+    dumps.serialize(({"machine": {}}, (NO_OP, 1, 0), (NO_OP, 2, 1), None), 2)
+    assert synced == [f"{dump}.tmp", str(tmp_path)] and dump.exists()
+    synced.clear()
+    assert dumps.setTransmissionData((b"from the leader", True, True))
+    assert synced == [f"{dump}.1.tmp", str(tmp_path)] and dump.read_bytes() == b"from the leader"
 
 
 def test_a_replica_without_a_data_folder_holds_nothing_back() -> None:
@@ -307,8 +329,8 @@ def test_a_failed_flush_stops_the_replica_and_sends_nothing_it_held(
     def lost(_file: Any) -> None:
         raise OSError(5, "Input/output error")
 
-    journal = raft.DurableJournal(str(tmp_path / "raft.journal"))
-    gate = raft.AckGate(lambda: journal)
+    journal = DurableJournal(str(tmp_path / "raft.journal"))
+    gate = AckGate(lambda: journal)
     sent: list[Any] = []
     try:
         journal.add(NO_OP, 1, 0)
