@@ -16,10 +16,15 @@ arrived; and once a replica becomes leader (a replica alone in its cluster commi
 in that same tick). One flush thus covers every entry written in a tick, however many messages
 brought them. A flush that fails stops the replica (``stop_after_lost_writes``): a later one could
 succeed without the lost writes. The full dump is replaced durably too (``DurableSerializer``): log
-compaction and a snapshot from the leader truncate the journal once it is written. Left as it was:
-a power cut in the middle of an unflushed write can leave a torn record after the durable ones,
-which pysyncobj's format (no checksum) does not detect. The controller also writes every decision
-to the KB before acting on it: every replica can still lose its disk at once.
+compaction and a snapshot from the leader truncate the journal once it is written. A power cut in
+the middle of a flush can leave a torn tail: the header's end-of-journal offset on disk but not
+every page of the records before it. Those records were never acknowledged (the flush had not
+returned), so ``DurableJournal`` drops them on start (``torn_tail``) instead of failing to load or
+loading garbage: a record whose length fields disagree, that runs past the file, or whose index
+does not follow its predecessor's ends the journal. pysyncobj's format has no checksum, so a record
+whose length fields and index survived but whose middle page is stale is not detected. The
+controller also writes every decision to the KB before acting on it: every replica can still lose
+its disk at once.
 
 pysyncobj 0.3.17 has no option for its journal factory (``createJournal``) nor for the rename of
 its dump into place (``atomicReplace``): both are module-level names its code calls.
@@ -34,12 +39,19 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import types
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 from pysyncobj import pickle as _pickle
-from pysyncobj.journal import FileJournal, MemoryJournal, MetaStorer
+from pysyncobj.journal import (
+    FIRST_RECORD_OFFSET,
+    LAST_RECORD_OFFSET_OFFSET,
+    FileJournal,
+    MemoryJournal,
+    MetaStorer,
+)
 from pysyncobj.serializer import Serializer
 from pysyncobj.syncobj import SyncObj
 
@@ -95,6 +107,56 @@ class DurableMetaStorer(MetaStorer):
         durable_replace(path + ".tmp", path)
 
 
+def torn_tail(journal_file: str) -> tuple[int, int] | None:
+    """Where a journal's valid records end, if its header claims more: ``(end, claimed)``.
+
+    pysyncobj's record is ``size | idx, term, command | size`` (little-endian u32 sizes, u64 idx
+    and term); the header holds the offset after the last record. A record ends the journal when
+    its two sizes differ, it is shorter than idx and term, it runs past the claimed end or the
+    file, or its index is not its predecessor's plus one."""
+    try:
+        with open(journal_file, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    if len(data) < FIRST_RECORD_OFFSET:
+        return None
+    claimed = struct.unpack_from("<I", data, LAST_RECORD_OFFSET_OFFSET)[0]
+    end, offset, previous = min(claimed, len(data)), FIRST_RECORD_OFFSET, None
+    while offset < claimed:
+        if offset + 4 > end:
+            break
+        size = struct.unpack_from("<I", data, offset)[0]
+        stop = offset + 8 + size
+        if size < 16 or stop > end or struct.unpack_from("<I", data, stop - 4)[0] != size:
+            break
+        idx = struct.unpack_from("<Q", data, offset + 4)[0]
+        if previous is not None and idx != previous + 1:
+            break
+        previous, offset = idx, stop
+    return None if offset >= claimed else (offset, claimed)
+
+
+def drop_torn_tail(journal_file: str) -> None:
+    """Cut a torn tail off the journal before pysyncobj reads it (said in the log)."""
+    found = torn_tail(journal_file)
+    if found is None:
+        return
+    end, claimed = found
+    with open(journal_file, "r+b") as f:
+        f.seek(LAST_RECORD_OFFSET_OFFSET)
+        f.write(struct.pack("<I", end))
+        f.flush()
+        os.fsync(f.fileno())
+    log.warning(
+        "raft: the journal %s ends in a torn record (an interrupted flush, never acknowledged): "
+        "%d bytes after offset %d dropped",
+        journal_file,
+        claimed - end,
+        end,
+    )
+
+
 class DurableJournal(FileJournal):
     """pysyncobj's memory-mapped journal, plus what a flush needs to be rare: whether anything
     was written since the last one (``dirty``); ``sync`` is called by the node's AckGate. Term,
@@ -102,6 +164,7 @@ class DurableJournal(FileJournal):
 
     def __init__(self, journal_file: str) -> None:
         self.dirty = True  # a new journal's header (pysyncobj adds its first entry next)
+        drop_torn_tail(journal_file)
         super().__init__(journal_file)
         self._FileJournal__metaStorer = DurableMetaStorer(journal_file + ".meta")
         fsync_dir(journal_file)  # the journal file may have just been created

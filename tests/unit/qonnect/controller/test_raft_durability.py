@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import queue
+import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +22,16 @@ from typing import Any
 
 import pytest
 from pysyncobj import pickle as _pickle
-from pysyncobj.journal import FileJournal, ResizableFile
+from pysyncobj.journal import FIRST_RECORD_OFFSET, LAST_RECORD_OFFSET_OFFSET, FileJournal, ResizableFile
 from pysyncobj.transport import TCPTransport
 from qonnect.controller.raft import RaftNode, Timing
-from qonnect.controller.raft_durability import AckGate, DurableJournal, DurableSerializer, durable_replace
+from qonnect.controller.raft_durability import (
+    AckGate,
+    DurableJournal,
+    DurableSerializer,
+    durable_replace,
+    torn_tail,
+)
 from support import free_port, wait_for
 
 NO_OP = b"\x01"  # pysyncobj's no-op command: applying it touches no state machine
@@ -344,3 +351,75 @@ def test_a_failed_flush_stops_the_replica_and_sends_nothing_it_held(
     finally:
         monkeypatch.undo()
         journal._destroy()
+
+
+def _journal_with_five(path: Path) -> bytes:
+    journal = DurableJournal(str(path))
+    for idx in range(1, 6):
+        journal.add(_pickle.dumps({"op": "noop", "n": idx}), idx, 1)
+    journal.sync()
+    journal._destroy()
+    return path.read_bytes()
+
+
+def _record(idx: int, term: int, command: bytes) -> bytes:
+    body = struct.pack("<QQ", idx, term) + command
+    return struct.pack("<I", len(body)) + body + struct.pack("<I", len(body))
+
+
+def _with_tail(image: bytes, tail: bytes, claimed_extra: int) -> bytes:
+    """The journal as a flush cut short leaves it: the header's end moved on by
+    ``claimed_extra`` bytes, of which only ``tail`` reached the disk (zeros after it)."""
+    end = struct.unpack_from("<I", image, LAST_RECORD_OFFSET_OFFSET)[0]
+    data = bytearray(image.ljust(end + claimed_extra + 64, b"\0"))
+    data[end : end + len(tail)] = tail
+    struct.pack_into("<I", data, LAST_RECORD_OFFSET_OFFSET, end + claimed_extra)
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    "torn",
+    [
+        pytest.param(lambda: (b"", 40), id="header-on-disk-record-not"),
+        pytest.param(lambda: (_record(6, 1, b"x" * 30)[:20], 46), id="record-half-written"),
+        pytest.param(lambda: (_record(9, 1, b"y" * 8), 32), id="index-does-not-follow"),
+        pytest.param(lambda: (_record(6, 1, b"z" * 8)[:-4] + b"\xff\0\0\0", 32), id="sizes-differ"),
+    ],
+)
+def test_a_torn_tail_is_dropped_and_the_flushed_entries_load(tmp_path: Path, torn: Any) -> None:
+    path = tmp_path / "journal"
+    image = _journal_with_five(path)
+    tail, extra = torn()
+    path.write_bytes(_with_tail(image, tail, extra))
+    journal = DurableJournal(str(path))
+    try:
+        assert [(idx, term) for _cmd, idx, term in (journal[i] for i in range(len(journal)))] == [
+            (i, 1) for i in range(1, 6)
+        ]
+        assert _pickle.loads(journal[4][0]) == {"op": "noop", "n": 5}
+        journal.add(_pickle.dumps({"op": "noop", "n": 6}), 6, 2)  # it goes on after the cut
+        journal.sync()
+    finally:
+        journal._destroy()
+    assert torn_tail(str(path)) is None
+    again = DurableJournal(str(path))
+    try:
+        assert [again[i][1] for i in range(len(again))] == [1, 2, 3, 4, 5, 6]
+    finally:
+        again._destroy()
+
+
+def test_pysyncobj_alone_cannot_start_from_a_torn_tail(tmp_path: Path) -> None:
+    """The control: the same torn journal stops pysyncobj's own FileJournal at start."""
+    path = tmp_path / "journal"
+    path.write_bytes(_with_tail(_journal_with_five(path), b"", 40))
+    with pytest.raises(struct.error):
+        FileJournal(str(path))
+
+
+def test_a_whole_journal_is_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    image = _journal_with_five(path)
+    assert torn_tail(str(path)) is None
+    DurableJournal(str(path))._destroy()
+    assert path.read_bytes()[:FIRST_RECORD_OFFSET] == image[:FIRST_RECORD_OFFSET]
