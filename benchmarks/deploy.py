@@ -27,7 +27,10 @@ median and p99 (nearest rank) of each.
 10 and 50) through the list form (``-e '{"app_files": [...]}'``: one module run, planned
 together) and runs it again unchanged, then N others through an Ansible ``loop`` of the deploy
 module (one module run each) and again unchanged, and N more in a loop with
-``min_ready_seconds: 0``; each set is removed after. Seconds of the whole playbook each.
+``min_ready_seconds: 0``; each set is removed after. Seconds of the whole playbook each; and
+``module_unchanged_s``: the deploy module alone (its own process, as Ansible starts it) on up to 20
+of the list's applications unchanged, p50/p99/max. ``--loop-counts`` limits the loops to some of
+the counts (a loop of 50 takes minutes).
 
     python benchmarks/deploy.py --json
     python benchmarks/deploy.py --case shop --reps 5 --json
@@ -595,7 +598,35 @@ def loop_playbook(folder: Path, files: list[str], min_ready: float | None, state
     return path
 
 
-def run_many(counts: list[int]) -> dict:
+def module_seconds(files: list[str], env: dict, folder: Path) -> dict[str, Any]:
+    """The deploy module's own time for each application unchanged: the module run as Ansible
+    runs it (its own Python process, arguments from a file), without the playbook around it."""
+    seconds = []
+    for i, path in enumerate(files):
+        args = folder / f"module-args-{i}.json"
+        args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"src": path}}))
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "ansible_collections.qonnect.core.plugins.modules.deploy", str(args)],
+            env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        seconds.append(time.monotonic() - started)
+        answer = json.loads(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else {}
+        if result.returncode != 0 or answer.get("failed") or answer.get("changed") is not False:
+            raise SystemExit(
+                f"deploy benchmark: the module on unchanged {path} did not answer changed=false:\n"
+                f"{result.stdout[-2000:]}{result.stderr[-2000:]}"
+            )
+    ordered = sorted(seconds)
+    return {
+        "n": len(ordered),
+        "p50": round(statistics.median(ordered), 3),
+        "p99": round(ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)], 3),
+        "max": round(ordered[-1], 3),
+    }
+
+
+def run_many(counts: list[int], loop_counts: list[int] | None = None) -> dict:
     """N new one-Deployment applications through the list form (``app_files``, one module run,
     planned together) and through an Ansible ``loop`` (one module run each), then again unchanged;
     the minimum-ready window as it is (3 s) unless said."""
@@ -625,9 +656,13 @@ def run_many(counts: list[int]) -> dict:
                 raise SystemExit(
                     f"deploy benchmark: the list form's second run changed something:\n{rerun[0][-2000:]}"
                 )
+            row["module_unchanged_s"] = module_seconds(files[:20], env, base)
             timed(
                 [str(BIN / "ansible-playbook"), str(loop_playbook(base, files, None, "absent")), *token], env
             )
+            if loop_counts is not None and n not in loop_counts:
+                out["runs"].append(row)
+                continue
             for label, min_ready in (("loop_new_s", None), ("loop_new_min_ready_0_s", 0.0)):
                 files = write_apps(base, f"loop{n}{'z' if min_ready == 0.0 else ''}", n)
                 book = [str(BIN / "ansible-playbook"), str(loop_playbook(base, files, min_ready)), *token]
@@ -652,6 +687,9 @@ def main() -> int:
         "--case", choices=("bookinfo", "shop", "many"), default="bookinfo", help="what to deploy"
     )
     parser.add_argument("--counts", default="10,50", help="applications per run of the many case")
+    parser.add_argument(
+        "--loop-counts", help="of those counts, the ones also deployed through a loop (default: all)"
+    )
     parser.add_argument("--reps", type=int, default=3, help="repetitions of the shop case (default 3)")
     parser.add_argument("--baseline", nargs=2, metavar=("JOB", "NAMESPACE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -659,7 +697,10 @@ def main() -> int:
         baseline(*args.baseline)
         return 0
     if args.case == "many":
-        result = run_many([int(c) for c in args.counts.split(",") if c.strip()])
+        loops = (
+            None if args.loop_counts is None else [int(c) for c in args.loop_counts.split(",") if c.strip()]
+        )
+        result = run_many([int(c) for c in args.counts.split(",") if c.strip()], loops)
     else:
         result = run_shop(max(1, args.reps)) if args.case == "shop" else run()
     if args.json:

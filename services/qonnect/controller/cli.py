@@ -11,7 +11,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qonnect.controller.detector import (
     CLUSTER_GRACE,
@@ -22,6 +22,12 @@ from qonnect.controller.detector import (
 from qonnect.controller.proctree import DEFAULT_MIGRATION_NICE, MAX_NICE, set_migration_nice
 from qonnect.controller.timeouts import DEFAULT_WAIT_TIMEOUT, OWN_VARS, RUN_OVERHEAD, run_timeout_for
 from qonnect.errors import UserError
+
+if TYPE_CHECKING:
+    from qonnect.controller.config import Config
+    from qonnect.controller.detector import Settings
+    from qonnect.controller.loop import Controller
+    from qonnect.controller.replan import Planner
 
 log = logging.getLogger("qonnect.controller")
 
@@ -265,61 +271,40 @@ def _read_token(path: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from qonnect.controller.detector import Settings
-    from qonnect.controller.executor import default_playbook
-    from qonnect.controller.loop import Config, Controller
-    from qonnect.controller.raft_config import RaftConfigError, check_address, read_secret
+    """One replica: its Config from the flags (all checked before anything starts), then the
+    controller, serving until SIGTERM or SIGINT."""
+    # first, before any flag is checked: importing the loop refuses an untested pysyncobj (raft.py)
+    from qonnect.controller.loop import Controller
 
-    try:
-        secret = read_secret(args.raft_secret_file)
-        check_address(args.self_addr, "--self")
-        peers = [check_address(p.strip(), "--peers") for p in args.peers.split(",") if p.strip()]
-        http_host, _colon, http_port = args.http.rpartition(":")
-        if not http_host or not http_port.isdigit():
-            raise RaftConfigError(f"--http: expected HOST:PORT, got {args.http!r}")
-    except RaftConfigError as exc:
-        raise UserError(str(exc)) from None
+    cfg = _config(args)
+    logging.getLogger("qonnect").setLevel(min(logging.getLogger().level, logging.INFO))
+    controller = Controller(cfg, planner=_planner(cfg))
+    _start_status(args, controller, cfg.http_host)
+    _stop_on_signals(controller)
+    controller.run_forever()
+    return 0
+
+
+def _config(args: argparse.Namespace) -> Config:
+    """The replica's Config; the first bad flag, in this order, is the UserError reported."""
+    from qonnect.controller.loop import Config
+
+    secret, peers, http_host, http_port = _raft_and_http(args)
     if not args.kb.startswith(("http://", "https://")):
         raise UserError(f"--kb: expected an http:// or https:// URL, got {args.kb!r}")
-    interval = _positive(args.agent_interval, "--agent-interval")
-    timeout = (
-        _positive(args.heartbeat_timeout, "--heartbeat-timeout") if args.heartbeat_timeout else 3 * interval
-    )
+    timeout = _heartbeat_timeout(args)
     if not 0 <= args.hysteresis < 1:
         raise UserError(f"--hysteresis: expected a fraction in [0, 1), got {args.hysteresis:g}")
     if args.max_attempts < 1:
         raise UserError(f"--max-attempts: expected an integer >= 1, got {args.max_attempts}")
     pacing = _pacing_options(args)
-    extravars = {}
-    for item in args.extra_var:
-        key, sep, value = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise UserError(f"--extra-var: expected KEY=VALUE with KEY an identifier, got {item!r}")
-        if key in OWN_VARS:
-            raise UserError(f"--extra-var: {key} is set by the controller itself ({OWN_VARS[key]})")
-        extravars[key] = value
+    extravars = _extra_vars(args.extra_var)
     wait_timeout = _positive(args.wait_timeout, "--wait-timeout")
-    if not 0 <= args.migration_nice <= MAX_NICE:
-        raise UserError(f"--migration-nice: expected an integer in 0..{MAX_NICE}, got {args.migration_nice}")
-    set_migration_nice(args.migration_nice)
-    playbook = args.playbook or default_playbook()
-    if not Path(playbook).is_file():
-        raise UserError(f"--playbook: {playbook} does not exist")
+    _set_migration_nice(args.migration_nice)
+    playbook = _playbook(args.playbook)
     data_dir = args.data_dir or f"qonnect-controller-{args.id}"
-    settings = Settings(
-        heartbeat_timeout=timeout,
-        progressing_timeout=_positive(args.progressing_timeout, "--progressing-timeout"),
-        stable_seconds=args.stable_seconds,
-        min_dwell=args.min_dwell,
-        hysteresis=args.hysteresis,
-        node_grace=max(timeout, 10.0),
-        cluster_grace=_non_negative(args.cluster_grace, "--cluster-grace"),
-        max_version_failures=_at_least_one(args.max_version_failures, "--max-version-failures"),
-        hedge=args.hedge,
-        hedge_max_suspect=_share(args.hedge_max_suspect, "--hedge-max-suspect"),
-        hedge_share=_share(args.hedge_share, "--hedge-share"),
-    )
-    cfg = Config(
+    settings = _settings(args, timeout)
+    return Config(
         self_addr=args.self_addr,
         peers=peers,
         kb_url=args.kb,
@@ -342,12 +327,95 @@ def _run(args: argparse.Namespace) -> int:
         extravars=extravars,
         name=args.id,
     )
-    logging.getLogger("qonnect").setLevel(min(logging.getLogger().level, logging.INFO))
+
+
+def _raft_and_http(args: argparse.Namespace) -> tuple[str, list[str], str, str]:
+    """The Raft secret, the peers' addresses (--self checked too) and the status endpoint's host
+    and port (digits); what raft_config refuses is reported as a UserError without traceback."""
+    from qonnect.controller.raft_config import RaftConfigError, check_address, read_secret
+
+    try:
+        secret = read_secret(args.raft_secret_file)
+        check_address(args.self_addr, "--self")
+        peers = [check_address(p.strip(), "--peers") for p in args.peers.split(",") if p.strip()]
+        http_host, _colon, http_port = args.http.rpartition(":")
+        if not http_host or not http_port.isdigit():
+            raise RaftConfigError(f"--http: expected HOST:PORT, got {args.http!r}")
+    except RaftConfigError as exc:
+        raise UserError(str(exc)) from None
+    return secret, peers, http_host, http_port
+
+
+def _heartbeat_timeout(args: argparse.Namespace) -> float:
+    """--heartbeat-timeout, by default three --agent-interval (both checked)."""
+    interval = _positive(args.agent_interval, "--agent-interval")
+    return (
+        _positive(args.heartbeat_timeout, "--heartbeat-timeout") if args.heartbeat_timeout else 3 * interval
+    )
+
+
+def _extra_vars(items: list[str]) -> dict[str, str]:
+    """--extra-var KEY=VALUE pairs; a variable the controller sets itself is refused (it would
+    silently override the controller's own)."""
+    extravars = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise UserError(f"--extra-var: expected KEY=VALUE with KEY an identifier, got {item!r}")
+        if key in OWN_VARS:
+            raise UserError(f"--extra-var: {key} is set by the controller itself ({OWN_VARS[key]})")
+        extravars[key] = value
+    return extravars
+
+
+def _set_migration_nice(nice: int) -> None:
+    """Check --migration-nice and set it for every migration process this replica starts."""
+    if not 0 <= nice <= MAX_NICE:
+        raise UserError(f"--migration-nice: expected an integer in 0..{MAX_NICE}, got {nice}")
+    set_migration_nice(nice)
+
+
+def _playbook(path: str | None) -> str:
+    """--playbook, by default the installed collection's migrate.yml; it must exist."""
+    from qonnect.controller.executor import default_playbook
+
+    playbook = path or default_playbook()
+    if not Path(playbook).is_file():
+        raise UserError(f"--playbook: {playbook} does not exist")
+    return playbook
+
+
+def _settings(args: argparse.Namespace, timeout: float) -> Settings:
+    """The detector's Settings (its flags checked in the order of the fields)."""
+    from qonnect.controller.detector import Settings
+
+    return Settings(
+        heartbeat_timeout=timeout,
+        progressing_timeout=_positive(args.progressing_timeout, "--progressing-timeout"),
+        stable_seconds=args.stable_seconds,
+        min_dwell=args.min_dwell,
+        hysteresis=args.hysteresis,
+        node_grace=max(timeout, 10.0),
+        cluster_grace=_non_negative(args.cluster_grace, "--cluster-grace"),
+        max_version_failures=_at_least_one(args.max_version_failures, "--max-version-failures"),
+        hedge=args.hedge,
+        hedge_max_suspect=_share(args.hedge_max_suspect, "--hedge-max-suspect"),
+        hedge_share=_share(args.hedge_share, "--hedge-share"),
+    )
+
+
+def _planner(cfg: Config) -> Planner | None:
+    """The placement engine's batch planner with the default scorer and the configured
+    hysteresis (None when the engine is not installed)."""
     from ansible_collections.qonnect.core.plugins.module_utils.scorers import DEFAULT_SCORER
 
     from qonnect.controller.replan import engine_planner
 
-    controller = Controller(cfg, planner=engine_planner(DEFAULT_SCORER, cfg.settings.hysteresis))
+    return engine_planner(DEFAULT_SCORER, cfg.settings.hysteresis)
+
+
+def _start_status(args: argparse.Namespace, controller: Controller, http_host: str) -> None:
+    """Start the status endpoint, log where it is and write --ready-file."""
     port = controller.start_http()
     log.warning("replica %s: raft %s, status http://%s:%d/status", args.id, args.self_addr, http_host, port)
     if args.ready_file:  # atomically: a supervisor polling for it never reads it half-written
@@ -355,13 +423,15 @@ def _run(args: argparse.Namespace) -> int:
         tmp.write_text(json.dumps({"http": port, "pid": os.getpid(), "id": args.id}))
         os.replace(tmp, args.ready_file)
 
+
+def _stop_on_signals(controller: Controller) -> None:
+    """SIGTERM and SIGINT stop the controller: run_forever then returns (exit status 0)."""
+
     def stop(signum: int, frame: Any) -> None:
         controller.stop()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    controller.run_forever()
-    return 0
 
 
 def fetch_status(url: str, timeout: float) -> dict[str, Any] | str:

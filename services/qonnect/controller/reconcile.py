@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ansible_collections.qonnect.core.plugins.module_utils.fencing import FencedError
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
@@ -27,6 +27,9 @@ from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBEr
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import current_placement
 
 from qonnect.controller import journal, selfheal
+
+if TYPE_CHECKING:
+    from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
 
 log = logging.getLogger(__name__)
 
@@ -93,87 +96,136 @@ def reconcile_cluster(
     ``busy(app)`` is true while a migration of the application is in flight (left alone);
     ``before_step`` is the fence check, called before every change.
     """
-    from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import client_of
-    from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer
-    from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
-        application_deployer,
-        record_target,
-    )
-    from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
-
     records = {c["name"]: c for c in kb.list_clusters()}
     if cluster not in records or not records[cluster].get("kubeconfig"):
-        return [], False
-    target = record_target(cluster, records[cluster])
-    client = client_of(target)
-    placements = {
-        p["application"]: current_placement(p) for p in kb.request("GET", "/api/v1/placements")["placements"]
-    }
+        return [], False  # unknown, or no credentials to reach it with
+    cluster_pass = _ClusterPass(cluster, kb, records, before_step)
+    placements = _placements(kb)
     done = []
     later = False
-    for app, seen in sorted(found_on(client).items()):
-        if busy(app) or time.time() - seen["newest"] < MIN_AGE_SECONDS:
+    for app, seen in sorted(found_on(cluster_pass.client).items()):
+        if _too_soon_to_judge(app, seen, busy):
             later = True
             continue
-        placement = placements.get(app) or {}
-        here = placed_on(placement, cluster)
+        line = cluster_pass.reconcile(app, seen, placements.get(app) or {})
+        if line is not None:
+            done.append((app, line))
+    return done, later
+
+
+def _placements(kb: Any) -> dict[str, dict[str, Any]]:
+    """app -> where the KB places it now (every placement record, read once per pass)."""
+    return {
+        p["application"]: current_placement(p) for p in kb.request("GET", "/api/v1/placements")["placements"]
+    }
+
+
+def _too_soon_to_judge(app: str, seen: dict[str, Any], busy: Callable[[str], bool]) -> bool:
+    """A migration of it is in flight, or its newest object may belong to a deploy in progress."""
+    return busy(app) or time.time() - seen["newest"] < MIN_AGE_SECONDS
+
+
+class _Spec(NamedTuple):
+    """What the KB says an application is; ``application`` None when the KB no longer has it."""
+
+    application: Application | None
+    services: dict[str, list[dict[str, Any]]]
+    namespace: str
+
+
+class _ClusterPass:
+    """One reconciliation of one cluster: its target and client, the KB's cluster records (the
+    targets of a placement's other clusters) and the fence check every change passes."""
+
+    def __init__(
+        self, cluster: str, kb: Any, records: dict[str, dict[str, Any]], before_step: Callable[[str], None]
+    ) -> None:
+        from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import client_of
+        from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import record_target
+
+        self.cluster = cluster
+        self.kb = kb
+        self.records = records
+        self.before_step = before_step
+        self.target = record_target(cluster, records[cluster])
+        self.client = client_of(self.target)
+
+    def reconcile(self, app: str, seen: dict[str, Any], placement: dict[str, Any]) -> str | None:
+        """Remove what the KB does not place here of one application: all of it, or the services
+        placed elsewhere; what was done, or None when everything found is placed here."""
+        here = placed_on(placement, self.cluster)
         extra = seen["services"] - here
         if here and not extra:
-            continue
-        application = None
+            return None
+        spec = self._spec(app, seen)
+        if not here:
+            return self._remove_application(app, seen, spec)
+        return self._remove_services(app, spec, placement, extra)
+
+    def _spec(self, app: str, seen: dict[str, Any]) -> _Spec:
+        """The application's services and namespace from the KB; an application the KB deleted
+        has none (nothing of it should run) and the namespace it was found in."""
+        from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+
         try:
-            spec = kb.get_application(app)
+            spec = self.kb.get_application(app)
             application = Application.from_dict(spec["application"])
-            services = {s.name: s.manifests for s in application.services}
-            namespace = application.namespace
         except KBError as exc:
             if exc.status != 404:
                 raise
-            services, namespace = {}, seen["namespace"] or app  # deleted: nothing of it should run
-        if not here:
-            deployer = Deployer(
-                app,
-                namespace,
-                services,
-                {},
-                {cluster: target},
-                previous={cluster},
-                client_factory=lambda t: client,
-                before_step=before_step,
-            )
-            result = deployer.remove()
-            done.append(
-                (
-                    app,
-                    f"removed {app} ({seen['objects']} object(s)): the KB places none of it on {cluster}"
-                    + (f" ({result.get('message')})" if result.get("failed") else ""),
-                )
-            )
-            continue
-        plan = {svc: targets for svc, targets in placement.items() if svc in services}
+            return _Spec(None, {}, seen["namespace"] or app)
+        return _Spec(application, {s.name: s.manifests for s in application.services}, application.namespace)
+
+    def _remove_application(self, app: str, seen: dict[str, Any], spec: _Spec) -> str:
+        """The KB places none of the application here: remove all of it from this cluster."""
+        from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer
+
+        client = self.client
+        deployer = Deployer(
+            app,
+            spec.namespace,
+            spec.services,
+            {},
+            {self.cluster: self.target},
+            previous={self.cluster},
+            client_factory=lambda t: client,
+            before_step=self.before_step,
+        )
+        result = deployer.remove()
+        return f"removed {app} ({seen['objects']} object(s)): the KB places none of it on {self.cluster}" + (
+            f" ({result.get('message')})" if result.get("failed") else ""
+        )
+
+    def _remove_services(self, app: str, spec: _Spec, placement: dict[str, Any], extra: set[str]) -> str:
+        """Some services are placed elsewhere: converge this cluster to its share of the plan."""
+        from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import client_of
+        from ansible_collections.qonnect.core.plugins.module_utils.k8s.deployer import Deployer
+        from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
+            application_deployer,
+            record_target,
+        )
+
+        cluster, client = self.cluster, self.client
+        plan = {svc: targets for svc, targets in placement.items() if svc in spec.services}
         clusters = {t["cluster"] for targets in plan.values() for t in targets}
-        targets_ = {name: record_target(name, records[name]) for name in clusters if name in records}
+        targets = {name: record_target(name, self.records[name]) for name in clusters if name in self.records}
         options: dict[str, Any] = {
             "client_factory": lambda t: client if t.name == cluster else client_of(t),
-            "before_step": before_step,
+            "before_step": self.before_step,
             "wait": False,
         }
         # the same rendering as the deploy module's (grace annotation, placeholders, adoption);
         # a spec the KB lost has nothing to render: its services here are only pruned
         deployer = (
-            application_deployer(application, plan, targets_, previous={cluster}, **options)
-            if application is not None
-            else Deployer(app, namespace, services, plan, targets_, previous={cluster}, **options)
+            application_deployer(spec.application, plan, targets, previous={cluster}, **options)
+            if spec.application is not None
+            else Deployer(app, spec.namespace, spec.services, plan, targets, previous={cluster}, **options)
         )
         converged = deployer.converge(cluster)
-        done.append(
-            (
-                app,
-                f"removed {app} service(s) {', '.join(sorted(extra))} from {cluster}: the KB "
-                f"places them elsewhere ({converged.status})",
-            )
+        return (
+            f"removed {app} service(s) {', '.join(sorted(extra))} from {cluster}: the KB "
+            f"places them elsewhere ({converged.status})"
         )
-    return done, later
 
 
 class Reconciler:

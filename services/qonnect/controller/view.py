@@ -155,12 +155,27 @@ class FleetView:
 
     # -- applying the feed -----------------------------------------------------------------------
     def _apply(self, doc: dict[str, Any]) -> None:
+        """Bring the view up to one feed document, part by part: a full read first drops
+        everything, a changed cluster's entry goes before its workloads and latencies."""
         if doc.get("full"):
-            self.full_reads += 1
-            self.clusters, self.workloads, self.latencies = {}, {}, {}
-            self.placements, self.applications = {}, {}
-            self._built = {}
-            self._cached = {}
+            self._reset()
+        self._apply_removals(doc)
+        self._apply_clusters(doc)
+        self._apply_workloads_and_latencies(doc)
+        self._apply_placements_and_applications(doc)
+        self._advance(doc)
+
+    def _reset(self) -> None:
+        """A full read replaces everything: what it does not list no longer exists."""
+        self.full_reads += 1
+        self.clusters, self.workloads, self.latencies = {}, {}, {}
+        self.placements, self.applications = {}, {}
+        self._built = {}
+        self._cached = {}
+
+    def _apply_removals(self, doc: dict[str, Any]) -> None:
+        """Removed clusters take their workloads and latencies along; removed applications their
+        placement."""
         removed = doc.get("removed") or {}
         for name in removed.get("clusters") or []:
             self.clusters.pop(name, None)
@@ -172,6 +187,10 @@ class FleetView:
             self.applications.pop(name, None)
             self.placements.pop(name, None)
             self._dirty("applications", "placements")
+
+    def _apply_clusters(self, doc: dict[str, Any]) -> None:
+        """A changed cluster comes whole: its workloads and latencies follow in the same document,
+        so the old ones are dropped."""
         changed = [c["name"] for c in doc.get("clusters") or []]
         for entry in doc.get("clusters") or []:
             self.clusters[entry["name"]] = entry
@@ -181,16 +200,27 @@ class FleetView:
             gone = set(changed)
             self.latencies = {k: v for k, v in self.latencies.items() if k[0] not in gone}
             self._dirty("clusters", "workloads", "latency")
+
+    def _apply_workloads_and_latencies(self, doc: dict[str, Any]) -> None:
+        """The workloads and latency rows of the clusters just listed (their old ones were dropped
+        with the cluster entry)."""
         for w in doc.get("workloads") or []:
             self.workloads.setdefault(w["cluster"], []).append(w)
         for cluster, peer, ms in doc.get("latencies") or []:
             self.latencies[(cluster, peer)] = ms
+
+    def _apply_placements_and_applications(self, doc: dict[str, Any]) -> None:
+        """Placement records and application specs replace the stored ones of the same name."""
         for record in doc.get("placements") or []:
             self.placements[record["application"]] = record
             self._dirty("placements")
         for record in doc.get("applications") or []:
             self.applications[record["name"]] = record
             self._dirty("applications")
+
+    def _advance(self, doc: dict[str, Any]) -> None:
+        """The stale clusters, the KB's clock and limits, and last the cursor the next read starts
+        from: it moves only once the whole document is applied."""
         self.stale = {s["name"]: s for s in doc.get("stale") or []}
         self.kb_now = float(doc["now"])
         self.timeout = float(doc.get("heartbeat_timeout") or self.timeout)
