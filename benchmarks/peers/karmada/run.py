@@ -203,6 +203,7 @@ class Bench:
         self.manifests = bookinfo_manifests()
         self.members: list[Member] = []
         self.bound = bound
+        self.hold = 0.0  # seconds a failed member stays down at least (--hold)
         self.keys: dict[str, set[tuple[str, str]]] = {}  # system -> (namespace, deployment)
         self.log: list[str] = []
         self.recover_retries = 0
@@ -456,7 +457,11 @@ class Bench:
                     raise RuntimeError(f"recover {target} failed {attempts} times: {err}") from None
 
     def trial_fail(self, bound: float, label: str, target: str) -> dict[str, Any]:
-        """Kill the target's API server; time until what was there is Ready elsewhere; recover."""
+        """Kill the target's API server; time until what was there is Ready elsewhere; recover.
+
+        The member stays down at least ``self.hold`` seconds (a failure, not a blip: past
+        qonnect.core's 20 s grace, so its move is committed, not its standby discarded), and
+        until both systems healed or the bound ran out."""
         victims = self.on(target)
         after = max([e["id"] for e in self.stack.events()] or [0])
         out: dict[str, Any] = {
@@ -470,7 +475,9 @@ class Bench:
         t0, wall0 = time.monotonic(), time.time()
         self.stack.testbed("fail", target)
         try:
-            while time.monotonic() - t0 < bound and any(v is None for v in healed.values()):
+            while time.monotonic() - t0 < bound and (
+                any(v is None for v in healed.values()) or time.monotonic() - t0 < self.hold
+            ):
                 seen = self.seen(skip={target})
                 for s, v in victims.items():
                     for k in v:
@@ -497,16 +504,23 @@ class Bench:
             }
             out["karmada_cluster_not_ready_seconds"] = karmada_not_ready
             out["karmada_no_execute_taint_seconds"] = karmada_no_execute
-            decided = self.decided(after, wall0)
-            out["qonnect_decisions"] = sum(d["kind"] not in HEDGE_KINDS for d in decided)
-            out["qonnect_decided"] = decided
-            out["qonnect_move_committed_seconds"] = next(
-                (d["after_seconds"] for d in decided if d["kind"] not in HEDGE_KINDS), None
-            )
+            out["member_down_seconds"] = round(time.monotonic() - t0, 2)
             out["karmada_taints"] = self.karmada.taints().get(target)
             out["karmada_bindings_evicting"] = [b for b in self.karmada.bindings(K_NS) if b["evicting"]]
             self.recover(target)
         out["after_recovery"] = self.left_behind(target, victims)
+        # read after the watch: a decision's KB event can lag its commit by a run's start
+        decided = self.decided(after, wall0)
+        out["qonnect_decisions"] = sum(d["kind"] not in HEDGE_KINDS for d in decided)
+        out["qonnect_decided"] = decided
+        out["qonnect_move_committed_seconds"] = next(
+            (
+                d["after_seconds"]
+                for d in decided
+                if d["kind"] not in HEDGE_KINDS and d["after_seconds"] <= out["member_down_seconds"]
+            ),
+            None,
+        )
         self.say(f"{label}: {json.dumps(out)}")
         return out
 
@@ -652,6 +666,7 @@ class Bench:
 def run(args: argparse.Namespace, workdir: Path, karmada_bin: Path, crd_dir: Path) -> dict[str, Any]:
     """Every phase's repetitions; the result so far is written to ``args.out`` after each trial."""
     bench = Bench(workdir, karmada_bin, crd_dir, args.bound)
+    bench.hold = args.hold
     result: dict[str, Any] = {
         "karmada": VERSION,
         "repetitions": args.reps,
@@ -712,6 +727,7 @@ def run(args: argparse.Namespace, workdir: Path, karmada_bin: Path, crd_dir: Pat
         "start_delays": KUBE_START_DELAYS,
         "agent_interval_s": DEFAULT_INTERVAL,
         "bound_s": args.bound,
+        "hold_s": args.hold,
         "cpu_count": os.cpu_count(),
         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
         "tuned_controller_manager_flags": TUNED_CM_FLAGS,
@@ -789,6 +805,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--k", type=int, default=10, help="applications per system in the k-apps trial (0: skip)"
+    )
+    parser.add_argument(
+        "--hold",
+        type=float,
+        default=40,
+        help="seconds a failed member stays down at least (default 40: past qonnect's 20 s grace)",
     )
     parser.add_argument("--phases", default="default,tuned", help="default,tuned")
     parser.add_argument("--k-phases", default="default,tuned", help="phases that run the k-apps trial")
