@@ -65,6 +65,13 @@ def blips(blip: list[dict], system: str) -> str:
         text += f"; copies started elsewhere and removed in {len(transient)}, gone {stat(done)} s after the return"
         if len(done) < len(gone):
             text += f"; **{len(gone) - len(done)} still there at the end**"
+    if system == "qonnect":
+        hedged = [t for t in blip if any(d["kind"] == "hedge" for d in t.get("qonnect_decided", []))]
+        unstarted = [t for t in hedged if not t.get("started_elsewhere", {}).get(system)]
+        if hedged:
+            text += f"; hedge decided in {len(hedged)}"
+        if unstarted:
+            text += f", of which {len(unstarted)} not started (no eligible cluster then: it ended saying so)"
     return text
 
 
