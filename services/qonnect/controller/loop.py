@@ -297,6 +297,7 @@ class Controller:
                 f"{self.cfg.settings.heartbeat_timeout:g}s for agents to report before judging clusters"
             )
             return
+        self.runs.withdraw(self.scheduler.withdrawn_hedges(snapshot))  # their cluster is back
         self.scheduler.drive_open(snapshot, apps)
         if self._detect(snapshot, apps):
             self.scheduler.drive_open(snapshot, apps)  # start what was just decided now, not a tick later

@@ -117,12 +117,28 @@ def record(
         log.warning("cannot record the history of decision %s: %s", decision["id"], exc)
 
 
+def adopt_intent(kb: Any, decision: Decision) -> bool:
+    """A withdrawn hedge (its cluster came back while its run waited): the Binding its run wrote
+    before touching a cluster becomes the current placement under the attempt's own token, since
+    its standby copies may be on their clusters. The discard that follows then removes them (it
+    converges from the current placement); retracting it instead would leave them orphans the
+    reconciler only removes once they are a minute old. Whether it was adopted."""
+    return _settle_intent(kb, decision, "current", "adopted as the current placement until discarded")
+
+
 def retract_intent(kb: Any, decision: Decision) -> bool:
     """After a decision ended without success: the desired placement its last attempt's run
     wrote before touching a cluster (runners/deploy.write_intent), left behind when that run was
     killed, goes back to the current placement under the attempt's own token (the KB accepts
     that as the Binding's retraction). Only the attempt's own intent: a user's deploy in
     progress has written another one. Whether it was retracted."""
+    return _settle_intent(kb, decision, "desired", "retracted to the current placement")
+
+
+def _settle_intent(kb: Any, decision: Decision, field: str, done: str) -> bool:
+    """The attempt's own intent (the KB's desired placement, when it is this attempt's Binding and
+    differs from the current one) made the current placement (``field`` "current") or replaced
+    by it (``field`` "desired"), under the attempt's token. Whether anything was written."""
     plan, token = decision.get("plan"), decision.get("attempt_token")
     if not plan or not token:
         return False
@@ -134,13 +150,9 @@ def retract_intent(kb: Any, decision: Decision) -> bool:
             return False  # not this attempt's intent (none, completed, or a user's deploy's)
         if desired == current:
             return False
-        kb.put_placement(app, {"desired": current}, token)
+        kb.put_placement(app, {field: desired if field == "current" else current}, token)
     except (KBError, InputError) as exc:
-        log.info("cannot retract the intent of decision %s on %s: %s", decision.get("id"), app, exc)
+        log.info("cannot settle the intent of decision %s on %s: %s", decision.get("id"), app, exc)
         return False
-    log.warning(
-        "decision %s ended: its run's intent for %s retracted to the current placement",
-        decision.get("id"),
-        app,
-    )
+    log.warning("decision %s ended: its run's intent for %s %s", decision.get("id"), app, done)
     return True

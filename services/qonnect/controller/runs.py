@@ -8,10 +8,13 @@
   its outcome goes to the KB even then, and the next leader takes over its decision.
 - A new leader that takes over another leader's running attempt first asks the KB whether the
   attempt already succeeded; if so it records that instead of migrating again (exactly once).
+- A hedge's run whose cluster came back while it waits is withdrawn (``withdraw``): stopped, its
+  Binding kept as the current placement and the decision ended, so the discard follows at once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import threading
@@ -70,10 +73,18 @@ class Runs:
         self.run_from: dict[str, tuple[dict[str, Any], float]] = {}
         self.finished: queue.Queue[Finished] = queue.Queue()
         self.unreported: list[Finished] = []
+        self.withdrawn: dict[str, str] = {}  # decision id -> why its run is stopped (not deposed)
 
     def live(self) -> int:
         """Playbook runs going on (a batch is one run, whatever its size)."""
         return len({id(t) for t in self.threads.values()})
+
+    def withdraw(self, reasons: dict[str, str]) -> None:
+        """Stop the runs of these decisions (id -> why) at their next cancel check."""
+        for did, why in reasons.items():
+            if did in self.threads and did not in self.withdrawn:
+                log.warning("decision %s: %s", did, why)
+                self.withdrawn[did] = why
 
     # -- starting ------------------------------------------------------------------------------
 
@@ -84,9 +95,10 @@ class Runs:
         if not started:
             return
         term = self.node.term()
+        ids = [decision["id"] for decision, _attempt, _token in started]
 
-        def still() -> bool:
-            return self.leadership.still_leader(term)
+        def still() -> bool:  # a batch stops when every decision of it is withdrawn
+            return self.leadership.still_leader(term) and not all(i in self.withdrawn for i in ids)
 
         def work() -> None:
             if len(started) == 1:
@@ -169,7 +181,12 @@ class Runs:
                 break
         for i, item in enumerate(pending):
             pending[i] = self._report(item)
-        # a cancelled run was deposed: the next leader takes over its decision
+        for decision, _attempt, _token, outcome in pending:
+            why = self.withdrawn.pop(decision["id"], None)
+            if why is not None and outcome.result == CANCELLED and self.node.is_leader():
+                moves.adopt_intent(self.kb, decision)
+                self.deciding.end(decision, "cancel", why)
+        # a cancelled run was deposed (or withdrawn, ended above): the next leader takes over
         ended = [item for item in pending if item[3].result != CANCELLED]
         committed = self.finish_all(
             [(decision, attempt, outcome) for decision, attempt, _token, outcome in ended]
@@ -182,6 +199,9 @@ class Runs:
         and its moves; returns the item with the outcome as reported."""
         decision, attempt, token, outcome = item
         self.threads.pop(decision["id"], None)
+        if outcome.result == CANCELLED and decision["id"] in self.withdrawn:
+            outcome = dataclasses.replace(outcome, detail=self.withdrawn[decision["id"]])
+            item = (decision, attempt, token, outcome)
         self.metrics.count_migration(outcome.result)
         etype = {SUCCEEDED: journal.SUCCEEDED, CANCELLED: journal.CANCELLED}.get(
             outcome.result, journal.FAILED

@@ -29,7 +29,7 @@ from qonnect.controller.raft import RaftNode
 from qonnect.controller.runs import Runnable, Runs
 from qonnect.controller.settling import exclusions_now
 from qonnect.controller.state import Lead
-from qonnect.controller.statemachine import PENDING, RETRY, RUNNING, Decision
+from qonnect.controller.statemachine import PENDING, RETRY, RUNNING, TERMINAL, Decision
 
 log = logging.getLogger("qonnect.controller")
 
@@ -170,6 +170,26 @@ class Scheduler:
             f"now ({', '.join(decision['exclude']) or 'none'} back or left)",
         )
         return True
+
+    def withdrawn_hedges(self, snapshot: Snapshot) -> dict[str, str]:
+        """Running hedges whose cluster is no longer suspect, with why: their run is stopped and
+        the discard follows at once. A standby on a slow member would otherwise hold the
+        application until the run's wait ends, and its copies with it."""
+        machine = self.node.machine
+        out: dict[str, str] = {}
+        for did in list(self.runs.threads):
+            decision = machine.decisions.get(did)
+            if decision is None or decision["kind"] != hedging.HEDGE or decision["status"] in TERMINAL:
+                continue
+            _must, _unstable, on_down = exclusions_now(
+                snapshot, self.lead.memory, self.cfg.settings, decision["app"], decision.get("pinned") or []
+            )
+            if not on_down:
+                out[did] = (
+                    f"hedge withdrawn: {', '.join(decision['exclude']) or 'its cluster'} came back before "
+                    "its standby copies were Ready; they are removed next"
+                )
+        return out
 
     def _hedge_gone(self, decision: Decision, snapshot: Snapshot) -> bool:
         _must, _unstable, on_down = exclusions_now(

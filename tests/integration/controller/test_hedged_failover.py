@@ -11,13 +11,14 @@ confirmation leaves the next leader to confirm it.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
-from _controller_stack import Stack, small_app, wait_for, wait_run_recorded
+from _controller_stack import BIN, REPO, Stack, small_app, wait_for, wait_run_recorded
 from qonnect.controller import journal
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -240,3 +241,56 @@ def test_a_hedge_that_does_not_fit_is_not_started_and_says_so(group: Stack):
         if e["id"] > after and journal.trusted(e) and e["type"] == journal.STARTED
     ]
     assert [e.get("reason") for e in started] == ["cluster-down"], "no run for the hedge"
+
+
+SLOW_IMAGE = "qonnect.test/slow-40s/nginx"  # every start of it takes 40 s (the testbed's fault)
+
+
+def copies_elsewhere(stack: Stack, app: str, home: str) -> list[str]:
+    """The clusters other than ``home`` whose own API lists the application's Deployment."""
+    return [
+        c["name"]
+        for c in stack.federation["clusters"]
+        if c["name"] != home and has_deployment(stack, c["name"], app, "web")
+    ]
+
+
+def test_a_hedge_on_a_slow_standby_is_withdrawn_once_its_cluster_is_back(group: Stack):
+    """The standby cannot be Ready for 40 s (its image is slow to start) and the cluster is back
+    after 10 s: the hedge's run is stopped then, and its copy removed at once, not after the
+    run's wait; the placement is as it was."""
+    stack = group
+    path = stack.root / "slowhedge.yml"
+    path.write_text(yaml.safe_dump(small_app("slowhedge", image=SLOW_IMAGE)))
+    stack.deploy(path, timeout=240)  # its first copy takes the 40 s too
+    try:
+        before = stack.placement("slowhedge")
+        target = before["web"][0]["cluster"]
+        start(stack, OPTIONS)
+        after = last_event_id(stack)
+        stack.testbed("fail", target)
+        try:
+            spare = wait_for(lambda: copies_elsewhere(stack, "slowhedge", target), 15, 0.2, "a standby copy")
+            time.sleep(max(0.0, 10 - 0.2))
+        finally:
+            stack.testbed("recover", target)
+        back = time.monotonic()
+        wait_for(
+            lambda: not copies_elsewhere(stack, "slowhedge", target), 30, 0.2, "the standby copy removed"
+        )
+        gone = time.monotonic() - back
+        assert gone < 15, (
+            f"the copy on {spare} was removed {gone:.1f}s after the return: the run was not withdrawn"
+        )
+        wait_for(lambda: stack.placement("slowhedge") == before, 15, 0.5, "the placement as it was")
+        assert decided(stack, "slowhedge", after) == ["hedge", "hedge-discard"]
+        said = [e["message"] for e in stack.events("slowhedge") if e["id"] > after]
+        assert any("hedge withdrawn" in m for m in said), said
+        wait_run_recorded(stack, "slowhedge", after, "hedge-discard")
+    finally:
+        stack.stop_replicas()
+        subprocess.run(
+            [str(BIN / "ansible-playbook"), str(REPO / "playbooks" / "remove.yml"), "-e", "app=slowhedge",
+             "-e", f"kb_url={stack.kb_url}", "-e", f"kb_token_file={stack.admin_token}"],
+            capture_output=True, timeout=180, env=stack.env, check=True,
+        )  # fmt: skip

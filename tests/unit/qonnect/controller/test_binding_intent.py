@@ -65,3 +65,28 @@ def test_an_older_token_cannot_retract_a_newer_runs_intent():
     kb.put_placement("shop", {"desired": NEW}, {"term": 4, "seq": 1})  # a newer leader's run
     assert not moves.retract_intent(kb, decision())  # the deposed attempt's token: refused
     assert kb.get_placement("shop")["desired"] == NEW
+
+
+HEDGED = {
+    "web": [{"cluster": "edge-1", "replicas": 1}, {"cluster": "edge-2", "replicas": 1, "role": "standby"}]
+}
+
+
+def test_a_withdrawn_hedges_intent_becomes_the_current_placement_for_its_discard():
+    """A hedge withdrawn mid-run (its cluster came back): its Binding, standby included, is what
+    the clusters may hold now, so it becomes current (the discard converges from it); then there
+    is nothing left to retract, and a user's deploy's intent is never adopted."""
+    kb = placed()
+    kb.put_placement("shop", {"desired": HEDGED}, T2)  # the hedge's intent; its run was stopped
+    hedge = dict(decision(), plan=HEDGED)
+    assert moves.adopt_intent(kb, hedge)
+    record = kb.get_placement("shop")
+    assert (record["desired"], record["current"]) == (HEDGED, HEDGED)
+    assert record["fencing"] == {"term": 3, "seq": 2}
+    assert not moves.adopt_intent(kb, hedge) and not moves.retract_intent(kb, hedge)
+
+    kb = placed()
+    kb.put_placement("shop", {"desired": USERS})  # a user's deploy, unfenced, in progress
+    writes = kb.writes
+    assert not moves.adopt_intent(kb, hedge)
+    assert kb.get_placement("shop")["current"] == OLD and kb.writes == writes
