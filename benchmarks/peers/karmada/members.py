@@ -123,6 +123,26 @@ def snapshot(
     return seen
 
 
+def nodes_not_ready(member: Member) -> list[str]:
+    """The member's nodes whose Ready condition is not True (["unreachable"] if its API is down).
+
+    A member whose API server is back can still have NotReady nodes for tens of seconds; a
+    trial started then finds no eligible cluster beside the one it fails.
+    """
+    try:
+        items = member.api().get("/api/v1/nodes")["items"]
+    except ApiError:
+        return ["unreachable"]
+    return [
+        n["metadata"]["name"]
+        for n in items
+        if not any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in n.get("status", {}).get("conditions") or []
+        )
+    ]
+
+
 def where(seen: dict[str, dict], key: tuple[str, str], ready_only: bool = True) -> set[str]:
     return {c for c, d in seen.items() if key in d and (d[key] or not ready_only)}
 

@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # its shared helpers (support)
 
 from _controller_stack import BIN, REPO, Stack, wait_for  # noqa: E402
 from failover import KUBE_START_DELAYS, kube_profile, summary  # noqa: E402
-from members import Member, RssSampler, cost, snapshot, where  # noqa: E402
+from members import Member, RssSampler, cost, nodes_not_ready, snapshot, where  # noqa: E402
 from plane import TAINT_POLICY, Karmada  # noqa: E402
 from qonnect.agent.cli import DEFAULT_INTERVAL  # noqa: E402
 from qonnect.controller import journal  # noqa: E402
@@ -279,7 +279,7 @@ class Bench:
         return all(where(seen, k) for k in (only if only is not None else self.keys[system]))
 
     def stable(self, timeout: float = 150) -> bool | str:
-        """Every member back, both systems with exactly one Ready copy of each Deployment.
+        """Every member back with its nodes Ready, both systems with one Ready copy of each Deployment.
 
         True, or what was still not so at the timeout (the next trial runs anyway, and says so).
         """
@@ -289,6 +289,7 @@ class Bench:
             nonlocal why
             down = [c for c, ok in self.karmada.clusters_ready().items() if not ok]
             unhealthy = [c["name"] for c in self.stack.admin.inventory()["clusters"] if not c["healthy"]]
+            nodes = {m.name: bad for m in self.members if (bad := nodes_not_ready(m))}
             seen = self.seen()
             odd = sorted(
                 f"{s}:{k[0]}/{k[1]}@{','.join(sorted(where(seen, k, ready_only=False)))}"
@@ -296,8 +297,11 @@ class Bench:
                 for k in ks
                 if len(where(seen, k, ready_only=False)) != 1 or not where(seen, k)
             )
-            why = f"karmada not Ready: {down}; qonnect unhealthy: {unhealthy}; not one Ready copy: {odd[:6]}"
-            return not down and not unhealthy and not odd
+            why = (
+                f"karmada not Ready: {down}; qonnect unhealthy: {unhealthy}; nodes not Ready: {nodes}; "
+                f"not one Ready copy: {odd[:6]}"
+            )
+            return not down and not unhealthy and not nodes and not odd
 
         try:
             wait_for(check, timeout, 2, "both systems stable")

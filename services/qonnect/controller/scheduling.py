@@ -181,22 +181,24 @@ class Scheduler:
             decision = machine.decisions.get(did)
             if decision is None or decision["kind"] != hedging.HEDGE or decision["status"] in TERMINAL:
                 continue
-            _must, _unstable, on_down = exclusions_now(
-                snapshot, self.lead.memory, self.cfg.settings, decision["app"], decision.get("pinned") or []
-            )
-            if not on_down:
+            if not self._on_suspect(decision, snapshot):
                 out[did] = (
                     f"hedge withdrawn: {', '.join(decision['exclude']) or 'its cluster'} came back before "
                     "its standby copies were Ready; they are removed next"
                 )
         return out
 
-    def _hedge_gone(self, decision: Decision, snapshot: Snapshot) -> bool:
+    def _on_suspect(self, decision: Decision, snapshot: Snapshot) -> bool:
+        """Whether the decision's application is on a suspect cluster now: what keeps a hedge
+        (and a discard's opposite) needed, whether it is still waiting or already running."""
         _must, _unstable, on_down = exclusions_now(
             snapshot, self.lead.memory, self.cfg.settings, decision["app"], decision.get("pinned") or []
         )
+        return bool(on_down)
+
+    def _hedge_gone(self, decision: Decision, snapshot: Snapshot) -> bool:
         hedge = decision["kind"] == hedging.HEDGE
-        if bool(on_down) == hedge:
+        if self._on_suspect(decision, snapshot) == hedge:
             return False
         why = "its cluster is no longer suspect" if hedge else "a cluster of it is suspect again"
         self.deciding.end(decision, "cancel", f"no longer needed: {why}")
