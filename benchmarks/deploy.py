@@ -26,11 +26,14 @@ median and p99 (nearest rank) of each.
 ``--case many`` (issue 38.6) deploys N new one-Deployment applications (``--counts``, default
 10 and 50) through the list form (``-e '{"app_files": [...]}'``: one module run, planned
 together) and runs it again unchanged, then N others through an Ansible ``loop`` of the deploy
-module (one module run each) and again unchanged, and N more in a loop with
-``min_ready_seconds: 0``; each set is removed after. Seconds of the whole playbook each; and
-``module_unchanged_s``: the deploy module alone (its own process, as Ansible starts it) on up to 20
-of the list's applications unchanged, p50/p99/max. ``--loop-counts`` limits the loops to some of
-the counts (a loop of 50 takes minutes).
+module (one run each; on the controller the action plugin runs them in the task's process) and
+again unchanged, once so and once with ``qonnect_in_process=false`` (a module process per item,
+``loop_unchanged_module_process_s``), and N more in a loop with ``min_ready_seconds: 0``; each set
+is removed after. Seconds of the whole playbook each; and ``module_unchanged_s``: the deploy module
+alone (its own process, as Ansible starts it off the controller) on up to 20 of the list's
+applications unchanged, p50/p99/max, and ``in_process_unchanged_s``: the same on the controller
+(the action plugin's call, one process, its imports once: ``imports_s``). ``--loop-counts``
+limits the loops to some of the counts (a loop of 50 takes minutes).
 
     python benchmarks/deploy.py --json
     python benchmarks/deploy.py --case shop --reps 5 --json
@@ -626,6 +629,47 @@ def module_seconds(files: list[str], env: dict, folder: Path) -> dict[str, Any]:
     }
 
 
+IN_PROCESS_PROBE = """
+import json, sys, time
+started = time.monotonic()
+from ansible_collections.qonnect.core.plugins.module_utils.deploy_args import DEPLOY_ARGSPEC, DEPLOY_RULES
+from ansible_collections.qonnect.core.plugins.module_utils.runners.deploy import run
+from ansible_collections.qonnect.core.plugins.plugin_utils.in_process import run_in_controller
+imports = time.monotonic() - started
+seconds = []
+for path in sys.argv[1:]:
+    t = time.monotonic()
+    result = run_in_controller("qonnect.core.deploy", run, DEPLOY_ARGSPEC, {"src": path}, False, False, **DEPLOY_RULES)
+    seconds.append(time.monotonic() - t)
+    if result.get("failed") or result.get("changed") is not False:
+        raise SystemExit(f"{path}: not changed=false: {result.get('msg')}")
+print(json.dumps({"imports": imports, "seconds": seconds}))
+"""
+
+
+def in_process_seconds(files: list[str], env: dict) -> dict[str, Any]:
+    """What the deploy action does per item on the controller: ``run_in_controller`` (the
+    function plugins/action/deploy.py calls) on each application unchanged, in one Python
+    process whose imports happen once (``imports_s``, as for a loop's first item)."""
+    result = subprocess.run(
+        [sys.executable, "-c", IN_PROCESS_PROBE, *files],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise SystemExit(
+            f"deploy benchmark: in-process probe failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
+        )
+    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    ordered = sorted(probe["seconds"])
+    return {
+        "n": len(ordered),
+        "imports_s": round(probe["imports"], 3),
+        "p50": round(statistics.median(ordered), 3),
+        "p99": round(ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)], 3),
+        "max": round(ordered[-1], 3),
+    }
+
+
 def run_many(counts: list[int], loop_counts: list[int] | None = None) -> dict:
     """N new one-Deployment applications through the list form (``app_files``, one module run,
     planned together) and through an Ansible ``loop`` (one module run each), then again unchanged;
@@ -657,6 +701,7 @@ def run_many(counts: list[int], loop_counts: list[int] | None = None) -> dict:
                     f"deploy benchmark: the list form's second run changed something:\n{rerun[0][-2000:]}"
                 )
             row["module_unchanged_s"] = module_seconds(files[:20], env, base)
+            row["in_process_unchanged_s"] = in_process_seconds(files[:20], env)
             timed(
                 [str(BIN / "ansible-playbook"), str(loop_playbook(base, files, None, "absent")), *token], env
             )
@@ -668,7 +713,12 @@ def run_many(counts: list[int], loop_counts: list[int] | None = None) -> dict:
                 book = [str(BIN / "ansible-playbook"), str(loop_playbook(base, files, min_ready)), *token]
                 row[label] = round(timed(book, env), 2)
                 if min_ready is None:
+                    # on the controller the action runs the deploy in the task's process (one
+                    # import for the loop); the module in a process per item, as elsewhere
                     row["loop_unchanged_s"] = round(timed(book, env), 2)
+                    row["loop_unchanged_module_process_s"] = round(
+                        timed([*book, "-e", "qonnect_in_process=false"], env), 2
+                    )
                 timed(
                     [str(BIN / "ansible-playbook"), str(loop_playbook(base, files, None, "absent")), *token],
                     env,

@@ -76,18 +76,27 @@ class QonnectModule:
         self._module.fail_json(msg=msg, **result)
 
     def report(self, result: dict[str, Any]) -> None:
-        """Exit with a runner's result: its warnings as warnings, its diff only in diff mode, and
-        a result with ``failed`` set (e.g. a deploy some cluster refused) as a failure whose
-        ``msg`` is the result's ``message``."""
-        result = dict(result)
-        for warning in result.pop("warnings", None) or []:
+        """Exit with a runner's result as :func:`reported` shapes it, its warnings as warnings."""
+        warnings, result = reported(result, self.diff)
+        for warning in warnings:
             self.warn(warning)
-        if not self.diff or result.get("diff") is None:
-            result.pop("diff", None)
         if result.get("failed"):
-            self.fail_json(result.pop("msg", None) or result.get("message") or "failed", **result)
+            self.fail_json(**result)
         else:
             self.exit_json(**result)
+
+
+def reported(result: dict[str, Any], diff: bool) -> tuple[list[str], dict[str, Any]]:
+    """A runner's result as a task reports it, wherever the runner ran: its warnings apart, its
+    diff only in diff mode, and a result with ``failed`` set (e.g. a deploy some cluster
+    refused) as a failure whose ``msg`` is the result's ``message``."""
+    result = dict(result)
+    warnings = list(result.pop("warnings", None) or [])
+    if not diff or result.get("diff") is None:
+        result.pop("diff", None)
+    if result.get("failed"):
+        result["msg"] = result.pop("msg", None) or result.get("message") or "failed"
+    return warnings, result
 
 
 Runner = Callable[[QonnectModule], dict]

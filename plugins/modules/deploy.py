@@ -249,6 +249,13 @@ attributes:
     support: full
     platforms: posix
     description: Runs on any host that reaches the Knowledge Base and the clusters' API servers.
+  action:
+    support: full
+    description:
+      - Has an action plugin. On the controller (a C(local) connection with the Python that runs Ansible,
+        no C(become), no C(async), no task C(environment)) it runs the deploy in the task's own process with
+        the same options, checks and results, so the items of a C(loop) import the Kubernetes client once.
+      - Set the variable C(qonnect_in_process=false) to run the module in a process of its own instead.
 """
 
 EXAMPLES = r"""
@@ -356,58 +363,15 @@ diff:
             "before": {}, "after": {"kind": "Deployment"}}]
 """
 
-from ansible_collections.qonnect.core.plugins.module_utils.args_common import (
-    K8S_AUTH_ARGSPEC,
-    PLAN_ARGSPEC,
-    SOURCE_ARGSPEC,
-    STATE_ARGSPEC,
-    argspec,
-)
+from ansible_collections.qonnect.core.plugins.module_utils.deploy_args import DEPLOY_ARGSPEC, DEPLOY_RULES
 from ansible_collections.qonnect.core.plugins.module_utils.module import run_module
-
-FENCING = {
-    "term": {"type": "int", "required": True},
-    "seq": {"type": "int", "required": True},
-}
-BATCH_ITEM = {
-    "app": {"type": "str", "required": True},
-    "decision_id": {"type": "str", "required": True},
-    "attempt": {"type": "int"},
-    "plan": {"type": "dict"},
-    "exclude": {"type": "list", "elements": "str"},
-    "scorer": {"type": "str"},
-    "hysteresis": {"type": "float"},
-    "reason": {"type": "str"},
-    "fencing": {"type": "dict", "required": True, "options": FENCING},
-}
 from ansible_collections.qonnect.core.plugins.module_utils.runners.deploy import run
 
 
 def main() -> None:
-    run_module(
-        run,
-        argspec(
-            SOURCE_ARGSPEC,
-            STATE_ARGSPEC,
-            PLAN_ARGSPEC,
-            K8S_AUTH_ARGSPEC,
-            plan={"type": "dict"},
-            wait={"type": "bool", "default": True},
-            wait_timeout={"type": "float", "default": 300.0},
-            min_ready_seconds={"type": "float"},
-            adopt={"type": "bool", "default": False},
-            require_survivable={"type": "bool", "default": False},
-            record={"type": "bool", "default": True},
-            fencing={"type": "dict", "options": FENCING},
-            reason={"type": "str"},
-            batch={"type": "list", "elements": "dict", "options": BATCH_ITEM},
-            applications={"type": "list", "elements": "raw"},
-            batch_workers={"type": "int", "default": 10},
-            kubeconfigs={"type": "dict", "no_log": True},
-        ),
-        mutually_exclusive=[("spec", "src", "name", "batch", "applications")],
-        required_one_of=[("spec", "src", "name", "batch", "applications")],
-    )
+    # On the controller the action plugin (plugins/action/deploy.py) runs the same runner with
+    # the same argument spec in its own process; this is the path everywhere else.
+    run_module(run, DEPLOY_ARGSPEC, **DEPLOY_RULES)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The simulated kubelets of one real cluster: only the kubelet is simulated, nothing else.
 
 Against the real API server, each node registers as a kubelet does (labels, taints, capacity,
-conditions), renews its Lease in kube-node-lease every 10 s and posts its status every 60 s. Pods
+conditions), renews its Lease in kube-node-lease every 10 s and posts its status every 60 s, and
+at once when the server no longer holds the node Ready (as a kubelet's status sync does). Pods
 the real scheduler binds to it get the container statuses a kubelet would report over time
 (timeline.py: start delay, slow pulls, pull failures with back-off, transient failures that
 clear, crash loops), and pods marked for deletion are confirmed deleted. ``down`` stops all of
@@ -181,12 +182,23 @@ class Kubelets:
                         f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}",
                         {"spec": {"renewTime": _micro(), "holderIdentity": name}},
                     )
-                    if post_status:
+                    if post_status or not await self._ready_on_server(name):
                         await self._post_status(name, ready=True)
                 except KubeApiError as exc:  # API server down: try again at the next beat
                     log.debug("%s/%s heartbeat: %s", self.cluster.name, name, exc)
             if post_status:
                 last_status = time.monotonic()
+
+    async def _ready_on_server(self, name: str) -> bool:
+        """Whether the API server holds this node Ready. A kubelet compares the status it would
+        post with the server's at every beat and posts at once when they differ, so a node the
+        node-lifecycle controller marked Unknown (after an API-server outage) is Ready again
+        within one beat, not at the next periodic report."""
+        node = await self.api.get(f"/api/v1/nodes/{name}")
+        return any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (node.get("status") or {}).get("conditions") or []
+        )
 
     async def set_down(self, name: str) -> None:
         """The kubelet stops: no lease renewals, no status, no pod work on this node."""

@@ -132,28 +132,46 @@ def recap_ok(run: subprocess.CompletedProcess) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", found.group(1))}
 
 
-def assert_clean(planted: Planted, run: subprocess.CompletedProcess) -> None:
+def assert_clean(planted: Planted, run: subprocess.CompletedProcess, in_process: bool | None = None) -> None:
+    """No planted secret in the -vvv output nor in syslog. The deploy module logs its invocation
+    to syslog when it runs as a module; in the controller's process (its action plugin, the
+    default on the controller) it starts no module process, and -vvv says which it was."""
     output = run.stdout + run.stderr
     assert '"module_args"' in output, "-vvv shows each module's invocation (what is searched)"
+    if in_process is not None:  # a playbook that deploys
+        assert ("AnsiballZ_deploy.py" not in output) is in_process, "the deploy ran where it was meant to"
     assert planted.leaks(output) == [], "in the -vvv output"
     logged = planted.logged()
-    assert "Invoked with" in logged, "each module logged its invocation to syslog"
+    if not in_process:
+        assert "Invoked with" in logged, "each module logged its invocation to syslog"
     assert planted.leaks(logged) == [], "in what the modules sent to syslog"
 
 
-def test_deploy_playbook_vvv_shows_no_credential(planted):
+IN_PROCESS = pytest.mark.parametrize("in_process", [True, False], ids=["in-process", "module"])
+
+
+@IN_PROCESS
+def test_deploy_playbook_vvv_shows_no_credential(planted, in_process):
     run = planted.playbook(
-        "qonnect.core.deploy", {"app_file": str(planted.spec_file), "kubeconfigs": planted.kubeconfigs}
+        "qonnect.core.deploy",
+        {
+            "app_file": str(planted.spec_file),
+            "kubeconfigs": planted.kubeconfigs,
+            "qonnect_in_process": in_process,
+        },
     )
     recap_ok(run)
-    assert_clean(planted, run)
+    assert_clean(planted, run, in_process)
     # masked are the credentials, not the cluster names the plan is made of
     assert re.search(r"web -> cloud-\d", run.stdout) and re.search(r"cache -> edge-\d", run.stdout), (
         run.stdout[-3000:]
     )
 
 
-def test_migration_through_ansible_runner_has_no_credential_in_events_or_artifacts(planted, tmp_path):
+@IN_PROCESS
+def test_migration_through_ansible_runner_has_no_credential_in_events_or_artifacts(
+    planted, tmp_path, in_process
+):
     """What AWX stores of a job (its events) and ansible-runner leaves on disk (artifacts)."""
     import ansible_runner
 
@@ -169,6 +187,7 @@ def test_migration_through_ansible_runner_has_no_credential_in_events_or_artifac
             "reason": "no-secret test",
             "kubeconfigs": planted.kubeconfigs,
             "kb_token_file": str(planted.federation.admin_token_file),
+            "qonnect_in_process": in_process,
         },
         envvars={
             k: planted.env[k] for k in ("ANSIBLE_COLLECTIONS_PATH", "QONNECT_KB_URL", "PATH", "PYTHONPATH")
@@ -193,14 +212,18 @@ def test_migration_through_ansible_runner_has_no_credential_in_events_or_artifac
     for path in files:
         assert planted.leaks(path.read_text(errors="replace")) == [], path.relative_to(private)
     logged = planted.logged()
-    assert "Invoked with" in logged and planted.leaks(logged) == []
+    assert ("Invoked with" in logged or in_process) and planted.leaks(logged) == []
 
 
-def test_remove_playbook_vvv_shows_no_credential(planted):
+@IN_PROCESS
+def test_remove_playbook_vvv_shows_no_credential(planted, in_process):
     planted.deployed()
-    run = planted.playbook("qonnect.core.remove", {"app": APP, "kubeconfigs": planted.kubeconfigs})
+    run = planted.playbook(
+        "qonnect.core.remove",
+        {"app": APP, "kubeconfigs": planted.kubeconfigs, "qonnect_in_process": in_process},
+    )
     assert recap_ok(run)["changed"] >= 1, run.stdout[-3000:]
-    assert_clean(planted, run)
+    assert_clean(planted, run, in_process)
 
 
 def test_register_clusters_playbook_vvv_shows_no_credential(planted, tmp_path):

@@ -224,6 +224,34 @@ def test_node_down_turns_not_ready_and_taint_eviction_moves_nothing_onto_the_tai
         core.delete_namespace(ns)
 
 
+def test_a_node_marked_unknown_while_its_kubelet_lives_is_ready_again_within_a_beat(
+    tiers: KubeFederation, node_timing: tuple[int, int]
+):
+    """What the node-lifecycle controller does after an API-server outage (Ready set to Unknown)
+    a live kubelet undoes at its next status sync, as a kubelet compares its status with the
+    server's; the simulated kubelet used to wait for its 60 s periodic report, so a 15 s blip
+    left nodes NotReady for up to a minute (issue 36's Karmada blips)."""
+    grace, _toleration = node_timing
+    node = "fog-1-worker"
+    with api(tiers.kubeconfig("fog-1")) as c:
+        core = client.CoreV1Api(c)
+        conditions = core.read_node_status(node).status.conditions
+        unknown = [
+            {"type": cond.type, "status": "Unknown" if cond.type == "Ready" else cond.status}
+            for cond in conditions
+        ]
+        core.patch_node_status(node, {"status": {"conditions": unknown}})
+        marked = time.monotonic()
+
+        def ready() -> bool:
+            cond = next(c for c in core.read_node_status(node).status.conditions if c.type == "Ready")
+            return cond.status == "True"
+
+        assert not ready()
+        wait_for(ready, grace + 5, f"{node} Ready again")  # a beat is grace / 4 here; the report 60 s
+        assert time.monotonic() - marked < 30
+
+
 def test_down_leaves_no_process_behind(kube_bin: Path, tmp_path: Path):
     fed = start_federation(tmp_path / "one", "tiers", clusters=1, start_delay=0.2)
     try:
