@@ -441,6 +441,19 @@ class Bench:
                     found |= where(seen, k, ready_only=False)
         return sorted(found)
 
+    def blip_target(self, rep: int) -> str | None:
+        """The member running ratings of qonnect.core in even repetitions, of Karmada in odd ones
+        (the other's when one system runs it nowhere): each system meets a blip of its own
+        member, also when the two chose different members."""
+        seen = self.seen()
+        on: dict[str, list[str]] = {}
+        for system, keys in self.keys.items():
+            for k in keys:
+                if k[0] in (Q_NS, K_NS) and k[1].startswith("ratings"):
+                    on.setdefault(system, []).extend(sorted(where(seen, k, ready_only=False)))
+        order = ("qonnect", "karmada") if rep % 2 == 0 else ("karmada", "qonnect")
+        return next((on[s][0] for s in order if on.get(s)), None)
+
     def recover(self, target: str, attempts: int = 3) -> None:
         """Restart the member's API server; again when it was not ready in the testbed's 60 s.
 
@@ -757,12 +770,12 @@ def run_phase(
                 trials.setdefault("stable_before_fail", []).append(bench.stable())
                 trials["fail"].append(bench.trial_fail(args.bound, "member API server stopped", target))
                 save()
-        targets = bench.targets()
-        if "blip" in args.trials and targets:
-            target = targets[rep % len(targets)]  # one blip per repetition, members alternating
+        if "blip" in args.trials:
             trials.setdefault("stable_before_blip", []).append(bench.stable())
-            trials["blip"].append(bench.trial_blip(target))
-            save()
+            target = bench.blip_target(rep)  # one blip per repetition, the systems' members alternating
+            if target:
+                trials["blip"].append(bench.trial_blip(target))
+                save()
     if phase in args.k_phases and args.k:
         for rep in range(args.k_reps):
             # Each repetition starts as the first did: bookinfo alone, then the k apps beside it.
