@@ -127,6 +127,12 @@ class Executor:
             shutil.rmtree(pdd)
         pdd.mkdir(parents=True, mode=0o700)
         extravars["kb_url"], extravars["kb_token_file"] = self.kb_url, self.token_file
+        # The deploy runs as a module process, not in the task's process (plugins/action/deploy.py):
+        # a run that fast can complete on an isolated leader between losing its quorum and the new
+        # leader's fence, and then be run again by the new leader (a duplicate migration, seen by
+        # test_isolated_leader_does_not_complete_the_migration). Until the leader stops on a lost
+        # quorum before it writes, its runs keep the module's pace.
+        extravars.setdefault("qonnect_in_process", False)
         bindir = os.path.dirname(sys.executable)
         envvars = {
             "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",

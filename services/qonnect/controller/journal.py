@@ -168,11 +168,39 @@ def done_in_kb(kb: Any, decision: Mapping[str, Any]) -> str | None:
             return None
         raise
     fencing = record.get("fencing") or {}
-    if (fencing.get("term"), fencing.get("seq")) == (token["term"], token["seq"]):
+    if (fencing.get("term"), fencing.get("seq")) == (token["term"], token["seq"]) and placed(
+        record, decision
+    ):
         return (
             f"the KB placement of {decision['app']} was written with attempt {decision['attempts']}'s token"
         )
     return None
+
+
+def _clusters(placement: Any) -> dict[str, list[str]]:
+    """service -> its clusters, sorted (roles and node details left out)."""
+    if not isinstance(placement, Mapping):
+        return {}
+    return {
+        svc: sorted(str(t.get("cluster")) for t in targets if isinstance(t, Mapping))
+        for svc, targets in placement.items()
+        if isinstance(targets, list)
+    }
+
+
+def placed(record: Mapping[str, Any], decision: Mapping[str, Any]) -> bool:
+    """Whether a placement record written under an attempt's token is that attempt's finished
+    write, not the intent it wrote before touching any cluster (``desired`` only) nor the
+    retraction of a failed attempt (``desired`` back to what runs): ``current`` is what the
+    decision placed - its committed plan's clusters, or else a placement off its excluded clusters."""
+    current = _clusters(record.get("current"))
+    if not current or current != _clusters(record.get("desired")):
+        return False
+    plan = decision.get("plan")
+    if isinstance(plan, Mapping) and plan:
+        return current == _clusters(plan)
+    avoid = set(decision.get("exclude") or ())
+    return not any(set(cs) & avoid for cs in current.values())
 
 
 def unfinished_in_kb(kb: Any, newest: tuple[int, int], apps: list[str]) -> list[dict[str, Any]]:

@@ -10,7 +10,20 @@ from ansible_collections.qonnect.core.plugins.module_utils.deploy_args import DE
 from ansible_collections.qonnect.core.plugins.module_utils.runners.deploy import run
 from ansible_collections.qonnect.core.plugins.modules import deploy
 from ansible_collections.qonnect.core.plugins.plugin_utils.in_process import run_in_controller
-from test_deploy_no_log import TOKEN, kubeconfig
+
+TOKEN = "planted-kubeconfig-token-5e1d"
+
+
+def kubeconfig(cluster: str) -> dict:
+    """A kubeconfig of the cluster given as content, its credential a planted token."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster, "cluster": {"server": f"https://{cluster}.example:6443"}}],
+        "users": [{"name": "admin", "user": {"token": f"{TOKEN}-{cluster}"}}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": "admin"}}],
+        "current-context": cluster,
+    }
 
 
 def in_process(args: dict, check_mode: bool = False, diff: bool = False, runner=run) -> dict:
