@@ -194,7 +194,9 @@ def placed(record: Mapping[str, Any], decision: Mapping[str, Any]) -> bool:
     retraction of a failed attempt (``desired`` back to what runs): ``current`` is what the
     decision placed - its committed plan's clusters, or else a placement off its excluded clusters."""
     current = _clusters(record.get("current"))
-    if not current or current != _clusters(record.get("desired")):
+    if current != _clusters(record.get("desired")):
+        return False  # the intent alone
+    if not current:
         return False
     plan = decision.get("plan")
     if isinstance(plan, Mapping) and plan:

@@ -187,7 +187,9 @@ def test_a_leader_killed_between_the_hedge_and_the_confirmation_leaves_it_to_the
     term = first.status()["term"]
     stack.testbed("fail", target)
     try:
-        spare = wait_for(lambda: standby(stack, APP, "ratings"), 15, 0.2, "a standby of ratings")
+        spare = wait_for(
+            lambda: standby(stack, APP, "ratings"), 30, 0.2, "a standby of ratings"
+        )  # a loaded CI took > 15 s
         wait_for(lambda: healthy_on(stack, APP, "ratings", spare), 15, 0.2, "the standby Healthy")
         first.kill()
         stack.wait_leader(10, [r for r in stack.replicas if r is not first])

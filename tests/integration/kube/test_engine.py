@@ -305,11 +305,15 @@ def test_after_an_api_server_restart_pods_match_what_the_controllers_want(tiers:
             lambda: not core.list_namespaced_pod(ns).items, 45, "no pod left of the scaled-down Deployment"
         )
         apps.patch_namespaced_deployment_scale("web", ns, {"spec": {"replicas": 2}})
-        wait_for(
-            lambda: apps.read_namespaced_deployment_status("web", ns).status.ready_replicas == 2,
-            60,
-            "2/2 again",
-        )
+
+        def two_of_two() -> bool:
+            # the status of this generation: the one read before the kill can still say 2/2
+            d = apps.read_namespaced_deployment_status("web", ns)
+            return (
+                d.status.observed_generation or 0
+            ) >= d.metadata.generation and d.status.ready_replicas == 2
+
+        wait_for(two_of_two, 60, "2/2 again")
         time.sleep(2.0)
         pods = core.list_namespaced_pod(ns).items
         assert len(pods) == 2 and not any(p.metadata.deletion_timestamp for p in pods), [
