@@ -23,4 +23,9 @@ wait "$checks"
 checks_rc=$?
 cat "$log"
 echo "make test: checks exit $checks_rc, $(($(date +%s) - started)) s in all"
+# The checks' log buries pytest's own summary: name the failed tests again at the very end, where a
+# CI page that shows only the tail still shows them.
+if [ "$tests_rc" -ne 0 ]; then
+  "$python" scripts/failed-tests.py build/pytest.xml
+fi
 [ "$tests_rc" -eq 0 ] && [ "$checks_rc" -eq 0 ]
