@@ -179,6 +179,7 @@ class Controller:
             if planner is not None and judge_drift
             else None
         )
+        self.drift_gate = replan  # its count of judgements is in /status and /metrics
         self.detection = Detection(self.kb, self.lead, cfg, replan)
         self.deciding = Deciding(self.node, self.kb, self.commits, self.lead, self.metrics)
         self.runs = Runs(
@@ -327,4 +328,5 @@ class Controller:
             self.cfg.max_concurrent_runs,
             self.scheduler.waiting_slot,
             self.survival.status(),
+            self.drift_gate.judged if self.drift_gate is not None else 0,
         )

@@ -39,9 +39,12 @@ def status(
     max_concurrent_runs: int,
     waiting: list[str],
     survivability: dict[str, Any],
+    drift_judgements: int = 0,
 ) -> dict[str, Any]:
     """The replica's /status document: its Raft state, the KB's, why it (does not) decide, the
-    replicated log's decisions, its own runs and the runs waiting for a slot."""
+    replicated log's decisions, its own runs and the runs waiting for a slot, and how many times
+    its QoS-drift judge re-placed an application (it judges only after a change it reads: an
+    idle fleet leaves the count still)."""
     raw: dict[str, Any] = {}
     for _try in range(3):  # pysyncobj mutates its dicts on its own thread
         try:
@@ -73,4 +76,5 @@ def status(
         "max_concurrent_runs": max_concurrent_runs,
         "waiting_for_run_slot": list(waiting),  # decision ids, in the order they start
         "survivability": survivability,  # the leader's last N-1 report (survival.py)
+        "drift_judgements": drift_judgements,
     }

@@ -66,6 +66,12 @@ class Metrics:
         ]
         for key, value in sorted(status["log_counters"].items()):
             out.append(f'qonnect_controller_log_decisions_total{{outcome="{key}"}} {value}')
+        out += [
+            "# HELP qonnect_controller_drift_judgements_total Applications re-placed to judge QoS drift"
+            " (only after a change the placement reads).",
+            "# TYPE qonnect_controller_drift_judgements_total counter",
+            f"qonnect_controller_drift_judgements_total {status.get('drift_judgements', 0)}",
+        ]
         with self._lock:
             out += [
                 "# HELP qonnect_controller_decisions_total Decisions committed by this replica as leader.",

@@ -203,6 +203,7 @@ def test_healthz_and_metrics_report_the_leader(raft3: Stack):
         return bool(st) and (
             f"qonnect_controller_is_leader {int(st['is_leader'])}\n" in text
             and f"qonnect_controller_term {st['term']}\n" in text
+            and f"qonnect_controller_drift_judgements_total {st['drift_judgements']}\n" in text
         )
 
     raft3.wait_leader()

@@ -110,6 +110,8 @@ def test_metrics_text():
         "qonnect_controller_recovery_seconds_count 1\nqonnect_controller_recovery_seconds_sum 9.500" in text
     )
     assert 'qonnect_controller_log_decisions_total{outcome="decisions"} 3' in text
+    assert "qonnect_controller_drift_judgements_total 0\n" in text
+    assert "qonnect_controller_drift_judgements_total 1200\n" in m.render(status_doc(drift_judgements=1200))
 
 
 def test_render_shows_leader_peers_inflight_and_unreachable():

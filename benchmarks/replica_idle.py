@@ -1,0 +1,238 @@
+"""The controller replicas' CPU on an unchanging fleet, with 0, 100 and 1,000 applications, and
+the work one cluster's capacity change makes (issue 38, "Measure it"), as JSON.
+
+``leader_idle.py`` measures the detector alone, in this process. This one measures what a
+platform team's `top` shows: whole replica processes (`qonnect controller run`, three of them,
+Raft between them) with everything they run when nothing fails - the detector each tick and its
+KB read, status, the survivability report, reconcile, Raft heartbeats - on a real stack (a KB, the
+paper's nine emulated clusters with one agent each) holding N one-Deployment applications
+deployed with `qonnect.core.deploy` (the list form, one run).
+
+Per N, after the replicas have observed every application and the leader's drift judge has
+judged each once (its count, ``qonnect_controller_drift_judgements_total``, has stood still for
+``--settle`` seconds):
+
+- ``idle``: per replica (leader first) CPU cores over ``--window`` seconds of an idle fleet, from
+  /proc (utime+stime, reaped children included), and the drift judgements made in the window
+  (0 expected: heartbeats alone change nothing the placement reads); the KB's own CPU beside;
+- ``change``: one cluster's capacity changes as a user's other workload would change it (a
+  Deployment requesting ``--load-cpu`` applied to its API with the official client, not through
+  qonnect): seconds until the leader judged again, the judgements that change caused, the
+  leader's CPU over the ``--window`` after it, and the placement decisions it led to.
+
+    python benchmarks/replica_idle.py --json                    # N = 0, 100, 1000
+    python benchmarks/replica_idle.py --json --ns 0,100 --window 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "services"))
+sys.path.insert(0, str(ROOT / "tests" / "integration" / "controller"))  # the real-process harness
+sys.path.insert(0, str(ROOT / "tests"))  # its shared helpers (support)
+
+from _controller_stack import BIN, Replica, Stack, small_app, wait_for  # noqa: E402
+from qonnect.controller import journal  # noqa: E402
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU seconds so far, its reaped children's included."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / CLK
+
+
+def deploy(stack: Stack, names: list[str], workdir: Path) -> float:
+    """The applications through the deploy playbook's list form (one run); its seconds."""
+    import yaml
+
+    folder = workdir / "apps"
+    folder.mkdir(exist_ok=True)
+    files = []
+    for name in names:
+        path = folder / f"{name}.yml"
+        path.write_text(yaml.safe_dump(small_app(name)))
+        files.append(str(path))
+    t0 = time.monotonic()
+    res = subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            "qonnect.core.deploy",
+            "-e",
+            json.dumps(
+                {
+                    "app_files": files,
+                    "kb_url": stack.kb_url,
+                    "kb_token_file": str(stack.admin_token),
+                    "wait_timeout": 600,
+                }
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env=stack.env,
+        cwd=workdir,
+        check=False,
+    )
+    if res.returncode != 0:
+        raise SystemExit(
+            f"deploying {len(names)} applications failed:\n{res.stdout[-3000:]}\n{res.stderr[-2000:]}"
+        )
+    return time.monotonic() - t0
+
+
+def judgements(replica: Replica) -> int:
+    status = replica.status(timeout=10) or {}
+    return int(status.get("drift_judgements") or 0)
+
+
+def settle(leader: Replica, quiet: float, timeout: float) -> float:
+    """Wait until the leader's drift judgements stood still for ``quiet`` seconds; the count."""
+    deadline = time.monotonic() + timeout
+    last, since = judgements(leader), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = judgements(leader)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return last
+    raise SystemExit(f"the leader's drift judgements did not settle within {timeout:.0f} s (at {last})")
+
+
+def window(stack: Stack, seconds: float) -> dict[str, float]:
+    """CPU cores of every replica and the KB over ``seconds``."""
+    pids = {r.name: r.proc.pid for r in stack.replicas if r.proc}
+    pids["kb"] = stack.kb_proc.pid
+    before = {n: cpu_seconds(p) for n, p in pids.items()}
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    span = time.monotonic() - t0
+    return {n: round((cpu_seconds(p) - before[n]) / span, 4) for n, p in pids.items()}
+
+
+def load_cluster(stack: Stack, cluster: str, cpu: str) -> None:
+    """Another team's Deployment on ``cluster``, applied to its own API (not through qonnect)."""
+    from kubernetes import client, config
+
+    entry = next(c for c in stack.federation["clusters"] if c["name"] == cluster)
+    api = client.AppsV1Api(config.new_client_from_config(config_file=entry["kubeconfig"]))
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "other-team", "namespace": "default"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "other-team"}},
+            "template": {
+                "metadata": {"labels": {"app": "other-team"}},
+                "spec": {
+                    "containers": [
+                        {"name": "job", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
+                    ]
+                },
+            },
+        },
+    }
+    api.create_namespaced_deployment("default", body, _request_timeout=10)
+
+
+def decisions(stack: Stack, after: int) -> list[str]:
+    """The controller's decisions the KB recorded since event ``after`` (reason: application)."""
+    events = stack.admin.list_events(limit=1000, after_id=after)
+    return [
+        f"{e.get('reason')}:{e.get('application')}"
+        for e in events
+        if e.get("role") == "controller" and e["type"] == journal.DECISION
+    ]
+
+
+def last_event(stack: Stack) -> int:
+    return max([e["id"] for e in stack.admin.list_events(limit=1, after_id=None)] or [0])
+
+
+def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    stack = Stack(workdir)
+    row: dict[str, Any] = {"applications": n}
+    try:
+        stack.start_kb()
+        stack.start_testbed(None)  # the paper profile's nine clusters
+        stack.start_agents(1.0)
+        names = [f"app{i:04d}" for i in range(n)]
+        if names:
+            row["deploy_s"] = round(deploy(stack, names, workdir), 1)
+        stack.start_replicas(3, [])
+        leader = stack.wait_leader(60)
+        wait_for(
+            lambda: all(len((r.status(timeout=10) or {}).get("versions") or {}) >= n for r in stack.replicas),
+            300,
+            1.0,
+            "every replica to observe every application",
+        )
+        row["judged_at_start"] = settle(leader, args.settle, 600)
+        if stack.leader() is not leader:
+            raise SystemExit("the leader changed while settling")
+        j0 = judgements(leader)
+        cores = window(stack, args.window)
+        row["idle"] = {
+            "leader_cores": cores.pop(leader.name),
+            "follower_cores": sorted(v for k, v in cores.items() if k != "kb"),
+            "kb_cores": cores.get("kb"),
+            "drift_judgements": judgements(leader) - j0,
+        }
+        cluster = stack.federation["clusters"][0]["name"]
+        after = last_event(stack)
+        j1 = judgements(leader)
+        t0 = time.monotonic()
+        load_cluster(stack, cluster, args.load_cpu)
+        if n:
+            wait_for(lambda: judgements(leader) > j1, 60, 0.2, "the leader to judge again after the change")
+        seen = time.monotonic() - t0
+        cores = window(stack, args.window)
+        row["change"] = {
+            "cluster": cluster,
+            "judged_again_after_s": round(seen, 2) if n else None,
+            "drift_judgements": judgements(leader) - j1,
+            "leader_cores": cores.pop(leader.name),
+            "follower_cores": sorted(v for k, v in cores.items() if k != "kb"),
+            "decisions": decisions(stack, after),
+        }
+        return row
+    finally:
+        stack.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--ns", default="0,100,1000", help="applications per run, comma separated")
+    parser.add_argument("--window", type=float, default=60.0, help="seconds of each CPU window")
+    parser.add_argument("--settle", type=float, default=15.0, help="seconds the judgements must stand still")
+    parser.add_argument("--load-cpu", default="500m", help="the other team's Deployment's CPU request")
+    parser.add_argument("--json", action="store_true", help="print JSON (the default prints it too)")
+    args = parser.parse_args()
+    out: dict[str, Any] = {"benchmark": "replica_idle", "window_s": args.window, "runs": []}
+    with tempfile.TemporaryDirectory(prefix="qonnect-idle-") as tmp:
+        for n in (int(x) for x in args.ns.split(",") if x.strip()):
+            out["runs"].append(one_n(n, Path(tmp) / f"n{n}", args))
+            print(json.dumps(out["runs"][-1]), file=sys.stderr, flush=True)
+    out["load_average"] = os.getloadavg()
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
