@@ -123,6 +123,33 @@ def window(stack: Stack, seconds: float) -> dict[str, float]:
     return {n: round((cpu_seconds(p) - before[n]) / span, 4) for n, p in pids.items()}
 
 
+def profile(leader: Replica, seconds: float, folder: str | None, n: int) -> subprocess.Popen | None:
+    """With ``--profile DIR``: py-spy's collapsed stacks of the leader over the idle window
+    (DIR/leader-N.txt; py-spy must be on PATH), to see where an idle leader's CPU goes."""
+    if not folder or leader.proc is None:
+        return None
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    out = Path(folder) / f"leader-{n}.txt"
+    return subprocess.Popen(
+        [
+            "py-spy",
+            "record",
+            "-p",
+            str(leader.proc.pid),
+            "-d",
+            str(int(seconds)),
+            "-r",
+            "50",
+            "-f",
+            "raw",
+            "-o",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def load_cluster(stack: Stack, cluster: str, cpu: str) -> None:
     """Another team's Deployment on ``cluster``, applied to its own API (not through qonnect)."""
     from kubernetes import client, config
@@ -185,7 +212,10 @@ def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
         if stack.leader() is not leader:
             raise SystemExit("the leader changed while settling")
         j0 = judgements(leader)
+        spy = profile(leader, args.window, args.profile, n)
         cores = window(stack, args.window)
+        if spy is not None:
+            spy.wait(timeout=60)
         row["idle"] = {
             "leader_cores": cores.pop(leader.name),
             "follower_cores": sorted(v for k, v in cores.items() if k != "kb"),
@@ -222,12 +252,15 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=60.0, help="seconds of each CPU window")
     parser.add_argument("--settle", type=float, default=15.0, help="seconds the judgements must stand still")
     parser.add_argument("--load-cpu", default="500m", help="the other team's Deployment's CPU request")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy the leader over the idle window into DIR")
     parser.add_argument("--json", action="store_true", help="print JSON (the default prints it too)")
     args = parser.parse_args()
     out: dict[str, Any] = {"benchmark": "replica_idle", "window_s": args.window, "runs": []}
     with tempfile.TemporaryDirectory(prefix="qonnect-idle-") as tmp:
         for n in (int(x) for x in args.ns.split(",") if x.strip()):
-            out["runs"].append(one_n(n, Path(tmp) / f"n{n}", args))
+            workdir = Path(tmp) / f"n{n}"
+            workdir.mkdir()
+            out["runs"].append(one_n(n, workdir, args))
             print(json.dumps(out["runs"][-1]), file=sys.stderr, flush=True)
     out["load_average"] = os.getloadavg()
     print(json.dumps(out, indent=2))

@@ -64,6 +64,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.prune import (
     prune,
     sweep,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.shared_reads import PARTIAL_LISTS
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.waiter import wait_workloads
 from ansible_collections.qonnect.core.plugins.module_utils.keys import (
     DOMAIN_LABEL,
@@ -405,13 +406,16 @@ class Deployer:
                 404,
             )
 
-    def _snapshot(self, work: _ClusterWork) -> None:
+    def _snapshot(self, work: _ClusterWork, prunable: bool = True) -> None:
         """Every live object with a desired object's identity, whoever owns it (so check mode
         shows the real ``before`` and nothing foreign is overwritten), plus this application's
-        own objects of the prunable kinds; foreign ones in the way go to ``work.foreign``.
+        own objects of the prunable kinds (``prunable``; a drift check needs only the desired
+        ones); foreign ones in the way go to ``work.foreign``.
 
         Cluster-scoped objects are looked up whether or not the namespace exists yet: a first
-        deploy must not take over a team's ClusterRole either."""
+        deploy must not take over a team's ClusterRole either. A client whose lists hold only
+        qonnect's objects (k8s/shared_reads.py) is asked for each desired object its lists
+        lacked, so an unlabelled one in the way is seen."""
         target = self.targets[work.result.cluster]
         work.client = self.client_factory(target)
         work.live, work.foreign = {}, []
@@ -422,10 +426,20 @@ class Deployer:
             return
         wanted = {object_key(o) for o in work.desired}
         kinds = {(o["apiVersion"], o["kind"]) for o in work.desired if _namespaced(o)}
-        kinds.update(DEFAULT_PRUNE_KINDS)
+        if prunable:
+            kinds.update(DEFAULT_PRUNE_KINDS)
         for api_version, kind in sorted(kinds):
             for obj in work.client.list(api_version, kind, self.namespace):
                 self._note(work, obj, object_key(obj) in wanted)
+        if getattr(work.client, PARTIAL_LISTS, False):
+            for obj in work.desired:
+                if _namespaced(obj) and object_key(obj) not in work.live:
+                    meta = obj["metadata"]
+                    live = work.client.get(
+                        obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")
+                    )
+                    if live is not None:
+                        self._note(work, live, True)
 
     def _cluster_scoped(self, work: _ClusterWork) -> list[dict]:
         """The live objects with the identity of a desired cluster-scoped object (not the
@@ -603,7 +617,7 @@ class Deployer:
         """
         work = self.work[cluster]
         work.desired = self.desired_for(cluster)
-        self._snapshot(work)
+        self._snapshot(work, prunable=False)
         out = []
         for obj in work.desired:
             live = self._live(work, obj)

@@ -278,8 +278,12 @@ class Reconciler:
         self.todo -= set(ready)
         if heal:
             self.heal_at = time.monotonic() + self.heal_interval
+        stored = {str(r.get("name")): r for r in snapshot.applications} if heal else None
         self.thread = threading.Thread(
-            target=self._run, args=(ready, term, dict(token), heal, set(down)), name="reconcile", daemon=True
+            target=self._run,
+            args=(ready, term, dict(token), heal, set(down), stored),
+            name="reconcile",
+            daemon=True,
         )
         self.thread.start()
 
@@ -290,6 +294,7 @@ class Reconciler:
         token: dict[str, int],
         heal: list[str] | None = None,
         down: set[str] | None = None,
+        stored: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         from ansible_collections.qonnect.core.plugins.module_utils.fencing import fence_guard
 
@@ -327,13 +332,18 @@ class Reconciler:
                 except KBError as exc:
                     log.info("cannot record the reconciliation of %s: %s", cluster, exc)
         if heal:
-            self._heal(heal, down or set(), before_step, token)
+            self._heal(heal, down or set(), before_step, token, stored)
 
     def _heal(
-        self, clusters: list[str], down: set[str], before_step: Callable[[str], None], token: dict[str, int]
+        self,
+        clusters: list[str],
+        down: set[str],
+        before_step: Callable[[str], None],
+        token: dict[str, int],
+        stored: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         try:
-            self.healer.run(clusters, down, before_step, token)
+            self.healer.run(clusters, down, before_step, token, stored)
         except (KBError, K8sError, FencedError) as exc:
             log.warning("self-heal pass stopped: %s; the next pass tries again", exc)
         except Exception:  # a bug: shown with its traceback; the next pass still runs

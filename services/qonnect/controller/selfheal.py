@@ -5,7 +5,8 @@ tool) is simply not reported, and one edited by hand still looks healthy: nothin
 controller notices. Like Argo CD's self-heal, the leader therefore compares, every
 ``INTERVAL`` seconds, each healthy cluster's share of every placed application - rendered by
 the one renderer the deploy module uses (plugins/module_utils/k8s/render.py) - with what is
-live there (``Deployer.drift``), and re-applies what is missing or was changed in the fields
+live there (``Deployer.drift``, on one list per kind and cluster a pass shares among its
+applications: k8s/shared_reads.py), and re-applies what is missing or was changed in the fields
 qonnect applied (``Deployer.restore``).
 
 Confirmed and bounded: a drift counts when two passes ``CONFIRM_SECONDS`` or more apart see
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import (
     application_deployer,
     record_target,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.k8s.shared_reads import SharedReads
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.keys import SELF_HEAL_LABEL
 from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
@@ -117,6 +119,14 @@ class _Pass:
     observed: set[tuple[str, str]] = field(default_factory=set)  # drifts seen in this pass
     visited: set[str] = field(default_factory=set)  # clusters examined to the end
     restored_on: set[str] = field(default_factory=set)
+    # one read of each cluster for every application of the pass (k8s/shared_reads.py)
+    reads: dict[str, SharedReads] = field(default_factory=dict)
+
+    def client(self, target: Any) -> SharedReads:
+        """The pass's shared reads of a cluster: the deployers' client factory."""
+        if target.name not in self.reads:
+            self.reads[target.name] = SharedReads(client_of(target))
+        return self.reads[target.name]
 
 
 class Healer:
@@ -145,6 +155,9 @@ class Healer:
         self.seen: dict[tuple[str, str], str] = {}
         self.restored_on: set[str] = set()  # clusters the last pass restored objects on
         self.refused: dict[tuple[str, str], float] = {}  # (cluster, key) -> retry from (clock)
+        # app -> (what identifies its stored version, the spec parsed): parsed once per version
+        self.parsed: dict[str, tuple[tuple, Application]] = {}
+        self.stored: Mapping[str, dict[str, Any]] = {}  # the pass's records (``run``'s ``stored``)
 
     def run(
         self,
@@ -152,8 +165,12 @@ class Healer:
         down: set[str],
         before_step: Callable[[str], None],
         token: dict[str, int],
+        stored: Mapping[str, dict[str, Any]] | None = None,
     ) -> int:
-        """One pass over ``clusters`` (the healthy ones); returns the objects re-applied."""
+        """One pass over ``clusters`` (the healthy ones); returns the objects re-applied.
+
+        ``stored``: the KB's application records the leader's tick already read (its view,
+        kept current by the KB's change feed), so a pass asks the KB only for those it lacks."""
         records = {c["name"]: c for c in self.kb.list_clusters()}
         raw = self.kb.request("GET", "/api/v1/placements")["placements"]
         placements = {p["application"]: settled(p) for p in raw}
@@ -161,6 +178,7 @@ class Healer:
             records, {p["application"]: p.get("updated") for p in raw}, down, before_step, token, self.limit
         )
         apps: dict[str, Application | None] = {}
+        self.stored = stored or {}
         try:
             for cluster in clusters:
                 if self._cluster(cluster, placements, apps, state):
@@ -209,14 +227,25 @@ class Healer:
         self.seen = {k: v for k, v in self.seen.items() if keep(k)}
         now = self.clock()
         self.refused = {k: v for k, v in self.refused.items() if v > now}
+        placed = set(state.versions)
+        self.parsed = {a: v for a, v in self.parsed.items() if a in placed}
 
     def _application(self, app: str) -> Application | None:
-        try:
-            return Application.from_dict(self.kb.get_application(app)["application"])
-        except KBError as exc:
-            if exc.status != 404:
-                raise
-            return None  # placed but no spec (being removed): nothing to render
+        record = self.stored.get(app)
+        if record is None:
+            try:
+                record = self.kb.get_application(app)
+            except KBError as exc:
+                if exc.status != 404:
+                    raise
+                return None  # placed but no spec (being removed): nothing to render
+        version = (record.get("version"), record.get("created"), record.get("updated"))
+        cached = self.parsed.get(app)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        parsed = Application.from_dict(record["application"])
+        self.parsed[app] = (version, parsed)
+        return parsed
 
     def _deployer(self, app: Application, placement: dict[str, Any], state: _Pass) -> Any:
         """The application's deployer for its placement (None: a cluster lacks credentials in
@@ -232,7 +261,7 @@ class Healer:
             plan,
             targets,
             previous=set(),
-            client_factory=client_of,
+            client_factory=state.client,
             before_step=state.before_step,
             wait=False,
             wait_timeout=0.0,  # a namespace still terminating: look again next pass

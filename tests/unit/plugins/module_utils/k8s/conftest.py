@@ -57,7 +57,9 @@ class MemoryCluster:
         self._check()
         if (api_version, kind) == ("v1", "Pod") and self.ready:
             return self._pods(namespace)
-        wanted = dict(p.split("=", 1) for p in (label_selector or "").split(",") if p)
+        terms = [p for p in (label_selector or "").split(",") if p]
+        wanted = dict(p.split("=", 1) for p in terms if "=" in p)  # key=value
+        present = [p for p in terms if "=" not in p]  # key: the label exists, any value
         out = []
         for (av, k, ns, _name), obj in sorted(self.objects.items(), key=lambda kv: str(kv[0])):
             labels = obj["metadata"].get("labels") or {}
@@ -66,6 +68,7 @@ class MemoryCluster:
                 and k == kind
                 and (namespace is None or ns == namespace)
                 and all(labels.get(a) == b for a, b in wanted.items())
+                and all(a in labels for a in present)
             ):
                 out.append(self._with_status(copy.deepcopy(obj)))
         return out

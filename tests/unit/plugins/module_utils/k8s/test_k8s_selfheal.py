@@ -13,7 +13,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.k8s.render import app
 from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
 from qonnect.controller import selfheal
 from support.memory_kb import MemoryKB
-from support.shop_cases import PLAN_A, SERVICES
+from support.shop_cases import PLAN_A, SERVICES, dep
 
 TOKEN = {"term": 3, "seq": 7}
 
@@ -175,3 +175,78 @@ def test_an_object_the_cluster_refuses_is_tried_again_only_after_a_while(world):
     retry = [healer.run(["c1"], set(), lambda step: None, TOKEN) for _run in range(2)]
     assert retry == [0, 1]  # confirmed anew, then restored
     assert clusters["c1"].get("apps/v1", "Deployment", "front-v1", "shop") is not None
+
+
+def counting(cluster):
+    """Count the reads a cluster serves (gets and lists), as its API server would."""
+    reads = {"n": 0}
+    for verb in ("get", "list"):
+        original = getattr(cluster, verb)
+
+        def counted(*args, _original=original, **kwargs):
+            reads["n"] += 1
+            return _original(*args, **kwargs)
+
+        setattr(cluster, verb, counted)
+    return reads
+
+
+def place_copies(clusters, kb, count):
+    """``count`` more applications like shop (each its own namespace), deployed and settled."""
+    for i in range(count):
+        name = f"shop{i}"
+        body = spec()
+        body["metadata"].update(name=name, namespace=name)
+        kb.put_application(name, body)
+        app = Application.from_dict(kb.get_application(name)["application"])
+        targets = {n: target_of(n, kb.clusters[n], f"/k/{n}.yaml") for n in ("c1", "c2")}
+        application_deployer(app, PLAN_A, targets, set(), client_factory=lambda t: clusters[t.name]).run()
+        kb.put_placement(name, {"desired": PLAN_A, "current": PLAN_A})
+
+
+def test_a_pass_reads_each_cluster_once_per_kind_however_many_applications_it_holds(world):
+    """Issue 38: the idle leader's CPU grew with the applications, most of it in this pass's
+    reads (a namespace get and seven lists per application and cluster, every 5 s)."""
+    clusters, kb, _deploy = world
+    reads = counting(clusters["c1"])
+    healer = healer_for(kb)
+    healer.run(["c1"], set(), lambda step: None, TOKEN)
+    one = reads["n"]
+    place_copies(clusters, kb, 20)
+    reads["n"] = 0
+    healer.run(["c1"], set(), lambda step: None, TOKEN)
+    assert reads["n"] == one <= 4, f"21 applications took {reads['n']} reads, 1 took {one}"
+
+
+def test_an_unlabelled_object_in_the_way_is_not_taken_for_a_missing_one(world):
+    """The shared list holds only qonnect's labelled objects: a team's object with the name of
+    one of ours must still be seen (and left alone), not re-applied over as missing."""
+    clusters, kb, _deploy = world
+    c1 = clusters["c1"]
+    c1.delete("apps/v1", "Deployment", "front-v1", "shop")
+    theirs = copy.deepcopy(dep("front-v1", "front"))
+    theirs["metadata"].update(namespace="shop", labels={"team": "them"})
+    c1.apply(theirs)
+    assert heal_pass(kb)[1] == 0
+    live = c1.get("apps/v1", "Deployment", "front-v1", "shop")
+    assert live["metadata"]["labels"] == {"team": "them"}
+    assert not [e for e in kb.events if e["type"] == selfheal.RESTORED]
+
+
+def test_a_pass_renders_from_the_records_the_tick_read_and_asks_the_kb_only_for_the_others(world):
+    clusters, kb, _deploy = world
+    place_copies(clusters, kb, 3)
+    asked: list[str] = []
+    original = kb.get_application
+
+    def get_application(name):
+        asked.append(name)
+        return original(name)
+
+    kb.get_application = get_application
+    stored = {n: original(n) for n in ("shop", "shop0", "shop1")}  # the tick's view lacks shop2
+    clusters["c1"].delete("apps/v1", "Deployment", "front-v1", "shop")
+    healer = healer_for(kb)
+    passes = [healer.run(["c1", "c2"], set(), lambda step: None, TOKEN, stored) for _pass in range(2)]
+    assert passes == [0, 1] and clusters["c1"].get("apps/v1", "Deployment", "front-v1", "shop")
+    assert asked == ["shop2", "shop2"]  # one read per pass, of the one the records lacked
