@@ -250,3 +250,20 @@ def test_a_pass_renders_from_the_records_the_tick_read_and_asks_the_kb_only_for_
     passes = [healer.run(["c1", "c2"], set(), lambda step: None, TOKEN, stored) for _pass in range(2)]
     assert passes == [0, 1] and clusters["c1"].get("apps/v1", "Deployment", "front-v1", "shop")
     assert asked == ["shop2", "shop2"]  # one read per pass, of the one the records lacked
+
+
+def test_a_cluster_that_refuses_lists_across_namespaces_is_read_per_namespace(world):
+    """RBAC limited to the application's namespaces: the pass still sees and restores drift."""
+    clusters, kb, _deploy = world
+    c1 = clusters["c1"]
+    original = c1.list
+
+    def namespaced_only(api_version, kind, namespace=None, label_selector=None):
+        if namespace is None and kind != "Namespace":
+            raise K8sError("c1", "HTTP 403: cannot list resource across all namespaces", 403)
+        return original(api_version, kind, namespace, label_selector)
+
+    c1.list = namespaced_only
+    c1.delete("apps/v1", "Deployment", "front-v1", "shop")
+    assert heal_pass(kb)[1] == 1
+    assert c1.get("apps/v1", "Deployment", "front-v1", "shop") is not None
