@@ -81,8 +81,9 @@ class ChangeGate:
     on changed (issue 38: the idle leader re-placed every steady application every tick): its
     spec version and policy, its placement, the clusters it must avoid now, or the fleet - any
     cluster's health, labels, economics, nodes (capacity, requests, readiness, whether their last
-    report is recent enough to count) or latencies. Heartbeat ages alone leave the last verdict
-    standing.
+    report is recent enough to count) or the latencies among the clusters (``latency_print``;
+    those to places outside the fleet count for the applications that name them). Heartbeat
+    ages and an agent's round trip to the KB alone leave the last verdict standing.
 
     The fleet is taken whole on purpose: the engine normalises every score over the fleet's
     usable nodes (the spans of energy and price, the best free capacity, the largest latency,
@@ -99,6 +100,8 @@ class ChangeGate:
         self._inventory: dict[str, Any] | None = None
         self._generation = 0
         self._fleet = ""  # the print of the fleet as the engine reads it, this inventory
+        self._latency: dict[str, Any] = {}  # this inventory's latency table
+        self._locations: list[str] = []  # its clusters' locations
         self._clusters: dict[str, tuple[dict[str, Any], str]] = {}  # name -> (entry, its print)
 
     def __call__(
@@ -118,6 +121,7 @@ class ChangeGate:
             _print(current),
             tuple(exclude),
             self._fleet,
+            self._references(record),
         )
         found = self.verdicts.get(name)
         if found is not None and found[0] == key:
@@ -135,8 +139,29 @@ class ChangeGate:
             old = self._generation - self.PRUNE_EVERY
             self.verdicts = {a: v for a, v in self.verdicts.items() if v[1] > old}
             self._clusters = {}
-        prints = "|".join(self._cluster_print(c) for c in inventory.get("clusters") or [])
-        self._fleet = _digest(prints + _print(inventory.get("latency_ms") or {}))
+        clusters = inventory.get("clusters") or []
+        prints = "|".join(self._cluster_print(c) for c in clusters)
+        self._latency = inventory.get("latency_ms") or {}
+        self._locations = [str(c.get("location") or c.get("name")) for c in clusters if isinstance(c, dict)]
+        self._fleet = _digest(prints + latency_print(self._latency, self._locations))
+
+    def _references(self, record: dict[str, Any]) -> str:
+        """The latencies to the places outside the fleet an application's services name
+        (``maxLatency`` from a location that is no cluster's): they count for it alone."""
+        named = set()
+        for svc in (record.get("application") or {}).get("services") or []:
+            for limit in ((svc or {}).get("constraints") or {}).get("max_latency") or []:
+                named.add(str((limit or {}).get("from")))
+        outside = sorted(named - set(self._locations))
+        if not outside:
+            return ""
+        table = self._latency
+        return _print(
+            {
+                loc: [table.get(loc), [(table.get(c) or {}).get(loc) for c in self._locations]]
+                for loc in outside
+            }
+        )
 
     def _cluster_print(self, cluster: dict[str, Any]) -> str:
         from ansible_collections.qonnect.core.plugins.module_utils.placement.model import (
@@ -157,6 +182,29 @@ class ChangeGate:
         found = _digest(_print({**{k: v for k, v in cluster.items() if k not in AGES}, "nodes": nodes}))
         self._clusters[name] = (cluster, found)
         return found
+
+
+def latency_print(table: dict[str, Any], locations: list[str]) -> str:
+    """The latency table as the placement engine reads it (placement/fleet.py): the entries
+    among the clusters' locations, the largest value of all (which normalises every latency
+    score) and that every entry is a number >= 0 (else the inventory is refused). Entries of
+    other places count only so - an agent's round trip to the KB changes at every report and
+    would otherwise re-judge every application - and through the applications that name them
+    (``ChangeGate._references``). A table of any other shape is printed whole."""
+    fleet = set(locations)
+    block: dict[str, Any] = {}
+    largest: float | None = None
+    for src, row in table.items():
+        if not isinstance(row, dict):
+            return _print(table)
+        values = list(row.values())
+        if not all(type(v) in (int, float) and v >= 0 for v in values):  # NaN too: printed whole
+            return _print(table)
+        if values:
+            largest = max(values) if largest is None else max(largest, *values)
+        if src in fleet:
+            block[str(src)] = {dst: v for dst, v in row.items() if dst in fleet}
+    return _print([block, largest])
 
 
 def _print(value: Any) -> str:

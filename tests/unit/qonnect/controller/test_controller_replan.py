@@ -214,6 +214,9 @@ def test_any_change_the_engine_reads_rejudges_and_ages_alone_do_not():
         "economics": lambda inv: inv["clusters"][3]["nodes"][0].update(price_eur_h=1.0),
         "a label": lambda inv: inv["clusters"][3]["labels"].update(zone="b"),
         "latency": lambda inv: inv["latency_ms"]["edge-1"].update({"cloud-1": 99.0}),
+        "the largest latency, through a place outside the fleet": lambda inv: inv["latency_ms"][
+            "fog-2"
+        ].update({"kb": 500.0}),
     }
     for what, change in changes.items():
         counted.calls.clear()
@@ -235,13 +238,48 @@ def test_any_change_the_engine_reads_rejudges_and_ages_alone_do_not():
     assert counted.calls == ["edgy"] * 4
 
 
-@pytest.mark.parametrize("seed", [38, 2026, 19])
+def with_places_outside(records, inventory):
+    """Every cluster's round trip to the KB (the agents measure it: a place no cluster is) and
+    to a users' site, which Bookinfo's productpage must stay within 40 ms of."""
+    for c in inventory["clusters"]:
+        inventory["latency_ms"][c["location"]]["kb"] = 1.5
+        inventory["latency_ms"][c["location"]]["users"] = 20.0 if c["tier"] == "cloud" else 5.0
+    records = copy.deepcopy(records)
+    for svc in records[2]["application"]["services"]:
+        if svc["name"] == "productpage":
+            svc["constraints"]["max_latency"] = [{"from": "users", "ms": 40}]
+    return records, inventory
+
+
+def test_an_agents_round_trip_to_the_kb_rejudges_nothing_and_a_place_an_application_names_only_it():
+    """Issue 38: the agents report their round trip to the KB at every report, and the table
+    was printed whole, so an idle leader re-judged every application twice a minute."""
+    records, inventory, planner = fleet_of_three()
+    records, inventory = with_places_outside(records, inventory)
+    counted = Counted(drift_judge(planner))
+    gate = replan_module.ChangeGate(counted)
+    judge_all(gate, records, tick(inventory))
+    counted.calls.clear()
+    changed = tick(inventory, age=2.0)
+    for row in changed["latency_ms"].values():
+        row["kb"] = 1.7
+    judge_all(gate, records, changed)
+    assert counted.calls == []
+    changed = tick(changed, age=3.0)
+    changed["latency_ms"]["edge-2"]["users"] = 30.0  # below the table's largest value
+    judge_all(gate, records, changed)
+    assert counted.calls == ["bookinfo"]
+
+
+@pytest.mark.parametrize("seed", [38, 2026, 19, 7])
 def test_the_gate_never_hides_a_changed_verdict(seed):
-    """Over a random walk of fleet changes (economics, requests, readiness, report ages, latency),
-    the gated judge answers exactly what judging every application every tick answers."""
+    """Over a random walk of fleet changes (economics, requests, readiness, report ages, latency
+    among the clusters and to places outside the fleet), the gated judge answers exactly what
+    judging every application every tick answers."""
     import random
 
     records, inventory, planner = fleet_of_three()
+    records, inventory = with_places_outside(records, inventory)
     judge = drift_judge(planner)
     gate = replan_module.ChangeGate(judge)
     rng = random.Random(seed)
@@ -251,7 +289,7 @@ def test_the_gate_never_hides_a_changed_verdict(seed):
         now = tick(now, age=rng.choice([1.0, 2.0, 3.0]))
         c = rng.choice(now["clusters"])
         n = rng.choice(c["nodes"])
-        change = rng.choice(["energy", "requested", "ready", "age", "latency", "none", "none"])
+        change = rng.choice(["energy", "requested", "ready", "age", "latency", "outside", "none"])
         if change == "energy":
             n["energy_kwh"] *= rng.choice([0.5, 0.9, 1.1, 2.0])
         elif change == "requested":
@@ -264,6 +302,10 @@ def test_the_gate_never_hides_a_changed_verdict(seed):
             row = now["latency_ms"][c["location"]]
             peer = rng.choice(sorted(row))
             row[peer] *= rng.choice([0.5, 2.0])
+        elif change == "outside":  # the KB's round trip, or the users' site, now and then the largest
+            row = now["latency_ms"][c["location"]]
+            place = rng.choice(["kb", "users"])
+            row[place] = rng.choice([0.5, 3.0, 30.0, 80.0])
         gated = judge_all(gate, records, now)
         assert gated == judge_all(judge, records, now)
         verdicts.update(str(v) for v in gated.values())
