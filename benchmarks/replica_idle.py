@@ -241,13 +241,16 @@ def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
         j1 = judgements(leader)
         t0 = time.monotonic()
         load_cluster(stack, cluster, args.load_cpu)
-        if n:
-            wait_for(lambda: judgements(leader) > j1, 60, 0.2, "the leader to judge again after the change")
-        seen = time.monotonic() - t0
+        seen: float | None = None
+        while n and time.monotonic() - t0 < args.change_timeout:
+            if judgements(leader) > j1:
+                seen = time.monotonic() - t0
+                break
+            time.sleep(0.2)
         cores = window(stack, args.window)
         row["change"] = {
             "cluster": cluster,
-            "judged_again_after_s": round(seen, 2) if n else None,
+            "judged_again_after_s": round(seen, 2) if seen is not None else None,
             "drift_judgements": judgements(leader) - j1,
             "leader_cores": cores.pop(leader.name),
             "follower_cores": sorted(v for k, v in cores.items() if k != "kb"),
@@ -255,6 +258,14 @@ def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
         }
         return row
     finally:
+        if args.keep_logs:  # the replicas' and the KB's logs, for a look after the run
+            import shutil
+
+            kept = Path(args.keep_logs) / f"n{n}"
+            kept.mkdir(parents=True, exist_ok=True)
+            for log in [*workdir.glob("controller-*.log"), workdir / "kb.log"]:
+                if log.exists():
+                    shutil.copy(log, kept / log.name)
         stack.close()
 
 
@@ -268,6 +279,10 @@ def main() -> int:
     parser.add_argument("--pods-per-node", type=int, default=1500, help="allocatable pods of each node")
     parser.add_argument("--load-cpu", default="500m", help="the other team's Deployment's CPU request")
     parser.add_argument("--profile", metavar="DIR", help="py-spy the leader over the idle window into DIR")
+    parser.add_argument(
+        "--change-timeout", type=float, default=120.0, help="seconds to wait for the judge after the change"
+    )
+    parser.add_argument("--keep-logs", metavar="DIR", help="copy the replicas' and the KB's logs into DIR")
     parser.add_argument("--json", action="store_true", help="print JSON (the default prints it too)")
     args = parser.parse_args()
     out: dict[str, Any] = {"benchmark": "replica_idle", "window_s": args.window, "runs": []}

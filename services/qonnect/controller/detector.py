@@ -142,6 +142,19 @@ class Snapshot:
     # clusters whose reported capacity jumped and the leader's own read has not confirmed it
     # (controller/capacity.py): no move goes there until it does; cluster -> why
     unconfirmed: Mapping[str, str] | None = None
+    # application -> its workload reports, by service then cluster (``workloads_of``)
+    by_application: dict[Any, list[dict[str, Any]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def workloads_of(self, app: str) -> list[dict[str, Any]]:
+        """The application's workload reports, by service then cluster: indexed once per
+        snapshot, since the detector asks for every application each tick (sorting every report
+        for each application made a tick quadratic in the applications: 0.09 of a core at 1,000)."""
+        if not self.by_application and self.workloads:
+            for w in sorted(self.workloads, key=lambda w: (w.get("service", ""), w.get("cluster", ""))):
+                self.by_application.setdefault(w.get("application"), []).append(w)
+        return self.by_application.get(app, [])
 
 
 # replan(app_record, inventory, current_placement, exclude) -> (new placement, why), or None when

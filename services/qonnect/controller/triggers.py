@@ -247,8 +247,8 @@ def _workload_trouble(
     Progressing (by service, then cluster), unless its reports may predate the placement."""
     now = snapshot.now
     settling: bool | None = None  # read from the log at the first report that is not Healthy
-    for w in sorted(snapshot.workloads, key=lambda w: (w.get("service", ""), w.get("cluster", ""))):
-        if w.get("application") != app or w.get("cluster") not in services.get(w.get("service", ""), ()):
+    for w in snapshot.workloads_of(app):
+        if w.get("cluster") not in services.get(w.get("service", ""), ()):
             continue
         if w.get("status") == "Healthy":
             continue

@@ -457,3 +457,27 @@ def test_an_attempt_that_wrote_nothing_does_not_hold_failure_reports_back():
     log.apply({"op": "cancel", "term": 1, "node": "n", "id": res["id"], "ts": 999.0})
     (trigger,) = detect(failing("edge-2", now=1000.0), log, Memory(), S)[0]
     assert trigger.kind == "workload-failed"
+
+
+def test_a_snapshot_hands_each_application_its_own_reports_in_service_then_cluster_order():
+    """Rule 3 walks an application's reports; the detector asks for every application each
+    tick, so the reports are indexed once per snapshot (sorted all over per application, a tick
+    was quadratic in the applications)."""
+    reports = [
+        {"application": a, "service": s, "cluster": c, "status": "Healthy"}
+        for a, s, c in [
+            ("b", "web", "c2"),
+            ("a", "web", "c1"),
+            ("a", "db", "c2"),
+            ("a", "db", "c1"),
+            ("b", "db", "c1"),
+        ]
+    ]
+    snap = Snapshot(inventory={}, workloads=reports, applications=[], now=0.0)
+    assert [(w["service"], w["cluster"]) for w in snap.workloads_of("a")] == [
+        ("db", "c1"),
+        ("db", "c2"),
+        ("web", "c1"),
+    ]
+    assert [(w["service"], w["cluster"]) for w in snap.workloads_of("b")] == [("db", "c1"), ("web", "c2")]
+    assert snap.workloads_of("nobody") == [] and len(snap.workloads) == 5
