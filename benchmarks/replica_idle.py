@@ -18,7 +18,8 @@ judged each once (its count, ``qonnect_controller_drift_judgements_total``, has 
 - ``change``: one cluster's capacity changes as a user's other workload would change it (a
   Deployment requesting ``--load-cpu`` applied to its API with the official client, not through
   qonnect): seconds until the leader judged again, the judgements that change caused, the
-  leader's CPU over the ``--window`` after it, and the placement decisions it led to.
+  leader's CPU over the ``--window`` after it, and the placement decisions it led to;
+- ``elections``: "became leader" lines in the replicas' logs over the whole run (1: the first).
 
     python benchmarks/replica_idle.py --json                    # N = 0, 100, 1000
     python benchmarks/replica_idle.py --json --ns 0,100 --window 30
@@ -222,9 +223,14 @@ def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
             1.0,
             "every replica to observe every application",
         )
-        row["judged_at_start"] = settle(leader, args.settle, 600)
-        if stack.leader() is not leader:
-            raise SystemExit("the leader changed while settling")
+        for _try in range(5):  # settled on the replica that leads when it is over
+            row["judged_at_start"] = settle(leader, args.settle, 600)
+            now_leading = stack.wait_leader(60)
+            if now_leading is leader:
+                break
+            leader = now_leading
+        else:
+            raise SystemExit("the leadership did not settle")
         j0 = judgements(leader)
         spy = profile(leader, args.window, args.profile, n)
         cores = window(stack, args.window)
@@ -255,7 +261,12 @@ def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
             "leader_cores": cores.pop(leader.name),
             "follower_cores": sorted(v for k, v in cores.items() if k != "kb"),
             "decisions": decisions(stack, after),
+            "leader_after": stack.wait_leader(60).name,
         }
+        row["leader"] = leader.name
+        row["elections"] = sum(
+            r.log_path.read_text(errors="replace").count("became leader of term") for r in stack.replicas
+        )
         return row
     finally:
         if args.keep_logs:  # the replicas' and the KB's logs, for a look after the run
