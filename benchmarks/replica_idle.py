@@ -113,6 +113,16 @@ def judgements(replica: Replica) -> int:
     return int(status.get("drift_judgements") or 0)
 
 
+def rejudged_for(replica: Replica) -> dict[str, int]:
+    """The leader's count of re-judgements by the part of an application's key that changed."""
+    status = replica.status(timeout=10) or {}
+    return dict(status.get("drift_rejudged_for") or {})
+
+
+def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+
+
 def settle(leader: Replica, quiet: float, timeout: float) -> float:
     """Wait until the leader's drift judgements stood still for ``quiet`` seconds; the count."""
     deadline = time.monotonic() + timeout
@@ -231,7 +241,7 @@ def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
             leader = now_leading
         else:
             raise SystemExit("the leadership did not settle")
-        j0 = judgements(leader)
+        j0, why0 = judgements(leader), rejudged_for(leader)
         spy = profile(leader, args.window, args.profile, n)
         cores = window(stack, args.window)
         if spy is not None:
@@ -241,10 +251,11 @@ def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
             "follower_cores": sorted(v for k, v in cores.items() if k != "kb"),
             "kb_cores": cores.get("kb"),
             "drift_judgements": judgements(leader) - j0,
+            "rejudged_for": delta(rejudged_for(leader), why0),
         }
         cluster = stack.federation["clusters"][0]["name"]
         after = last_event(stack)
-        j1 = judgements(leader)
+        j1, why1 = judgements(leader), rejudged_for(leader)
         t0 = time.monotonic()
         load_cluster(stack, cluster, args.load_cpu)
         seen: float | None = None
@@ -258,6 +269,7 @@ def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
             "cluster": cluster,
             "judged_again_after_s": round(seen, 2) if seen is not None else None,
             "drift_judgements": judgements(leader) - j1,
+            "rejudged_for": delta(rejudged_for(leader), why1),
             "leader_cores": cores.pop(leader.name),
             "follower_cores": sorted(v for k, v in cores.items() if k != "kb"),
             "decisions": decisions(stack, after),

@@ -329,4 +329,5 @@ class Controller:
             self.scheduler.waiting_slot,
             self.survival.status(),
             self.drift_gate.judged if self.drift_gate is not None else 0,
+            dict(self.drift_gate.reasons) if self.drift_gate is not None else {},
         )

@@ -76,6 +76,10 @@ def drift_judge(planner: Planner, policy_of: PolicyOf = record_policy) -> Replan
 AGES = ("heartbeat_age",)  # change every tick; what they decide is kept as a flag instead
 
 
+# what an application's verdict is keyed on (``ChangeGate``), named for /status
+KEY_PARTS = ("version", "updated", "policy", "placement", "exclusions", "fleet", "places outside")
+
+
 class ChangeGate:
     """A drift judge that judges an application again only when something its verdict depends
     on changed (issue 38: the idle leader re-placed every steady application every tick): its
@@ -97,6 +101,8 @@ class ChangeGate:
         self.judge = judge
         self.verdicts: dict[str, tuple[tuple, int, tuple[dict[str, Any], str] | None]] = {}
         self.judged = 0  # how many times ``judge`` ran (the benchmark's and the tests' count)
+        # why each judgement after an application's first ran: the part of its key that changed
+        self.reasons: dict[str, int] = {}
         self._inventory: dict[str, Any] | None = None
         self._generation = 0
         self._fleet = ""  # the print of the fleet as the engine reads it, this inventory
@@ -128,6 +134,10 @@ class ChangeGate:
             self.verdicts[name] = (key, self._generation, found[2])
             return found[2]
         self.judged += 1
+        if found is not None:
+            for part, old, new in zip(KEY_PARTS, found[0], key, strict=True):
+                if old != new:
+                    self.reasons[part] = self.reasons.get(part, 0) + 1
         verdict = self.judge(record, inventory, current, exclude)
         self.verdicts[name] = (key, self._generation, verdict)
         return verdict

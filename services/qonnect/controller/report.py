@@ -40,6 +40,7 @@ def status(
     waiting: list[str],
     survivability: dict[str, Any],
     drift_judgements: int = 0,
+    rejudged_for: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The replica's /status document: its Raft state, the KB's, why it (does not) decide, the
     replicated log's decisions, its own runs and the runs waiting for a slot, and how many times
@@ -77,4 +78,6 @@ def status(
         "waiting_for_run_slot": list(waiting),  # decision ids, in the order they start
         "survivability": survivability,  # the leader's last N-1 report (survival.py)
         "drift_judgements": drift_judgements,
+        # judged again because this part of the application's key changed (replan.KEY_PARTS)
+        "drift_rejudged_for": dict(rejudged_for or {}),
     }

@@ -269,6 +269,7 @@ def test_an_agents_round_trip_to_the_kb_rejudges_nothing_and_a_place_an_applicat
     changed["latency_ms"]["edge-2"]["users"] = 30.0  # below the table's largest value
     judge_all(gate, records, changed)
     assert counted.calls == ["bookinfo"]
+    assert gate.reasons == {"places outside": 1}  # why, as /status shows it
 
 
 @pytest.mark.parametrize("seed", [38, 2026, 19, 7])
