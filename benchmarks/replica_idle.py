@@ -114,9 +114,12 @@ def judgements(replica: Replica) -> int:
 
 
 def rejudged_for(replica: Replica) -> dict[str, int]:
-    """The leader's count of re-judgements by the part of an application's key that changed."""
+    """The leader's count of re-judgements by the part of an application's key that changed,
+    and of fleet changes by cluster (``fleet:NAME``)."""
     status = replica.status(timeout=10) or {}
-    return dict(status.get("drift_rejudged_for") or {})
+    found = dict(status.get("drift_rejudged_for") or {})
+    found.update({f"fleet:{k}": v for k, v in (status.get("drift_fleet_changes") or {}).items()})
+    return found
 
 
 def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:

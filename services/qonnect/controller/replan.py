@@ -103,6 +103,8 @@ class ChangeGate:
         self.judged = 0  # how many times ``judge`` ran (the benchmark's and the tests' count)
         # why each judgement after an application's first ran: the part of its key that changed
         self.reasons: dict[str, int] = {}
+        self.fleet_changes: dict[str, int] = {}  # cluster name or "latency" -> inventories it changed in
+        self._last: tuple[dict[str, str], str] | None = None
         self._inventory: dict[str, Any] | None = None
         self._generation = 0
         self._fleet = ""  # the print of the fleet as the engine reads it, this inventory
@@ -150,10 +152,24 @@ class ChangeGate:
             self.verdicts = {a: v for a, v in self.verdicts.items() if v[1] > old}
             self._clusters = {}
         clusters = inventory.get("clusters") or []
-        prints = "|".join(self._cluster_print(c) for c in clusters)
+        each = {str(c.get("name")): self._cluster_print(c) for c in clusters}
         self._latency = inventory.get("latency_ms") or {}
         self._locations = [str(c.get("location") or c.get("name")) for c in clusters if isinstance(c, dict)]
-        self._fleet = _digest(prints + latency_print(self._latency, self._locations))
+        latency = latency_print(self._latency, self._locations)
+        self._fleet = _digest("|".join(each.values()) + latency)
+        self._count_changes(each, latency)
+
+    def _count_changes(self, each: dict[str, str], latency: str) -> None:
+        """Count what changed in the fleet since the last inventory (cluster names, or
+        ``latency``): what the fleet part of ``reasons`` was, when it was."""
+        before, self._last = self._last, (each, latency)
+        if before is None:
+            return
+        changed = [n for n in set(each) | set(before[0]) if each.get(n) != before[0].get(n)]
+        if latency != before[1]:
+            changed.append("latency")
+        for name in changed:
+            self.fleet_changes[name] = self.fleet_changes.get(name, 0) + 1
 
     def _references(self, record: dict[str, Any]) -> str:
         """The latencies to the places outside the fleet an application's services name

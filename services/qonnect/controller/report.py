@@ -41,6 +41,7 @@ def status(
     survivability: dict[str, Any],
     drift_judgements: int = 0,
     rejudged_for: dict[str, int] | None = None,
+    fleet_changes: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The replica's /status document: its Raft state, the KB's, why it (does not) decide, the
     replicated log's decisions, its own runs and the runs waiting for a slot, and how many times
@@ -80,4 +81,6 @@ def status(
         "drift_judgements": drift_judgements,
         # judged again because this part of the application's key changed (replan.KEY_PARTS)
         "drift_rejudged_for": dict(rejudged_for or {}),
+        # the inventories in which each cluster (or the latency table) changed as the engine reads it
+        "drift_fleet_changes": dict(fleet_changes or {}),
     }

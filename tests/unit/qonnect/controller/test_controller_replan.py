@@ -229,6 +229,7 @@ def test_any_change_the_engine_reads_rejudges_and_ages_alone_do_not():
         assert counted.calls == [], what  # the same fleet again: the verdicts stand
         judge_all(gate, records, tick(inventory))  # back to the start for the next change
         assert len(counted.calls) == 3, what
+    assert set(gate.reasons) == {"fleet"} and gate.reasons["fleet"] == 3 * 2 * len(changes)  # there and back
     counted.calls.clear()
     record = {**records[0], "policy": {"scorer": "borda"}}  # a deploy stored a new policy
     gate(record, inventory, inventory["placements"][record["name"]], ())
@@ -270,6 +271,7 @@ def test_an_agents_round_trip_to_the_kb_rejudges_nothing_and_a_place_an_applicat
     judge_all(gate, records, changed)
     assert counted.calls == ["bookinfo"]
     assert gate.reasons == {"places outside": 1}  # why, as /status shows it
+    assert gate.fleet_changes == {}  # the KB's round trips and the users' site: no fleet change
 
 
 @pytest.mark.parametrize("seed", [38, 2026, 19, 7])
