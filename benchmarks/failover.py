@@ -703,8 +703,14 @@ def crash_version_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     after = last_id(stack)
     deploy_file(stack, small_app("crashy", "1"))
     stored = time.monotonic()
-    deploy_file(
-        stack, small_app("crashy", "2", image="qonnect.test/crash/nginx", annotations={GRACE_ANNOTATION: "5"})
+    # The user's rollout counts as done (each start is briefly Ready; min_ready_seconds 0), so the
+    # version is placed and its failures are the controller's to judge. With the deploy's default
+    # window the rollout itself fails, the version is marked failed and the controller rightly
+    # leaves it alone (issue 34.4): that is the deploy's own guard, tested elsewhere.
+    user_rollout_ok = deploy_file(
+        stack,
+        small_app("crashy", "2", image="qonnect.test/crash/nginx", annotations={GRACE_ANNOTATION: "5"}),
+        min_ready_seconds=0,
     )
     rolled_after = healthy_after = None
 
@@ -724,6 +730,7 @@ def crash_version_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     stack.admin.delete_application("crashy")  # the remove playbook's job; the KB record is enough here
     return {
         "fault": "a new version crash-loops everywhere (qonnect.test/crash/nginx)",
+        "user_rollout_ok": user_rollout_ok,
         "moves_of_failing_version": len(moves),
         "failing_reported": sum(e["type"] == journal.VERSION_FAILING for e in decisions),
         "rolled_back": len(rolled()),
@@ -733,13 +740,16 @@ def crash_version_trial(stack: Stack, faults: Faults) -> dict[str, Any]:
     }
 
 
-def deploy_file(stack: Stack, body: dict[str, Any]) -> None:
-    """The user's deploy playbook for one inline spec (its result does not matter here: the
-    crashing version's rollout may or may not look done)."""
+def deploy_file(stack: Stack, body: dict[str, Any], **extra: object) -> bool:
+    """The user's deploy playbook for one inline spec; whether it succeeded (the trial goes on
+    either way: what it judges is the controller's)."""
     path = stack.root / f"{body['metadata']['name']}-{time.monotonic_ns()}.yml"
     path.write_text(yaml.safe_dump(body))
-    with contextlib.suppress(AssertionError, RuntimeError, subprocess.SubprocessError):
-        stack.deploy(path, timeout=240)
+    try:
+        stack.deploy(path, timeout=240, **extra)
+    except (AssertionError, RuntimeError, subprocess.SubprocessError):
+        return False
+    return True
 
 
 def confirm_trials(stack: Stack, faults: Faults) -> list[dict[str, Any]]:

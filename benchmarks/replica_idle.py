@@ -301,7 +301,13 @@ def main() -> int:
     )
     parser.add_argument("--ns", default="0,100,1000", help="applications per run, comma separated")
     parser.add_argument("--window", type=float, default=60.0, help="seconds of each CPU window")
-    parser.add_argument("--settle", type=float, default=15.0, help="seconds the judgements must stand still")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=35.0,
+        help="seconds the judgements must stand still (longer than the leader's 30 s stabilisation "
+        "window, whose end after a takeover re-judges every application once)",
+    )
     parser.add_argument("--pods-per-node", type=int, default=1500, help="allocatable pods of each node")
     parser.add_argument("--load-cpu", default="500m", help="the other team's Deployment's CPU request")
     parser.add_argument("--profile", metavar="DIR", help="py-spy the leader over the idle window into DIR")

@@ -185,29 +185,50 @@ class ClusterClient:
             raise K8sError(self.name, "the cluster's answer was not a JSON object", 0)
         return answer
 
-    def list(
+    def list_body(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[dict]:
-        """Objects of a kind; empty when the namespace or the kind does not exist."""
+    ) -> bytes:
+        """A list of a kind as the cluster sent it, undecoded (b"" when the namespace or the
+        kind does not exist): a caller that already holds the same items skips decoding them
+        (k8s/shared_reads.py)."""
         try:
             res = self.resource(api_version, kind)
-            result = self._call(
+            answer = self._call(
                 self._dyn().get,
                 res,
                 namespace=namespace,
                 label_selector=label_selector,
-                serializer=_plain,
+                serialize=False,
                 _request_timeout=REQUEST_TIMEOUT,
             )
         except K8sError as exc:
             if exc.status == 404:
-                return []
+                return b""
             raise
-        items = self._json(result).get("items") or []
-        for item in items:  # list items carry no apiVersion/kind
+        return bytes(answer.data)
+
+    def list_items(self, body: bytes, api_version: str, kind: str) -> list[dict]:
+        """The objects of a ``list_body``, each with its apiVersion and kind (list items carry
+        none); K8sError when the body is no JSON object."""
+        if not body:
+            return []
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            decoded = None
+        items = self._json(decoded).get("items") or []
+        for item in items:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
         return items
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict]:
+        """Objects of a kind; empty when the namespace or the kind does not exist."""
+        return self.list_items(
+            self.list_body(api_version, kind, namespace, label_selector), api_version, kind
+        )
 
     def apply(self, obj: dict, dry_run: bool = False) -> dict:
         """Server-side apply with field manager qonnect (conflicts forced: qonnect owns its fields)."""

@@ -77,7 +77,7 @@ AGES = ("heartbeat_age",)  # change every tick; what they decide is kept as a fl
 
 
 # what an application's verdict is keyed on (``ChangeGate``), named for /status
-KEY_PARTS = ("version", "updated", "policy", "placement", "exclusions", "fleet", "places outside")
+KEY_PARTS = ("version", "updated", "policy", "placement", "exclusions", "fleet", "latency", "places outside")
 
 
 class ChangeGate:
@@ -85,8 +85,11 @@ class ChangeGate:
     on changed (issue 38: the idle leader re-placed every steady application every tick): its
     spec version and policy, its placement, the clusters it must avoid now, or the fleet - any
     cluster's health, labels, economics, nodes (capacity, requests, readiness, whether their last
-    report is recent enough to count) or the latencies among the clusters (``latency_print``;
-    those to places outside the fleet count for the applications that name them). Heartbeat
+    report is recent enough to count) or the latencies among the clusters (``latency_seen``;
+    those to places outside the fleet count for the applications that name them). Latencies
+    count only for an application a latency score or filter reads (``reads_latency``): the
+    engine scores a service with no dependency and no ``maxLatency`` the same whatever the
+    table holds, and the agents' measured round trips move a little at every report. Heartbeat
     ages and an agent's round trip to the KB alone leave the last verdict standing.
 
     The fleet is taken whole on purpose: the engine normalises every score over the fleet's
@@ -107,7 +110,9 @@ class ChangeGate:
         self._last: tuple[dict[str, str], str] | None = None
         self._inventory: dict[str, Any] | None = None
         self._generation = 0
-        self._fleet = ""  # the print of the fleet as the engine reads it, this inventory
+        self._fleet = ""  # the print of the clusters as the engine reads them, this inventory
+        self._latencies = ""  # the print of the latency table as a latency score reads it
+        self._latency_shape = ""  # "" when the table is well formed (else the engine refuses it)
         self._latency: dict[str, Any] = {}  # this inventory's latency table
         self._locations: list[str] = []  # its clusters' locations
         self._clusters: dict[str, tuple[dict[str, Any], str]] = {}  # name -> (entry, its print)
@@ -129,6 +134,7 @@ class ChangeGate:
             _print(current),
             tuple(exclude),
             self._fleet,
+            self._latencies if reads_latency(record) else self._latency_shape,
             self._references(record),
         )
         found = self.verdicts.get(name)
@@ -155,8 +161,11 @@ class ChangeGate:
         each = {str(c.get("name")): self._cluster_print(c) for c in clusters}
         self._latency = inventory.get("latency_ms") or {}
         self._locations = [str(c.get("location") or c.get("name")) for c in clusters if isinstance(c, dict)]
-        latency = latency_print(self._latency, self._locations)
-        self._fleet = _digest("|".join(each.values()) + latency)
+        seen = latency_seen(self._latency, self._locations)
+        latency = _print(self._latency if seen is None else seen)  # a malformed table whole
+        self._fleet = _digest("|".join(each.values()))
+        self._latencies = _digest(latency)
+        self._latency_shape = "" if seen is not None else self._latencies
         self._count_changes(each, latency)
 
     def _count_changes(self, each: dict[str, str], latency: str) -> None:
@@ -210,27 +219,41 @@ class ChangeGate:
         return found
 
 
-def latency_print(table: dict[str, Any], locations: list[str]) -> str:
+def reads_latency(record: dict[str, Any]) -> bool:
+    """Whether the engine's verdict on the application reads the latency table: a service
+    with a dependency (its latency score, and its callers') or a ``maxLatency`` bound (the
+    filter and the score). Without either, every latency score is 1 (criteria.latency_scores,
+    optimal.assign) whatever the table holds."""
+    for svc in (record.get("application") or {}).get("services") or []:
+        svc = svc if isinstance(svc, dict) else {}
+        if svc.get("depends_on") or (svc.get("constraints") or {}).get("max_latency"):
+            return True
+    return False
+
+
+def latency_seen(table: Any, locations: list[str]) -> list[Any] | None:
     """The latency table as the placement engine reads it (placement/fleet.py): the entries
-    among the clusters' locations, the largest value of all (which normalises every latency
-    score) and that every entry is a number >= 0 (else the inventory is refused). Entries of
-    other places count only so - an agent's round trip to the KB changes at every report and
-    would otherwise re-judge every application - and through the applications that name them
-    (``ChangeGate._references``). A table of any other shape is printed whole."""
+    among the clusters' locations and the largest value of all (which normalises every latency
+    score); None when an entry is not a number >= 0 or a row no mapping (the engine refuses such
+    an inventory). Entries of other places count only so - an agent's round trip to the KB
+    changes at every report and would otherwise re-judge every application - and through the
+    applications that name them (``ChangeGate._references``)."""
+    if not isinstance(table, dict):
+        return None
     fleet = set(locations)
     block: dict[str, Any] = {}
     largest: float | None = None
     for src, row in table.items():
         if not isinstance(row, dict):
-            return _print(table)
+            return None
         values = list(row.values())
-        if not all(type(v) in (int, float) and v >= 0 for v in values):  # NaN too: printed whole
-            return _print(table)
+        if not all(type(v) in (int, float) and v >= 0 for v in values):  # NaN too
+            return None
         if values:
             largest = max(values) if largest is None else max(largest, *values)
         if src in fleet:
             block[str(src)] = {dst: v for dst, v in row.items() if dst in fleet}
-    return _print([block, largest])
+    return [block, largest]
 
 
 def _print(value: Any) -> str:

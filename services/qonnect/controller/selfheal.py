@@ -7,7 +7,9 @@ controller notices. Like Argo CD's self-heal, the leader therefore compares, eve
 the one renderer the deploy module uses (plugins/module_utils/k8s/render.py) - with what is
 live there (``Deployer.drift``, on one list per kind and cluster a pass shares among its
 applications: k8s/shared_reads.py), and re-applies what is missing or was changed in the fields
-qonnect applied (``Deployer.restore``).
+qonnect applied (``Deployer.restore``). An application whose last check on a cluster found
+nothing is not checked there again while its spec, its placement, the addresses of its
+clusters and every list that check read are byte for byte the same (``Healer.clean``).
 
 Confirmed and bounded: a drift counts when two passes ``CONFIRM_SECONDS`` or more apart see
 it unchanged under the same placement record; only applications whose placement is settled
@@ -22,6 +24,7 @@ An application labelled ``qonnect.io/self-heal: "false"`` is only reported
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -116,16 +119,18 @@ class _Pass:
     before_step: Callable[[str], None]
     token: dict[str, int]
     budget: int
+    known: dict[str, dict[Any, Any]]  # cluster -> its lists as earlier passes read them
     observed: set[tuple[str, str]] = field(default_factory=set)  # drifts seen in this pass
     visited: set[str] = field(default_factory=set)  # clusters examined to the end
     restored_on: set[str] = field(default_factory=set)
     # one read of each cluster for every application of the pass (k8s/shared_reads.py)
     reads: dict[str, SharedReads] = field(default_factory=dict)
+    unchanged: int = 0  # checks left out: nothing they read changed since they found nothing
 
     def client(self, target: Any) -> SharedReads:
         """The pass's shared reads of a cluster: the deployers' client factory."""
         if target.name not in self.reads:
-            self.reads[target.name] = SharedReads(client_of(target))
+            self.reads[target.name] = SharedReads(client_of(target), self.known.setdefault(target.name, {}))
         return self.reads[target.name]
 
 
@@ -158,6 +163,11 @@ class Healer:
         # app -> (what identifies its stored version, the spec parsed): parsed once per version
         self.parsed: dict[str, tuple[tuple, Application]] = {}
         self.stored: Mapping[str, dict[str, Any]] = {}  # the pass's records (``run``'s ``stored``)
+        self.lists: dict[str, dict[Any, Any]] = {}  # cluster -> SharedReads.known, kept across passes
+        # (app, cluster) -> (what its check rendered from, the digest of each list it read) of
+        # the last check there that found nothing and read nothing beyond the shared lists
+        self.clean: dict[tuple[str, str], tuple[tuple, dict[tuple[str, str], str | None]]] = {}
+        self.unchanged = 0  # checks the last pass left out (the tests' and benchmarks' count)
 
     def run(
         self,
@@ -175,7 +185,13 @@ class Healer:
         raw = self.kb.request("GET", "/api/v1/placements")["placements"]
         placements = {p["application"]: settled(p) for p in raw}
         state = _Pass(
-            records, {p["application"]: p.get("updated") for p in raw}, down, before_step, token, self.limit
+            records,
+            {p["application"]: p.get("updated") for p in raw},
+            down,
+            before_step,
+            token,
+            self.limit,
+            self.lists,
         )
         apps: dict[str, Application | None] = {}
         self.stored = stored or {}
@@ -186,6 +202,7 @@ class Healer:
         finally:
             self._forget(state)
             self.restored_on = state.restored_on
+            self.unchanged = state.unchanged
         return self.limit - state.budget
 
     def _cluster(
@@ -229,6 +246,7 @@ class Healer:
         self.refused = {k: v for k, v in self.refused.items() if v > now}
         placed = set(state.versions)
         self.parsed = {a: v for a, v in self.parsed.items() if a in placed}
+        self.clean = {k: v for k, v in self.clean.items() if k[0] in placed}
 
     def _application(self, app: str) -> Application | None:
         record = self.stored.get(app)
@@ -247,15 +265,21 @@ class Healer:
         self.parsed[app] = (version, parsed)
         return parsed
 
-    def _deployer(self, app: Application, placement: dict[str, Any], state: _Pass) -> Any:
-        """The application's deployer for its placement (None: a cluster lacks credentials in
-        the KB; the deploy module, given them by the user, knows more)."""
-        plan = {svc: ts for svc, ts in placement.items() if svc in {s.name for s in app.services}}
-        names = {t["cluster"] for ts in plan.values() for t in ts}
+    @staticmethod
+    def _targets(app: Application, placement: dict[str, Any], state: _Pass) -> dict[str, Any] | None:
+        """The clusters of the application's placement as Targets (None: one lacks credentials
+        in the KB; the deploy module, given them by the user, knows more)."""
+        services = {s.name for s in app.services}
+        names = {t["cluster"] for svc, ts in placement.items() if svc in services for t in ts}
         records = state.records
         if any(not (records.get(n) or {}).get("kubeconfig") for n in names):
             return None
-        targets = {n: record_target(n, records[n]) for n in names}
+        return {n: record_target(n, records[n]) for n in names}
+
+    @staticmethod
+    def _deployer(app: Application, placement: dict[str, Any], targets: dict[str, Any], state: _Pass) -> Any:
+        """The application's deployer for its placement, reading through the pass's shared reads."""
+        plan = {svc: ts for svc, ts in placement.items() if svc in {s.name for s in app.services}}
         return application_deployer(
             app,
             plan,
@@ -283,11 +307,51 @@ class Healer:
 
     def _heal(self, app: Application, placement: dict[str, Any], cluster: str, state: _Pass) -> None:
         """Restore (or report) one application's confirmed drift on one cluster."""
-        deployer = self._deployer(app, placement, state)
-        if deployer is None:
+        targets = self._targets(app, placement, state)
+        if targets is None:
             return
+        reads = state.client(targets[cluster])
+        basis = self._basis(app, placement, targets, state)
+        last = self.clean.get((app.name, cluster))
+        if last is not None and last[0] == basis and all(reads.digest(*k) == d for k, d in last[1].items()):
+            state.unchanged += 1
+            return
+        reads.begin()
+        deployer = self._deployer(app, placement, targets, state)
+        drifts = deployer.drift(cluster)
+        digests = {k: reads.digests.get(k) for k in reads.consulted}
+        if drifts or reads.fallbacks or None in digests.values():
+            self.clean.pop((app.name, cluster), None)
+        else:
+            self.clean[(app.name, cluster)] = (basis, digests)
+        self._act(app, placement, cluster, drifts, deployer, state)
+
+    def _basis(
+        self, app: Application, placement: dict[str, Any], targets: dict[str, Any], state: _Pass
+    ) -> tuple:
+        """What a check renders the application's objects from: its stored spec, its placement
+        record, how its clusters are reached and ranked (``Deployer.instances``) and the
+        clusters it must not count on."""
+        return (
+            self.parsed[app.name][0],
+            json.dumps(placement, sort_keys=True, default=str),
+            state.versions.get(app.name),
+            tuple(sorted((n, t.domain, t.address, t.tier, t.location) for n, t in targets.items())),
+            tuple(sorted(state.down)),
+        )
+
+    def _act(
+        self,
+        app: Application,
+        placement: dict[str, Any],
+        cluster: str,
+        drifts: list[Drift],
+        deployer: Any,
+        state: _Pass,
+    ) -> None:
+        """Report or restore each confirmed drift of one check."""
         heal = self_heals(app)
-        for item in deployer.drift(cluster):
+        for item in drifts:
             key, live = (cluster, item.key), fingerprint(item.live)
             state.observed.add(key)
             if self.seen.get(key) == live or self.refused.get(key, 0.0) > self.clock():

@@ -399,20 +399,22 @@ class Stack:
             what="every cluster to report healthy",
         )
 
-    def deploy(self, spec: str | Path, timeout: float = 180) -> dict[str, Any]:
-        """The user's deploy: playbooks/deploy.yml with the admin token."""
+    def deploy(self, spec: str | Path, timeout: float = 180, **extra: object) -> dict[str, Any]:
+        """The user's deploy: playbooks/deploy.yml with the admin token (and any other -e
+        variables, e.g. ``min_ready_seconds``)."""
+        variables = {
+            "app_file": str(spec),
+            "kb_url": self.kb_url,
+            "kb_token_file": str(self.admin_token),
+            "wait_timeout": 60,
+            **extra,
+        }
         result = subprocess.run(
             [
                 str(BIN / "ansible-playbook"),
                 str(REPO / "playbooks" / "deploy.yml"),
                 "-e",
-                f"app_file={spec}",
-                "-e",
-                f"kb_url={self.kb_url}",
-                "-e",
-                f"kb_token_file={self.admin_token}",
-                "-e",
-                "wait_timeout=60",
+                json.dumps(variables),
             ],
             capture_output=True,
             text=True,

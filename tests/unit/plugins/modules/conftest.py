@@ -46,25 +46,13 @@ def run_module(monkeypatch, capsys, kb):
     return run
 
 
-def _memory_cluster_class():
-    """The in-memory cluster API of the k8s unit tests (one definition for both suites)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parents[1] / "module_utils" / "k8s" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("qonnect_k8s_fakes", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.MemoryCluster
-
-
 @pytest.fixture
 def memory_clusters(monkeypatch):
     """Clusters cloud-1, fog-1, edge-1 in memory; the deploy module's Deployer talks to them."""
     from ansible_collections.qonnect.core.plugins.module_utils.k8s import render
     from ansible_collections.qonnect.core.plugins.module_utils.runners import deploy
+    from support.memory_cluster import MemoryCluster as cls
 
-    cls = _memory_cluster_class()
     log: list = []
     clusters = {n: cls(n, log) for n in ("cloud-1", "fog-1", "edge-1", "edge-2")}
     real = deploy.Deployer

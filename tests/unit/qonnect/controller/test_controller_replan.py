@@ -229,7 +229,8 @@ def test_any_change_the_engine_reads_rejudges_and_ages_alone_do_not():
         assert counted.calls == [], what  # the same fleet again: the verdicts stand
         judge_all(gate, records, tick(inventory))  # back to the start for the next change
         assert len(counted.calls) == 3, what
-    assert set(gate.reasons) == {"fleet"} and gate.reasons["fleet"] == 3 * 2 * len(changes)  # there and back
+    # there and back; the two latency changes count as such
+    assert gate.reasons == {"fleet": 3 * 2 * (len(changes) - 2), "latency": 3 * 2 * 2}
     counted.calls.clear()
     record = {**records[0], "policy": {"scorer": "borda"}}  # a deploy stored a new policy
     gate(record, inventory, inventory["placements"][record["name"]], ())
@@ -237,6 +238,15 @@ def test_any_change_the_engine_reads_rejudges_and_ages_alone_do_not():
     gate({**record, "version": 2}, inventory, inventory["placements"][record["name"]], ("edge-1",))
     gate({**record, "version": 2}, inventory, {}, ("edge-1",))  # its placement changed
     assert counted.calls == ["edgy"] * 4
+
+
+def judged_once(records, inventory, planner):
+    """A counted judge behind a gate that has judged every application once."""
+    counted = Counted(drift_judge(planner))
+    gate = replan_module.ChangeGate(counted)
+    judge_all(gate, records, tick(inventory))
+    counted.calls.clear()
+    return counted, gate
 
 
 def with_places_outside(records, inventory):
@@ -257,10 +267,7 @@ def test_an_agents_round_trip_to_the_kb_rejudges_nothing_and_a_place_an_applicat
     was printed whole, so an idle leader re-judged every application twice a minute."""
     records, inventory, planner = fleet_of_three()
     records, inventory = with_places_outside(records, inventory)
-    counted = Counted(drift_judge(planner))
-    gate = replan_module.ChangeGate(counted)
-    judge_all(gate, records, tick(inventory))
-    counted.calls.clear()
+    counted, gate = judged_once(records, inventory, planner)
     changed = tick(inventory, age=2.0)
     for row in changed["latency_ms"].values():
         row["kb"] = 1.7
@@ -274,6 +281,41 @@ def test_an_agents_round_trip_to_the_kb_rejudges_nothing_and_a_place_an_applicat
     assert gate.fleet_changes == {}  # the KB's round trips and the users' site: no fleet change
 
 
+def with_a_lone_service(records, inventory, planner):
+    """A fourth application: Bookinfo's details service alone (no dependency, no maxLatency),
+    which no latency score or filter reads."""
+    records = copy.deepcopy(records)
+    spec = copy.deepcopy(records[2]["application"])
+    spec["name"] = "lonely"
+    spec["services"] = [svc for svc in spec["services"] if svc["name"] == "details"]
+    assert spec["services"] and not spec["services"][0]["depends_on"]
+    record = {"name": "lonely", "version": 1, "updated": 1.0, "application": spec, "policy": {}}
+    inventory["placements"]["lonely"] = planner([PlanRequest(record, ())], inventory).services["lonely"]
+    return [*records, record], inventory
+
+
+def test_latencies_among_the_clusters_rejudge_only_the_applications_that_read_them():
+    """Issue 38: the view's full re-read brings every agent's newest measured round trips, so
+    an idle leader re-judged every application once a minute though a service with no dependency
+    and no maxLatency scores the same whatever the latencies are."""
+    records, inventory, planner = fleet_of_three()
+    records, inventory = with_a_lone_service(records, inventory, planner)
+    assert [replan_module.reads_latency(r) for r in records] == [True, True, True, False]
+    counted, gate = judged_once(records, inventory, planner)
+    changed = tick(inventory, age=2.0)
+    for row in changed["latency_ms"].values():
+        for peer in row:
+            row[peer] = round(row[peer] * 1.03, 3)  # measured again, a little different
+    judge_all(gate, records, changed)
+    assert sorted(counted.calls) == ["bookinfo", "cloudy", "edgy"]
+    assert gate.reasons == {"latency": 3}
+    counted.calls.clear()
+    broken = tick(changed, age=3.0)
+    broken["latency_ms"]["edge-1"]["cloud-1"] = -1.0  # the engine refuses such a table: all judged
+    judge_all(gate, records, broken)
+    assert sorted(counted.calls) == ["bookinfo", "cloudy", "edgy", "lonely"]
+
+
 @pytest.mark.parametrize("seed", [38, 2026, 19, 7])
 def test_the_gate_never_hides_a_changed_verdict(seed):
     """Over a random walk of fleet changes (economics, requests, readiness, report ages, latency
@@ -283,6 +325,7 @@ def test_the_gate_never_hides_a_changed_verdict(seed):
 
     records, inventory, planner = fleet_of_three()
     records, inventory = with_places_outside(records, inventory)
+    records, inventory = with_a_lone_service(records, inventory, planner)
     judge = drift_judge(planner)
     gate = replan_module.ChangeGate(judge)
     rng = random.Random(seed)
@@ -312,5 +355,5 @@ def test_the_gate_never_hides_a_changed_verdict(seed):
         gated = judge_all(gate, records, now)
         assert gated == judge_all(judge, records, now)
         verdicts.update(str(v) for v in gated.values())
-    assert gate.judged < 3 * 41  # some ticks were answered from the last verdict
+    assert gate.judged < 4 * 41  # some ticks were answered from the last verdict
     assert len(verdicts) > 2  # and the verdicts did change along the walk

@@ -218,15 +218,20 @@ def test_a_pass_reads_each_cluster_once_per_kind_however_many_applications_it_ho
     assert reads["n"] == one <= 4, f"21 applications took {reads['n']} reads, 1 took {one}"
 
 
+def in_the_way(cluster):
+    """shop's front-v1 replaced by a team's unlabelled Deployment of the same name."""
+    cluster.delete("apps/v1", "Deployment", "front-v1", "shop")
+    theirs = copy.deepcopy(dep("front-v1", "front"))
+    theirs["metadata"].update(namespace="shop", labels={"team": "them"})
+    cluster.apply(theirs)
+    return cluster
+
+
 def test_an_unlabelled_object_in_the_way_is_not_taken_for_a_missing_one(world):
     """The shared list holds only qonnect's labelled objects: a team's object with the name of
     one of ours must still be seen (and left alone), not re-applied over as missing."""
     clusters, kb, _deploy = world
-    c1 = clusters["c1"]
-    c1.delete("apps/v1", "Deployment", "front-v1", "shop")
-    theirs = copy.deepcopy(dep("front-v1", "front"))
-    theirs["metadata"].update(namespace="shop", labels={"team": "them"})
-    c1.apply(theirs)
+    c1 = in_the_way(clusters["c1"])
     assert heal_pass(kb)[1] == 0
     live = c1.get("apps/v1", "Deployment", "front-v1", "shop")
     assert live["metadata"]["labels"] == {"team": "them"}
@@ -267,3 +272,51 @@ def test_a_cluster_that_refuses_lists_across_namespaces_is_read_per_namespace(wo
     c1.delete("apps/v1", "Deployment", "front-v1", "shop")
     assert heal_pass(kb)[1] == 1
     assert c1.get("apps/v1", "Deployment", "front-v1", "shop") is not None
+
+
+def test_a_cluster_whose_lists_are_unchanged_is_not_checked_again_and_a_change_is(world, monkeypatch):
+    """Issue 38: on an idle fleet of 1,000 applications most of the leader's CPU went into this
+    pass decoding the same lists and rendering every application every 5 s to find nothing."""
+    clusters, kb, _deploy = world
+    place_copies(clusters, kb, 20)
+    built = []
+    real = selfheal.application_deployer
+    monkeypatch.setattr(
+        selfheal, "application_deployer", lambda *a, **kw: built.append(a[0].name) or real(*a, **kw)
+    )
+    healer = healer_for(kb)
+    run = lambda: healer.run(["c1", "c2"], set(), lambda step: None, TOKEN)  # noqa: E731
+    assert run() == 0 and len(built) == 42 and healer.unchanged == 0  # 21 applications on 2 clusters
+    decoded = clusters["c1"].decoded
+    built.clear()
+    rv = clusters["c1"].rv
+    clusters["c1"].apply(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "t", "namespace": "shop"}}
+    )
+    assert clusters["c1"].rv > rv  # a team's write: every list's own resourceVersion moved
+    assert run() == 0 and built == [] and healer.unchanged == 42
+    assert clusters["c1"].decoded == decoded  # the same lists, read again but not decoded again
+    clusters["c1"].delete("apps/v1", "Deployment", "front-v1", "shop0")
+    assert run() == 0  # seen: every application on c1 whose kinds' list changed is checked
+    assert sorted(set(built)) == sorted(["shop", *(f"shop{i}" for i in range(20))]) and healer.unchanged == 21
+    assert run() == 1 and clusters["c1"].get("apps/v1", "Deployment", "front-v1", "shop0")  # restored
+    built.clear()
+    run()  # the restore changed c1's list: checked again, clean
+    assert run() == 0 and built and healer.unchanged == 42
+    kb.put_application("shop", spec({"team": "a"}))  # a new version of the spec
+    built.clear()
+    assert run() == 0 and built == ["shop", "shop"] and healer.unchanged == 40
+
+
+def test_an_unlabelled_object_in_the_way_is_looked_at_every_pass_until_it_is_gone(world):
+    """What a check read beyond the shared lists (here a team's object with the name of one of
+    ours, which no labelled list holds) keeps the application checked: once the object goes,
+    the missing one is restored."""
+    clusters, kb, _deploy = world
+    c1 = in_the_way(clusters["c1"])
+    healer = healer_for(kb)
+    assert [healer.run(["c1"], set(), lambda step: None, TOKEN) for _pass in range(3)] == [0, 0, 0]
+    assert healer.unchanged == 0
+    c1.delete("apps/v1", "Deployment", "front-v1", "shop")
+    assert [healer.run(["c1"], set(), lambda step: None, TOKEN) for _pass in range(2)] == [0, 1]
+    assert c1.get("apps/v1", "Deployment", "front-v1", "shop")["metadata"]["labels"] != {"team": "them"}
