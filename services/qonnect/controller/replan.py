@@ -42,7 +42,22 @@ def drift_judge(planner: Planner, policy_of: PolicyOf = record_policy) -> Replan
     therefore always the move the planner then makes (issue 38: one judge), never a verdict of
     a scorer or hysteresis the user did not choose."""
     from ansible_collections.qonnect.core.plugins.module_utils.placement import engine
+    from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
+    from ansible_collections.qonnect.core.plugins.module_utils.placement.model import Inventory
     from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+
+    parsed: list[Any] = [None, None]  # the last inventory judged on and its parse (or why not)
+
+    def read(inventory: dict[str, Any]) -> Any:
+        """The inventory parsed once for every application judged on it (each judgement parsed
+        it twice: about half of its cost, paid 1,000 times after one cluster's change)."""
+        if parsed[0] is not inventory:
+            try:
+                parsed[1] = Inventory.from_dict(inventory)
+            except InventoryError as exc:
+                parsed[1] = exc
+            parsed[0] = inventory
+        return parsed[1]
 
     def judge(
         record: dict[str, Any],
@@ -54,14 +69,18 @@ def drift_judge(planner: Planner, policy_of: PolicyOf = record_policy) -> Replan
         policy = policy_of(record)
         if policy is None:  # the user's policy cannot be read now: judge nothing against it
             return None
+        fleet = read(inventory)
+        if isinstance(fleet, InventoryError):  # no usable fleet now: nothing is judged
+            log.info("drift check of %s skipped: %s", name, fleet)
+            return None
         avoid = tuple(sorted({*exclude, *(policy.get("exclude") or ())}))
         request = PlanRequest(record, avoid, policy.get("scorer"), policy.get("hysteresis"))
-        found = planner([request], inventory)
+        found = planner([request], fleet)
         if name not in found.services:  # no feasible plan or no usable fleet now: no drift move
             log.info("drift check of %s skipped: %s", name, found.unplaceable.get(name, "no usable fleet"))
             return None
         after = found.objectives[name]
-        now = engine.objective(Application.from_dict(record["application"]), inventory, {"services": current})
+        now = engine.objective(Application.from_dict(record["application"]), fleet, {"services": current})
         if after < now:  # worse than staying: the current placement lost room (a NotReady node,
             # refused credentials...): the failure rules judge that, with their graces
             log.info("drift check of %s: objective %.4f -> %.4f is no gain", name, now, after)
@@ -116,6 +135,8 @@ class ChangeGate:
         self._latency: dict[str, Any] = {}  # this inventory's latency table
         self._locations: list[str] = []  # its clusters' locations
         self._clusters: dict[str, tuple[dict[str, Any], str]] = {}  # name -> (entry, its print)
+        # app -> (its record, its placement, the key's parts read from them): ``_parts``
+        self._held: dict[str, tuple[dict[str, Any], dict[str, Any], tuple[str, str, bool, frozenset]]] = {}
 
     def __call__(
         self,
@@ -127,15 +148,16 @@ class ChangeGate:
         if inventory is not self._inventory:
             self._new_inventory(inventory)
         name = str(record.get("name"))
+        policy, placement, reads, named = self._parts(name, record, current)
         key = (
             record.get("version"),
             record.get("updated"),
-            _print(record.get("policy")),
-            _print(current),
+            policy,
+            placement,
             tuple(exclude),
             self._fleet,
-            self._latencies if reads_latency(record) else self._latency_shape,
-            self._references(record),
+            self._latencies if reads else self._latency_shape,
+            self._references(named),
         )
         found = self.verdicts.get(name)
         if found is not None and found[0] == key:
@@ -156,6 +178,7 @@ class ChangeGate:
         if self._generation % self.PRUNE_EVERY == 0:
             old = self._generation - self.PRUNE_EVERY
             self.verdicts = {a: v for a, v in self.verdicts.items() if v[1] > old}
+            self._held = {a: v for a, v in self._held.items() if a in self.verdicts}
             self._clusters = {}
         clusters = inventory.get("clusters") or []
         each = {str(c.get("name")): self._cluster_print(c) for c in clusters}
@@ -180,13 +203,30 @@ class ChangeGate:
         for name in changed:
             self.fleet_changes[name] = self.fleet_changes.get(name, 0) + 1
 
-    def _references(self, record: dict[str, Any]) -> str:
-        """The latencies to the places outside the fleet an application's services name
-        (``maxLatency`` from a location that is no cluster's): they count for it alone."""
+    def _parts(
+        self, name: str, record: dict[str, Any], current: dict[str, Any]
+    ) -> tuple[str, str, bool, frozenset]:
+        """The parts of an application's key read from its record and placement (printed once
+        while the view hands out the same objects: a tick over 1,000 applications printed them
+        all again)."""
+        held = self._held.get(name)
+        if held is not None and held[0] is record and held[1] is current:
+            return held[2]
         named = set()
         for svc in (record.get("application") or {}).get("services") or []:
-            for limit in ((svc or {}).get("constraints") or {}).get("max_latency") or []:
+            for limit in ((svc if isinstance(svc, dict) else {}).get("constraints") or {}).get(
+                "max_latency"
+            ) or []:
                 named.add(str((limit or {}).get("from")))
+        parts = (_print(record.get("policy")), _print(current), reads_latency(record), frozenset(named))
+        self._held[name] = (record, current, parts)
+        return parts
+
+    def _references(self, named: frozenset) -> str:
+        """The latencies to the places outside the fleet an application's services name
+        (``maxLatency`` from a location that is no cluster's): they count for it alone."""
+        if not named:
+            return ""
         outside = sorted(named - set(self._locations))
         if not outside:
             return ""
@@ -297,7 +337,8 @@ class BatchPlan:
 
 
 # plan(requests, inventory) -> one plan for all of them, in one pass over the inventory
-Planner = Callable[[list[PlanRequest], dict[str, Any]], BatchPlan]
+# planner(requests, inventory) -> their plans; the inventory as the KB gives it or already parsed
+Planner = Callable[[list[PlanRequest], Any], BatchPlan]
 
 
 def engine_planner(default_scorer: str = "weighted", default_hysteresis: float = 0.1) -> Planner | None:
@@ -316,7 +357,7 @@ def engine_planner(default_scorer: str = "weighted", default_hysteresis: float =
         return None
     defaults = (default_scorer, default_hysteresis)
 
-    def plan(requests: list[PlanRequest], inventory: dict[str, Any]) -> BatchPlan:
+    def plan(requests: list[PlanRequest], inventory: Any) -> BatchPlan:
         out = BatchPlan()
         batch: list[tuple[PlanRequest, dict[str, Any]]] = []
         for req in requests:

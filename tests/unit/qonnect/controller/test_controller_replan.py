@@ -65,6 +65,27 @@ def test_a_bug_in_the_engine_is_not_taken_for_no_drift(monkeypatch):
         replan(record, inventory, current, ())
 
 
+def test_the_judge_parses_an_inventory_once_for_every_application_judged_on_it(monkeypatch):
+    """Issue 38: one cluster's change re-judges every application, and each judgement parsed
+    the whole inventory twice (about half its cost). An inventory the engine refuses is no
+    drift for any of them, as before."""
+    from ansible_collections.qonnect.core.plugins.module_utils.placement import model
+
+    records, inventory, planner = fleet_of_three()
+    parses = []
+    real = model.Inventory.from_dict.__func__
+    monkeypatch.setattr(
+        model.Inventory, "from_dict", classmethod(lambda cls, d: parses.append(1) or real(cls, d))
+    )
+    judge = drift_judge(planner)
+    verdicts = judge_all(judge, records, tick(inventory))
+    assert len(parses) == 1 and set(verdicts) == {"bookinfo", "cloudy", "edgy"}
+    assert judge_all(judge, records, inventory) == verdicts and len(parses) == 2  # a new inventory
+    broken = tick(inventory)
+    broken["clusters"][0]["nodes"][0]["allocatable"]["cpu"] = -4
+    assert judge_all(judge, records, broken) == {"bookinfo": None, "cloudy": None, "edgy": None}
+
+
 def test_current_cluster_getting_much_worse_is_drift():
     record, inventory, current, replan = setup_case()
     edge = current["ratings"][0]["cluster"]
