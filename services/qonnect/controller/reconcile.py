@@ -257,22 +257,14 @@ class Reconciler:
         self, snapshot: Any, memory: Any, down: set[str], term: int | None, token: dict[str, int] | None
     ) -> None:
         """Queue clusters that came back, and start a pass over the ready ones if none runs."""
-        for name, since in memory.recovered_at.items():
-            if self.queued.get(name) != since:
-                self.queued[name] = since
-                self.todo.add(name)
-        for name, when in list(self.after.items()):
-            if time.monotonic() >= when:
-                del self.after[name]
-                self.todo.add(name)
+        self._queue(memory)
         if self.thread is not None and self.thread.is_alive():
             return
+        names = [c["name"] for c in snapshot.inventory.get("clusters", [])]
         if "*" in self.todo:
-            self.todo = {c["name"] for c in snapshot.inventory.get("clusters", [])}
+            self.todo = set(names)
         ready = sorted(c for c in self.todo if c not in down)
-        heal: list[str] = []
-        if time.monotonic() >= self.heal_at:
-            heal = sorted(c["name"] for c in snapshot.inventory.get("clusters", []) if c["name"] not in down)
+        heal = sorted(c for c in names if c not in down) if time.monotonic() >= self.heal_at else []
         if not (ready or heal) or term is None or not token:
             return
         self.todo -= set(ready)
@@ -286,6 +278,17 @@ class Reconciler:
             daemon=True,
         )
         self.thread.start()
+
+    def _queue(self, memory: Any) -> None:
+        """Clusters to look at: each recovery once, and those whose last look asked for another."""
+        for name, since in memory.recovered_at.items():
+            if self.queued.get(name) != since:
+                self.queued[name] = since
+                self.todo.add(name)
+        for name, when in list(self.after.items()):
+            if time.monotonic() >= when:
+                del self.after[name]
+                self.todo.add(name)
 
     def _run(
         self,
