@@ -120,6 +120,7 @@ class _Pass:
     token: dict[str, int]
     budget: int
     known: dict[str, dict[Any, Any]]  # cluster -> its lists as earlier passes read them
+    stored: Mapping[str, dict[str, Any]]  # the application records the leader's tick read
     observed: set[tuple[str, str]] = field(default_factory=set)  # drifts seen in this pass
     visited: set[str] = field(default_factory=set)  # clusters examined to the end
     restored_on: set[str] = field(default_factory=set)
@@ -162,7 +163,6 @@ class Healer:
         self.refused: dict[tuple[str, str], float] = {}  # (cluster, key) -> retry from (clock)
         # app -> (what identifies its stored version, the spec parsed): parsed once per version
         self.parsed: dict[str, tuple[tuple, Application]] = {}
-        self.stored: Mapping[str, dict[str, Any]] = {}  # the pass's records (``run``'s ``stored``)
         self.lists: dict[str, dict[Any, Any]] = {}  # cluster -> SharedReads.known, kept across passes
         # (app, cluster) -> (what its check rendered from, the digest of each list it read) of
         # the last check there that found nothing and read nothing beyond the shared lists
@@ -192,9 +192,9 @@ class Healer:
             token,
             self.limit,
             self.lists,
+            stored or {},
         )
         apps: dict[str, Application | None] = {}
-        self.stored = stored or {}
         try:
             for cluster in clusters:
                 if self._cluster(cluster, placements, apps, state):
@@ -221,7 +221,7 @@ class Healer:
             if not here or self.busy(app):
                 continue
             if app not in apps:
-                apps[app] = self._application(app)
+                apps[app] = self._application(app, state.stored)
             application = apps[app]
             if application is None:
                 continue
@@ -248,8 +248,8 @@ class Healer:
         self.parsed = {a: v for a, v in self.parsed.items() if a in placed}
         self.clean = {k: v for k, v in self.clean.items() if k[0] in placed}
 
-    def _application(self, app: str) -> Application | None:
-        record = self.stored.get(app)
+    def _application(self, app: str, stored: Mapping[str, dict[str, Any]]) -> Application | None:
+        record = stored.get(app)
         if record is None:
             try:
                 record = self.kb.get_application(app)
