@@ -24,7 +24,7 @@ applications these decodes and checks were most of the leader's CPU (issue 38).
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, TypeAlias
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.client import K8sError
 from ansible_collections.qonnect.core.plugins.module_utils.keys import APP_LABEL
@@ -32,7 +32,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.keys import APP_LABEL
 # the attribute a client sets when its ``list`` may leave out unlabelled objects
 PARTIAL_LISTS = "partial_lists"
 
-Index = dict[str | None, dict[str, dict]]  # namespace -> name -> object
+Index: TypeAlias = "dict[str | None, dict[str, dict]]"  # namespace -> name -> object
 
 
 def _indexed(items: list[dict]) -> Index:

@@ -285,7 +285,10 @@ def test_a_cluster_whose_lists_are_unchanged_is_not_checked_again_and_a_change_i
         selfheal, "application_deployer", lambda *a, **kw: built.append(a[0].name) or real(*a, **kw)
     )
     healer = healer_for(kb)
-    run = lambda: healer.run(["c1", "c2"], set(), lambda step: None, TOKEN)  # noqa: E731
+
+    def run():
+        return healer.run(["c1", "c2"], set(), lambda step: None, TOKEN)
+
     assert run() == 0 and len(built) == 42 and healer.unchanged == 0  # 21 applications on 2 clusters
     decoded = clusters["c1"].decoded
     built.clear()
