@@ -163,9 +163,9 @@ def test_a_transient_pull_failure_moves_nothing_a_permanent_one_moves_once_after
             for p in yaml.safe_load(pods.stdout)["items"]
             if "pull-flaky" in p["spec"]["containers"][0]["image"]
         ]
-        return bool(new) and all(
-            c.get("ready") for p in new for c in p["status"].get("containerStatuses") or []
-        )
+        statuses = [p["status"].get("containerStatuses") or [] for p in new]
+        # a pod just created has no container status yet: it is not ready either
+        return bool(new) and all(s and all(c.get("ready") for c in s) for s in statuses)
 
     def decisions() -> list:  # moves: a hedge's standby copy (a suspect cluster under load) is none
         return [
