@@ -266,20 +266,18 @@ class Healer:
         return parsed
 
     @staticmethod
-    def _targets(app: Application, placement: dict[str, Any], state: _Pass) -> dict[str, Any] | None:
-        """The clusters of the application's placement as Targets (None: one lacks credentials
-        in the KB; the deploy module, given them by the user, knows more)."""
-        services = {s.name for s in app.services}
-        names = {t["cluster"] for svc, ts in placement.items() if svc in services for t in ts}
+    def _targets(plan: dict[str, Any], state: _Pass) -> dict[str, Any] | None:
+        """The clusters of the application's plan as Targets (None: one lacks credentials in
+        the KB; the deploy module, given them by the user, knows more)."""
+        names = {t["cluster"] for ts in plan.values() for t in ts}
         records = state.records
         if any(not (records.get(n) or {}).get("kubeconfig") for n in names):
             return None
         return {n: record_target(n, records[n]) for n in names}
 
     @staticmethod
-    def _deployer(app: Application, placement: dict[str, Any], targets: dict[str, Any], state: _Pass) -> Any:
-        """The application's deployer for its placement, reading through the pass's shared reads."""
-        plan = {svc: ts for svc, ts in placement.items() if svc in {s.name for s in app.services}}
+    def _deployer(app: Application, plan: dict[str, Any], targets: dict[str, Any], state: _Pass) -> Any:
+        """The application's deployer for its plan, reading through the pass's shared reads."""
         return application_deployer(
             app,
             plan,
@@ -307,7 +305,9 @@ class Healer:
 
     def _heal(self, app: Application, placement: dict[str, Any], cluster: str, state: _Pass) -> None:
         """Restore (or report) one application's confirmed drift on one cluster."""
-        targets = self._targets(app, placement, state)
+        services = {s.name for s in app.services}
+        plan = {svc: ts for svc, ts in placement.items() if svc in services}  # its services' share
+        targets = self._targets(plan, state)
         if targets is None:
             return
         reads = state.client(targets[cluster])
@@ -317,7 +317,7 @@ class Healer:
             state.unchanged += 1
             return
         reads.begin()
-        deployer = self._deployer(app, placement, targets, state)
+        deployer = self._deployer(app, plan, targets, state)
         drifts = deployer.drift(cluster)
         digests = {k: reads.digests.get(k) for k in reads.consulted}
         if drifts or reads.fallbacks or None in digests.values():
