@@ -17,12 +17,15 @@ judged each once (its count, ``qonnect_controller_drift_judgements_total``, has 
   (0 expected: heartbeats alone change nothing the placement reads); the KB's own CPU beside;
 - ``change``: one cluster's capacity changes as a user's other workload would change it (a
   Deployment requesting ``--load-cpu`` applied to its API with the official client, not through
-  qonnect): seconds until the leader judged again, the judgements that change caused, the
-  leader's CPU over the ``--window`` after it, and the placement decisions it led to;
+  qonnect): seconds until the leader judged again, the judgements that change caused against
+  the applications placed on or eligible for the cluster (``--tiers`` makes some of them
+  ineligible), the verdicts the leader kept through it (``carried``), the leader's CPU over the
+  ``--window`` after it, and the placement decisions it led to;
 - ``elections``: "became leader" lines in the replicas' logs over the whole run (1: the first).
 
     python benchmarks/replica_idle.py --json                    # N = 0, 100, 1000
     python benchmarks/replica_idle.py --json --ns 0,100 --window 30
+    python benchmarks/replica_idle.py --json --ns 1000 --tiers any,fog,edge
 """
 
 from __future__ import annotations
@@ -68,16 +71,21 @@ def paper_profile(workdir: Path, pods: int) -> Path:
     return path
 
 
-def deploy(stack: Stack, names: list[str], workdir: Path) -> float:
-    """The applications through the deploy playbook's list form (one run); its seconds."""
+def deploy(stack: Stack, names: list[str], workdir: Path, tiers: list[str]) -> float:
+    """The applications through the deploy playbook's list form (one run); its seconds. The
+    i-th one's service must run on a cluster of tier ``tiers[i % len(tiers)]`` ("any": none)."""
     import yaml
 
     folder = workdir / "apps"
     folder.mkdir(exist_ok=True)
     files = []
-    for name in names:
+    for i, name in enumerate(names):
+        spec = small_app(name)
+        tier = tiers[i % len(tiers)]
+        if tier != "any":
+            spec["spec"]["services"][0]["tier"] = tier
         path = folder / f"{name}.yml"
-        path.write_text(yaml.safe_dump(small_app(name)))
+        path.write_text(yaml.safe_dump(spec))
         files.append(str(path))
     t0 = time.monotonic()
     res = subprocess.run(
@@ -111,6 +119,25 @@ def deploy(stack: Stack, names: list[str], workdir: Path) -> float:
 def judgements(replica: Replica) -> int:
     status = replica.status(timeout=10) or {}
     return int(status.get("drift_judgements") or 0)
+
+
+def carried(replica: Replica) -> int:
+    """Verdicts the leader kept through a fleet change its engine showed cannot move them."""
+    status = replica.status(timeout=10) or {}
+    return int(status.get("drift_carried") or 0)
+
+
+def placed_on_or_eligible(stack: Stack, names: list[str], tiers: list[str], cluster: str) -> int:
+    """How many applications run on ``cluster`` or may run there (their tier allows it): those
+    a change on it must re-judge, at the least."""
+    inventory = stack.admin.inventory()
+    tier = next(c.get("tier") for c in inventory["clusters"] if c["name"] == cluster)
+    placements = inventory.get("placements") or {}
+    count = 0
+    for i, name in enumerate(names):
+        placed = {e.get("cluster") for es in (placements.get(name) or {}).values() for e in es}
+        count += cluster in placed or tiers[i % len(tiers)] in ("any", tier)
+    return count
 
 
 def rejudged_for(replica: Replica) -> dict[str, int]:
@@ -220,14 +247,15 @@ def last_event(stack: Stack) -> int:
 
 def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     stack = Stack(workdir)
-    row: dict[str, Any] = {"applications": n}
+    tiers = [t.strip() for t in args.tiers.split(",") if t.strip()]
+    row: dict[str, Any] = {"applications": n, "tiers": tiers}
     try:
         stack.start_kb()
         stack.start_testbed(None, profile=str(paper_profile(workdir, args.pods_per_node)))
         stack.start_agents(1.0)
         names = [f"app{i:04d}" for i in range(n)]
         if names:
-            row["deploy_s"] = round(deploy(stack, names, workdir), 1)
+            row["deploy_s"] = round(deploy(stack, names, workdir, tiers), 1)
         stack.start_replicas(3, [])
         leader = stack.wait_leader(60)
         wait_for(
@@ -258,7 +286,8 @@ def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
         }
         cluster = stack.federation["clusters"][0]["name"]
         after = last_event(stack)
-        j1, why1 = judgements(leader), rejudged_for(leader)
+        j1, why1, kept1 = judgements(leader), rejudged_for(leader), carried(leader)
+        must = placed_on_or_eligible(stack, names, tiers, cluster)
         t0 = time.monotonic()
         load_cluster(stack, cluster, args.load_cpu)
         seen: float | None = None
@@ -272,6 +301,8 @@ def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
             "cluster": cluster,
             "judged_again_after_s": round(seen, 2) if seen is not None else None,
             "drift_judgements": judgements(leader) - j1,
+            "placed_on_or_eligible": must,
+            "carried": carried(leader) - kept1,
             "rejudged_for": delta(rejudged_for(leader), why1),
             "leader_cores": cores.pop(leader.name),
             "follower_cores": sorted(v for k, v in cores.items() if k != "kb"),
@@ -310,6 +341,11 @@ def main() -> int:
     )
     parser.add_argument("--pods-per-node", type=int, default=1500, help="allocatable pods of each node")
     parser.add_argument("--load-cpu", default="500m", help="the other team's Deployment's CPU request")
+    parser.add_argument(
+        "--tiers",
+        default="any",
+        help="the tiers the applications' services must run on, in turn (any: none), e.g. any,fog,edge",
+    )
     parser.add_argument("--profile", metavar="DIR", help="py-spy the leader over the idle window into DIR")
     parser.add_argument(
         "--change-timeout", type=float, default=120.0, help="seconds to wait for the judge after the change"

@@ -48,6 +48,8 @@ class BatchResult:
     free_at_error: dict[str, Any] = field(default_factory=dict)
     free_start: Any = None  # the capacity the batch started from
     fallback: str = ""  # why the batch was planned one application at a time ("" if it was not)
+    # the scale each plan's scores were normalised by (fleet.Scale; what placement/impact.py reads)
+    scales: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -102,6 +104,7 @@ def place_many(
             result.free_at_error[app.name] = base
             continue
         result.plans[app.name] = plan
+        result.scales[app.name] = fleet.scale()
         base = _after(fleet, base, app, current, assignment)
     result.free_left = base
     return result
@@ -137,6 +140,7 @@ def place_batch(
                 out.errors[name] = err
                 continue
             out.plans.update(one.plans)
+            out.scales.update(one.scales)
             out.errors.update(one.errors)
             out.free_at_error.update(one.free_at_error)
             if out.free_start is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import dataclass
 
 from ansible_collections.qonnect.core.plugins.module_utils.k8s.taints import (
     blocks_service,
@@ -317,29 +318,60 @@ class Fleet:
 
         Fixed per inventory (not per candidate set) so every plan is judged on one scale and
         the MILP objective is linear. Lower energy/price is better; performance is the mean of
-        free CPU, free memory and bandwidth relative to the fleet's best.
+        free CPU, free memory and bandwidth relative to the fleet's best. The constants of
+        that scale are kept (:meth:`scale`).
         """
         if "static" not in self.cache:
             ok = self.node_ok
             if "static_fixed" not in self.cache:  # the parts capacity does not change
                 self.cache["static_fixed"] = (
-                    _minmax(self.energy, ok, lower_better=True),
-                    _minmax(self.price, ok, lower_better=True),
-                    _ratio(self.bandwidth, ok),
+                    _span(self.energy, ok),
+                    _span(self.price, ok),
+                    _top(self.bandwidth, ok),
                 )
-            energy, cost, bandwidth = self.cache["static_fixed"]
-            perf_raw = (_ratio(self.free0[:, 0], ok) + _ratio(self.free0[:, 1], ok) + bandwidth) / 3.0
+            energy, price, bandwidth = self.cache["static_fixed"]
+            tops = (_top(self.free0[:, 0], ok), _top(self.free0[:, 1], ok), bandwidth)
+            perf_raw = performance_raw(self.free0, self.bandwidth, tops)
+            scale = Scale(energy, price, tops, _span(perf_raw, ok))
+            self.cache["scale"] = scale
             self.cache["static"] = {
-                "energy": energy,
-                "cost": cost,
-                "performance": _minmax(perf_raw, ok, lower_better=False),
+                "energy": _scaled(self.energy, energy, lower_better=True),
+                "cost": _scaled(self.price, price, lower_better=True),
+                "performance": _scaled(perf_raw, scale.performance, lower_better=False),
             }
         return self.cache["static"]
+
+    def scale(self) -> Scale:
+        """The constants the static criteria are normalised by now (under ``free0``)."""
+        self.static_criteria()
+        return self.cache["scale"]
+
+
+@dataclass(frozen=True)
+class Scale:
+    """What :meth:`Fleet.static_criteria` normalised every node's criteria by: the (lowest,
+    highest) energy, price and raw performance of the eligible nodes (None: no eligible node)
+    and the best free CPU, free memory and bandwidth (0.0: none). A node's scores depend on
+    the rest of the fleet only through these (placement/impact.py)."""
+
+    energy: tuple[float, float] | None
+    price: tuple[float, float] | None
+    tops: tuple[float, float, float]
+    performance: tuple[float, float] | None
+
+
+def performance_raw(free, bandwidth, tops: tuple[float, float, float]):
+    """Nodes' performance before normalisation: the mean of free CPU, free memory and
+    bandwidth, each relative to its best in the fleet (``tops``; 0 where that is none)."""
+    cpu, memory, bw = tops
+    return (_relative(free[:, 0], cpu) + _relative(free[:, 1], memory) + _relative(bandwidth, bw)) / 3.0
 
 
 # cache entries computed from capacity (Fleet.set_capacity drops them); the rest depend only
 # on the inventory's static facts (labels, tiers, health, taints, latency)
-CAPACITY_CACHE = frozenset(("static", "static_total", "no_refs", "facts", "jmespath", "jmespath-errors"))
+CAPACITY_CACHE = frozenset(
+    ("static", "scale", "static_total", "no_refs", "facts", "jmespath", "jmespath-errors")
+)
 # ... and entries that read node eligibility (Fleet.fail_view drops them with those)
 ELIGIBILITY_CACHE = frozenset(("tolerated", "static_fixed"))
 
@@ -375,15 +407,22 @@ class _Cache(dict):
         self._drop(CAPACITY_CACHE | ELIGIBILITY_CACHE)
 
 
-def _ratio(values, ok):
-    top = values[ok].max() if ok.any() else 0.0
+def _top(values, ok) -> float:
+    return float(values[ok].max()) if ok.any() else 0.0
+
+
+def _relative(values, top: float):
     return values / top if top > 0 else np.zeros_like(values)
 
 
-def _minmax(values, ok, lower_better: bool):
-    if not ok.any():
+def _span(values, ok) -> tuple[float, float] | None:
+    return (float(values[ok].min()), float(values[ok].max())) if ok.any() else None
+
+
+def _scaled(values, span: tuple[float, float] | None, lower_better: bool):
+    if span is None:
         return np.zeros_like(values)
-    lo, hi = values[ok].min(), values[ok].max()
+    lo, hi = span
     if hi - lo <= 1e-12:
         return np.ones_like(values)
     scaled = (values - lo) / (hi - lo)

@@ -331,4 +331,5 @@ class Controller:
             self.drift_gate.judged if self.drift_gate is not None else 0,
             dict(self.drift_gate.reasons) if self.drift_gate is not None else {},
             dict(self.drift_gate.fleet_changes) if self.drift_gate is not None else {},
+            self.drift_gate.carried if self.drift_gate is not None else 0,
         )

@@ -36,49 +36,86 @@ def record_policy(record: dict[str, Any]) -> dict[str, Any]:
     return clean_policy(policy) if isinstance(policy, dict) else {}
 
 
-def drift_judge(planner: Planner, policy_of: PolicyOf = record_policy) -> Replanner:
+def drift_judge(planner: Planner, policy_of: PolicyOf = record_policy) -> DriftJudge:
     """The QoS-drift judge: the heal's own planner, asked with the application's stored policy
     (scorer, hysteresis, exclusions) where it would put the application now. A judged drift is
     therefore always the move the planner then makes (issue 38: one judge), never a verdict of
     a scorer or hysteresis the user did not choose."""
-    from ansible_collections.qonnect.core.plugins.module_utils.placement import engine
-    from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
-    from ansible_collections.qonnect.core.plugins.module_utils.placement.model import Inventory
-    from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+    return DriftJudge(planner, policy_of)
 
-    parsed: list[Any] = [None, None]  # the last inventory judged on and its parse (or why not)
 
-    def read(inventory: dict[str, Any]) -> Any:
+class DriftJudge:
+    """See :func:`drift_judge`. Called as a ``Replanner``; it also keeps the scale each
+    application's last plan was scored on, and says whether a change on some clusters can move
+    that plan (``unaffected``: the engine's own answer, placement/impact.py), so the gate
+    re-judges only the applications such a change can move."""
+
+    def __init__(self, planner: Planner, policy_of: PolicyOf = record_policy) -> None:
+        self.planner = planner
+        self.policy_of = policy_of
+        self.scales: dict[str, Any] = {}  # app -> the scale of its last plan (None: no plan)
+        # the last inventories judged on, each with its parse (or why not) and its fleet
+        self._parsed: dict[int, tuple[dict[str, Any], Any, Any]] = {}
+
+    def read(self, inventory: dict[str, Any]) -> Any:
         """The inventory parsed once for every application judged on it (each judgement parsed
         it twice: about half of its cost, paid 1,000 times after one cluster's change)."""
-        if parsed[0] is not inventory:
-            try:
-                parsed[1] = Inventory.from_dict(inventory)
-            except InventoryError as exc:
-                parsed[1] = exc
-            parsed[0] = inventory
-        return parsed[1]
+        return self._entry(inventory)[1]
 
-    def judge(
+    def fleet(self, inventory: dict[str, Any]) -> Any:
+        """The inventory as the engine's arrays, built once (None when it cannot be parsed)."""
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet import Fleet
+
+        entry = self._entry(inventory)
+        if entry[2] is None and not isinstance(entry[1], InventoryError):
+            entry = self._parsed[id(inventory)] = (entry[0], entry[1], Fleet(entry[1]))
+        return entry[2]
+
+    def _entry(self, inventory: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.model import Inventory
+
+        found = self._parsed.get(id(inventory))
+        if found is not None and found[0] is inventory:
+            return found
+        try:
+            parsed: Any = Inventory.from_dict(inventory)
+        except InventoryError as exc:
+            parsed = exc
+        if len(self._parsed) >= 2:  # the one before and this one are all the gate compares
+            self._parsed.pop(next(iter(self._parsed)))
+        self._parsed[id(inventory)] = (inventory, parsed, None)
+        return self._parsed[id(inventory)]
+
+    def __call__(
+        self,
         record: dict[str, Any],
         inventory: dict[str, Any],
         current: dict[str, Any],
         exclude: tuple[str, ...],
     ) -> tuple[dict[str, Any], str] | None:
+        from ansible_collections.qonnect.core.plugins.module_utils.placement import engine
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
+        from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+
         name = str(record.get("name"))
-        policy = policy_of(record)
+        self.scales[name] = None
+        policy = self.policy_of(record)
         if policy is None:  # the user's policy cannot be read now: judge nothing against it
             return None
-        fleet = read(inventory)
+        fleet = self.read(inventory)
         if isinstance(fleet, InventoryError):  # no usable fleet now: nothing is judged
             log.info("drift check of %s skipped: %s", name, fleet)
             return None
-        avoid = tuple(sorted({*exclude, *(policy.get("exclude") or ())}))
-        request = PlanRequest(record, avoid, policy.get("scorer"), policy.get("hysteresis"))
-        found = planner([request], fleet)
+        request = PlanRequest(
+            record, self._avoid(policy, exclude), policy.get("scorer"), policy.get("hysteresis")
+        )
+        found = self.planner([request], fleet)
         if name not in found.services:  # no feasible plan or no usable fleet now: no drift move
             log.info("drift check of %s skipped: %s", name, found.unplaceable.get(name, "no usable fleet"))
             return None
+        self.scales[name] = found.scales.get(name)
         after = found.objectives[name]
         now = engine.objective(Application.from_dict(record["application"]), fleet, {"services": current})
         if after < now:  # worse than staying: the current placement lost room (a NotReady node,
@@ -89,7 +126,41 @@ def drift_judge(planner: Planner, policy_of: PolicyOf = record_policy) -> Replan
             f"objective {now:.4f} -> {after:.4f} with its {found.policies[name]} beyond its hysteresis"
         )
 
-    return judge
+    def unaffected(
+        self,
+        record: dict[str, Any],
+        current: dict[str, Any],
+        exclude: tuple[str, ...],
+        before: dict[str, Any],
+        after: dict[str, Any],
+        changed: frozenset[str],
+    ) -> bool:
+        """Whether the application, judged on ``before``, would be planned exactly so on
+        ``after`` too, which differs from it only on the ``changed`` clusters (False when that
+        cannot be shown): then the verdict on ``before`` is the verdict on ``after``."""
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.impact import (
+            unaffected as engine_unaffected,
+        )
+        from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
+
+        scale = self.scales.get(str(record.get("name")))
+        policy = self.policy_of(record)
+        old, new = self.fleet(before), self.fleet(after)
+        if scale is None or policy is None or old is None or new is None:
+            return False
+        try:
+            app = Application.from_dict(record["application"])
+        except (KeyError, TypeError, ValueError):
+            return False
+        return engine_unaffected(app, self._avoid(policy, exclude), current, scale, old, new, changed)
+
+    def forget(self, keep: set[str]) -> None:
+        """Drop the scales of applications no longer judged."""
+        self.scales = {a: s for a, s in self.scales.items() if a in keep}
+
+    @staticmethod
+    def _avoid(policy: dict[str, Any], exclude: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(sorted({*exclude, *(policy.get("exclude") or ())}))
 
 
 AGES = ("heartbeat_age",)  # change every tick; what they decide is kept as a flag instead
@@ -111,11 +182,17 @@ class ChangeGate:
     table holds, and the agents' measured round trips move a little at every report. Heartbeat
     ages and an agent's round trip to the KB alone leave the last verdict standing.
 
-    The fleet is taken whole on purpose: the engine normalises every score over the fleet's
-    usable nodes (the spans of energy and price, the best free capacity, the largest latency,
-    each with the application's own replicas given back), so a change on a cluster an
-    application could never use can still change its verdict (an edge node going stale changed
-    an all-cloud application's objective in the property test)."""
+    The fleet is read whole: the engine normalises every score over the fleet's usable nodes
+    (the spans of energy and price, the best free capacity, the largest latency, each with the
+    application's own replicas given back), so a change on a cluster an application could never
+    use can still change its verdict (an edge node going stale changed an all-cloud
+    application's objective in the property test). A change confined to some clusters keeps a
+    verdict only where the judge shows that it cannot move the plan behind it
+    (``DriftJudge.unaffected``: none of them is the application's or meets its constraints, and
+    none held or passes an extreme of the scale its scores were normalised by); every other
+    application is judged again."""
+
+    FLEET = KEY_PARTS.index("fleet")
 
     PRUNE_EVERY = 100  # inventories between removals of applications no longer judged
 
@@ -123,11 +200,14 @@ class ChangeGate:
         self.judge = judge
         self.verdicts: dict[str, tuple[tuple, int, tuple[dict[str, Any], str] | None]] = {}
         self.judged = 0  # how many times ``judge`` ran (the benchmark's and the tests' count)
+        self.carried = 0  # verdicts kept through a fleet change shown not to move their plans
         # why each judgement after an application's first ran: the part of its key that changed
         self.reasons: dict[str, int] = {}
         self.fleet_changes: dict[str, int] = {}  # cluster name or "latency" -> inventories it changed in
         self._last: tuple[dict[str, str], str] | None = None
         self._inventory: dict[str, Any] | None = None
+        self._before: dict[str, Any] | None = None  # the inventory before it
+        self._changed: frozenset[str] | None = None  # clusters changed between them (None: added or gone)
         self._generation = 0
         self._fleet = ""  # the print of the clusters as the engine reads them, this inventory
         self._latencies = ""  # the print of the latency table as a latency score reads it
@@ -163,6 +243,10 @@ class ChangeGate:
         if found is not None and found[0] == key:
             self.verdicts[name] = (key, self._generation, found[2])
             return found[2]
+        if found is not None and self._carries(record, current, exclude, found, key):
+            self.verdicts[name] = (key, self._generation, found[2])
+            self.carried += 1
+            return found[2]
         self.judged += 1
         if found is not None:
             for part, old, new in zip(KEY_PARTS, found[0], key, strict=True):
@@ -172,14 +256,37 @@ class ChangeGate:
         self.verdicts[name] = (key, self._generation, verdict)
         return verdict
 
+    def _carries(
+        self,
+        record: dict[str, Any],
+        current: dict[str, Any],
+        exclude: tuple[str, ...],
+        found: tuple[tuple, int, Any],
+        key: tuple,
+    ) -> bool:
+        """Whether the verdict on the inventory before stands: only some clusters changed
+        since, nothing else of the key, and the judge shows the change cannot move the plan the
+        verdict rests on."""
+        unaffected = getattr(self.judge, "unaffected", None)
+        if unaffected is None or found[1] != self._generation - 1:
+            return False
+        if not self._changed or self._before is None or self._inventory is None:
+            return False
+        if any(old != new for i, (old, new) in enumerate(zip(found[0], key, strict=True)) if i != self.FLEET):
+            return False
+        return bool(unaffected(record, current, exclude, self._before, self._inventory, self._changed))
+
     def _new_inventory(self, inventory: dict[str, Any]) -> None:
-        self._inventory = inventory
+        self._before, self._inventory = self._inventory, inventory
         self._generation += 1
         if self._generation % self.PRUNE_EVERY == 0:
             old = self._generation - self.PRUNE_EVERY
             self.verdicts = {a: v for a, v in self.verdicts.items() if v[1] > old}
             self._held = {a: v for a, v in self._held.items() if a in self.verdicts}
             self._clusters = {}
+            forget = getattr(self.judge, "forget", None)
+            if forget is not None:
+                forget(set(self.verdicts))
         clusters = inventory.get("clusters") or []
         each = {str(c.get("name")): self._cluster_print(c) for c in clusters}
         self._latency = inventory.get("latency_ms") or {}
@@ -195,9 +302,11 @@ class ChangeGate:
         """Count what changed in the fleet since the last inventory (cluster names, or
         ``latency``): what the fleet part of ``reasons`` was, when it was."""
         before, self._last = self._last, (each, latency)
+        self._changed = None
         if before is None:
             return
         changed = [n for n in set(each) | set(before[0]) if each.get(n) != before[0].get(n)]
+        self._changed = frozenset(changed) if set(each) == set(before[0]) else None
         if latency != before[1]:
             changed.append("latency")
         for name in changed:
@@ -306,7 +415,7 @@ def _digest(text: str) -> str:
 
 def engine_replanner(
     default_scorer: str = "weighted", default_hysteresis: float = 0.1, policy_of: PolicyOf = record_policy
-) -> Replanner | None:
+) -> DriftJudge | None:
     """A drift judge on a planner of its own (see :func:`drift_judge`), or None if the placement
     engine is not installed."""
     planner = engine_planner(default_scorer, default_hysteresis)
@@ -334,6 +443,7 @@ class BatchPlan:
     unplaceable: dict[str, str] = field(default_factory=dict)
     objectives: dict[str, float] = field(default_factory=dict)  # each plan's default objective
     policies: dict[str, str] = field(default_factory=dict)  # the scorer and hysteresis it was planned with
+    scales: dict[str, Any] = field(default_factory=dict)  # the scale each plan was scored on
 
 
 # plan(requests, inventory) -> one plan for all of them, in one pass over the inventory
@@ -404,5 +514,6 @@ def _collect(
         out.services[name] = result.plans[name].services
         out.objectives[name] = float(result.plans[name].objective)
         out.policies[name] = f"{item['scorer']} scorer, hysteresis {item['hysteresis']:g}"
+        out.scales[name] = result.scales.get(name)
     elif name in result.errors:
         out.unplaceable[name] = why_not(req, result.errors[name])

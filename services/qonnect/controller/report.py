@@ -42,6 +42,7 @@ def status(
     drift_judgements: int = 0,
     rejudged_for: dict[str, int] | None = None,
     fleet_changes: dict[str, int] | None = None,
+    drift_carried: int = 0,
 ) -> dict[str, Any]:
     """The replica's /status document: its Raft state, the KB's, why it (does not) decide, the
     replicated log's decisions, its own runs and the runs waiting for a slot, and how many times
@@ -83,4 +84,6 @@ def status(
         "drift_rejudged_for": dict(rejudged_for or {}),
         # the inventories in which each cluster (or the latency table) changed as the engine reads it
         "drift_fleet_changes": dict(fleet_changes or {}),
+        # verdicts kept through a fleet change the engine showed cannot move their plans
+        "drift_carried": drift_carried,
     }

@@ -71,6 +71,10 @@ class Metrics:
             " (only after a change the placement reads).",
             "# TYPE qonnect_controller_drift_judgements_total counter",
             f"qonnect_controller_drift_judgements_total {status.get('drift_judgements', 0)}",
+            "# HELP qonnect_controller_drift_carried_total Drift verdicts kept through a fleet change"
+            " the engine showed cannot move their plans.",
+            "# TYPE qonnect_controller_drift_carried_total counter",
+            f"qonnect_controller_drift_carried_total {status.get('drift_carried', 0)}",
         ]
         with self._lock:
             out += [

@@ -169,12 +169,17 @@ def test_a_judged_drift_is_the_move_the_heal_then_plans():
 class Counted:
     """The real judge, counting the applications it judged."""
 
-    def __init__(self, judge):
-        self.judge, self.calls = judge, []
+    def __init__(self, judge, tells=True):
+        self.judge, self.calls, self.tells = judge, [], tells
 
     def __call__(self, record, inventory, current, exclude):
         self.calls.append(record["name"])
         return self.judge(record, inventory, current, exclude)
+
+    def __getattr__(self, name):  # the judge's other answers (``unaffected``...), uncounted
+        if name == "unaffected" and not self.__dict__.get("tells", True):
+            raise AttributeError(name)  # a judge that cannot tell what a change can move
+        return getattr(self.__dict__["judge"], name)
 
 
 def fleet_of_three():
@@ -221,11 +226,12 @@ def test_an_unchanged_fleet_is_judged_once_however_many_ticks():
 
 
 def test_any_change_the_engine_reads_rejudges_and_ages_alone_do_not():
-    """The fleet is taken whole: the engine normalises over every usable node, so a change on
+    """The fleet is read whole: the engine normalises over every usable node, so a change on
     a cluster an application cannot use may still change its verdict (seed 19 of the walk below
-    found it when only eligible clusters counted)."""
+    found it when only eligible clusters counted). This judge cannot tell what a change can
+    move, so every change re-judges every application (the one that can is tested below)."""
     records, inventory, planner = fleet_of_three()
-    counted = Counted(drift_judge(planner))
+    counted = Counted(drift_judge(planner), tells=False)
     gate = replan_module.ChangeGate(counted)
     judge_all(gate, records, tick(inventory))
     changes = {
@@ -378,3 +384,116 @@ def test_the_gate_never_hides_a_changed_verdict(seed):
         verdicts.update(str(v) for v in gated.values())
     assert gate.judged < 4 * 41  # some ticks were answered from the last verdict
     assert len(verdicts) > 2  # and the verdicts did change along the walk
+
+
+def set_cpu_requests(inventory, cluster, cpu):
+    node = next(c for c in inventory["clusters"] if c["name"] == cluster)["nodes"][0]
+    node["requested"]["cpu"] = cpu
+
+
+def test_one_clusters_change_rejudges_only_the_applications_placed_on_or_eligible_for_it():
+    """Issue 38: one cluster's capacity change re-judged every application. Edgy may use only
+    edge clusters, cloudy only cloud ones, Bookinfo every cluster; each cluster has one node."""
+    records, inventory, planner = fleet_of_three()
+    counted, gate = judged_once(records, inventory, planner)
+
+    def step(now, expected):
+        counted.calls.clear()
+        assert judge_all(gate, records, now) == judge_all(drift_judge(planner), records, now)
+        assert sorted(counted.calls) == expected
+
+    # fog-2 (no application runs there, only Bookinfo may) frees 0.1 core: within the scale
+    now = tick(inventory, age=2.0)
+    set_cpu_requests(now, "fog-2", 0.15)
+    step(now, ["bookinfo"])
+    assert gate.carried == 2
+    # edge-1, where edgy and Bookinfo's ratings run, frees 0.1 core: cloudy cannot use it
+    now = tick(now, age=3.0)
+    set_cpu_requests(now, "edge-1", 0.15)
+    step(now, ["bookinfo", "edgy"])
+    assert gate.carried == 3
+    step(tick(now, age=4.0), [])  # the same fleet again
+    # fog-2 becomes the fleet's fullest node: the lowest performance every score is scaled from
+    now = tick(now, age=5.0)
+    set_cpu_requests(now, "fog-2", 3.0)
+    step(now, ["bookinfo", "cloudy", "edgy"])
+    # it frees 1 core, still the fullest: the lowest performance moves again
+    now = tick(now, age=6.0)
+    set_cpu_requests(now, "fog-2", 2.0)
+    step(now, ["bookinfo", "cloudy", "edgy"])
+    # a stale report takes fog-2 out of the scale (its nodes no longer count): what it held moves
+    now = tick(now, age=7.0)
+    next(c for c in now["clusters"] if c["name"] == "fog-2")["nodes"][0]["heartbeat_age"] = 60.0
+    step(now, ["bookinfo", "cloudy", "edgy"])
+    assert gate.carried == 3 and gate.reasons == {"fleet": 1 + 2 + 3 * 3}
+
+
+def test_a_change_the_user_excluded_or_another_scorer_cannot_see_keeps_the_verdict():
+    """The user's stored exclusions and scorer are the judge's: cloudy excludes cloud-1 (then
+    runs elsewhere), Bookinfo is planned with borda; a change on cloud-1 within the scale
+    re-judges only Bookinfo, which may use cloud-1."""
+    records, inventory, planner = fleet_of_three()
+    records[1]["policy"] = {"exclude": ["cloud-1"]}
+    records[2]["policy"] = {"scorer": "borda"}
+    for r in records[1:]:
+        request = PlanRequest(r, tuple(r["policy"].get("exclude", ())), r["policy"].get("scorer"))
+        inventory["placements"][r["name"]] = planner([request], inventory).services[r["name"]]
+    assert "cloud-1" not in {e["cluster"] for es in inventory["placements"]["cloudy"].values() for e in es}
+    counted, gate = judged_once(records, inventory, planner)
+    now = tick(inventory, age=2.0)
+    set_cpu_requests(now, "cloud-1", 0.15)
+    assert judge_all(gate, records, now) == judge_all(drift_judge(planner), records, now)
+    assert sorted(counted.calls) == ["bookinfo"] and gate.carried == 2
+
+
+def walk(seed, steps=40):
+    """A gate and a judge over a random walk of fleet changes on the three applications, with
+    places outside the fleet, a lone service and random stored policies (scorers, exclusions,
+    hysteresis); asserts at every step that the gate answers what judging everything answers."""
+    import random
+
+    records, inventory, planner = fleet_of_three()
+    records, inventory = with_places_outside(records, inventory)
+    records, inventory = with_a_lone_service(records, inventory, planner)
+    rng = random.Random(seed)
+    policies = [{}, {"scorer": "borda"}, {"scorer": "optimal"}, {"hysteresis": 0.0}, {"exclude": ["cloud-1"]}]
+    for record in records:
+        record["policy"] = rng.choice(policies)
+    gate = replan_module.ChangeGate(drift_judge(planner))
+    now = tick(inventory)
+    for _step in range(steps):
+        now = tick(now, age=rng.choice([1.0, 2.0, 3.0]))
+        for _change in range(rng.choice([1, 1, 1, 2])):
+            random_change(rng, now)
+        assert judge_all(gate, records, now) == judge_all(drift_judge(planner), records, now)
+    return gate
+
+
+def random_change(rng, inventory):
+    c = rng.choice(inventory["clusters"])
+    n = rng.choice(c["nodes"])
+    change = rng.choice(
+        ["energy", "price", "requested", "requested", "ready", "age", "label", "latency", "none"]
+    )
+    if change == "energy":
+        n["energy_kwh"] *= rng.choice([0.5, 0.9, 1.1, 2.0])
+    elif change == "price":
+        n["price_eur_h"] *= rng.choice([0.5, 0.99, 1.01, 2.0])
+    elif change == "requested":
+        n["requested"]["cpu"] = max(0.0, n["requested"]["cpu"] + rng.choice([-0.5, -0.1, 0.1, 0.5, 2.0]))
+    elif change == "ready":
+        n["ready"] = not n["ready"]
+    elif change == "age":
+        n["heartbeat_age"] = 60.0 if n["heartbeat_age"] <= 15 else 1.0
+    elif change == "label":
+        c.setdefault("labels", {})["zone"] = rng.choice(["a", "b"])
+    elif change == "latency":
+        row = inventory["latency_ms"][c["location"]]
+        row[rng.choice(sorted(row))] *= rng.choice([0.5, 2.0])
+
+
+@pytest.mark.parametrize("seed", [3, 11, 42, 2027])
+def test_verdicts_kept_through_a_change_are_the_ones_judging_everything_gives(seed):
+    """The kept verdicts are exact: any policy, any change, one or two clusters at a time."""
+    gate = walk(seed)
+    assert gate.carried > 0  # the walk did keep verdicts through changes
