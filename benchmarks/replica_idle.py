@@ -15,9 +15,12 @@ judged each once (its count, ``qonnect_controller_drift_judgements_total``, has 
 - ``idle``: per replica (leader first) CPU cores over ``--window`` seconds of an idle fleet, from
   /proc (utime+stime, reaped children included), and the drift judgements made in the window
   (0 expected: heartbeats alone change nothing the placement reads); the KB's own CPU beside;
+- ``label_change``: first, a label another team puts on that cluster's nodes (through its
+  API): no capacity, health or economics moves, so only the applications placed on or eligible
+  for the cluster should be judged again; the same fields as ``change``;
 - ``change``: one cluster's capacity changes as a user's other workload would change it (a
   Deployment requesting ``--load-cpu`` applied to its API with the official client, not through
-  qonnect): seconds until the leader judged again, the judgements that change caused against
+  qonnect): seconds until the leader judged again or kept a verdict through it, the judgements that change caused against
   the applications placed on or eligible for the cluster (``--tiers`` makes some of them
   ineligible), the verdicts the leader kept through it (``carried``), the leader's CPU over the
   ``--window`` after it, and the placement decisions it led to;
@@ -38,7 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "services"))
@@ -205,7 +208,7 @@ def profile(leader: Replica, seconds: float, folder: str | None, n: int) -> subp
     )
 
 
-def load_cluster(stack: Stack, cluster: str, cpu: str) -> None:
+def load_cluster(stack: Stack, cluster: str, args: argparse.Namespace) -> None:
     """Another team's Deployment on ``cluster``, applied to its own API (not through qonnect)."""
     from kubernetes import client, config
 
@@ -222,13 +225,62 @@ def load_cluster(stack: Stack, cluster: str, cpu: str) -> None:
                 "metadata": {"labels": {"app": "other-team"}},
                 "spec": {
                     "containers": [
-                        {"name": "job", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
+                        {"name": "job", "image": "busybox", "resources": {"requests": {"cpu": args.load_cpu}}}
                     ]
                 },
             },
         },
     }
     api.create_namespaced_deployment("default", body, _request_timeout=10)
+
+
+def label_node(stack: Stack, cluster: str, _args: argparse.Namespace) -> None:
+    """A label another team puts on the cluster's nodes, through its own API (no capacity,
+    health or economics changes: the applications that cannot use the cluster keep their
+    verdicts)."""
+    from kubernetes import client, config
+
+    entry = next(c for c in stack.federation["clusters"] if c["name"] == cluster)
+    api = client.CoreV1Api(config.new_client_from_config(config_file=entry["kubeconfig"]))
+    for node in api.list_node(_request_timeout=10).items:
+        body = {"metadata": {"labels": {"example.com/team": "other"}}}
+        api.patch_node(node.metadata.name, body, _request_timeout=10)
+
+
+def one_change(
+    stack: Stack,
+    leader: Replica,
+    names: list[str],
+    tiers: list[str],
+    cluster: str,
+    act: Callable[[Stack, str, argparse.Namespace], None],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """``act`` on ``cluster``; what the leader judged again and kept, and its CPU after."""
+    after = last_event(stack)
+    j1, why1, kept1 = judgements(leader), rejudged_for(leader), carried(leader)
+    must = placed_on_or_eligible(stack, names, tiers, cluster)
+    t0 = time.monotonic()
+    act(stack, cluster, args)
+    seen: float | None = None
+    while names and time.monotonic() - t0 < args.change_timeout:
+        if judgements(leader) > j1 or carried(leader) > kept1:
+            seen = time.monotonic() - t0
+            break
+        time.sleep(0.2)
+    cores = window(stack, args.window)
+    return {
+        "cluster": cluster,
+        "seen_after_s": round(seen, 2) if seen is not None else None,
+        "drift_judgements": judgements(leader) - j1,
+        "placed_on_or_eligible": must,
+        "carried": carried(leader) - kept1,
+        "rejudged_for": delta(rejudged_for(leader), why1),
+        "leader_cores": cores.pop(leader.name),
+        "follower_cores": sorted(v for k, v in cores.items() if k != "kb"),
+        "decisions": decisions(stack, after),
+        "leader_after": stack.wait_leader(60).name,
+    }
 
 
 def decisions(stack: Stack, after: int) -> list[str]:
@@ -285,30 +337,9 @@ def one_n(n: int, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
             "rejudged_for": delta(rejudged_for(leader), why0),
         }
         cluster = stack.federation["clusters"][0]["name"]
-        after = last_event(stack)
-        j1, why1, kept1 = judgements(leader), rejudged_for(leader), carried(leader)
-        must = placed_on_or_eligible(stack, names, tiers, cluster)
-        t0 = time.monotonic()
-        load_cluster(stack, cluster, args.load_cpu)
-        seen: float | None = None
-        while n and time.monotonic() - t0 < args.change_timeout:
-            if judgements(leader) > j1:
-                seen = time.monotonic() - t0
-                break
-            time.sleep(0.2)
-        cores = window(stack, args.window)
-        row["change"] = {
-            "cluster": cluster,
-            "judged_again_after_s": round(seen, 2) if seen is not None else None,
-            "drift_judgements": judgements(leader) - j1,
-            "placed_on_or_eligible": must,
-            "carried": carried(leader) - kept1,
-            "rejudged_for": delta(rejudged_for(leader), why1),
-            "leader_cores": cores.pop(leader.name),
-            "follower_cores": sorted(v for k, v in cores.items() if k != "kb"),
-            "decisions": decisions(stack, after),
-            "leader_after": stack.wait_leader(60).name,
-        }
+        # first a label on the cluster's node (no capacity or economics moves), then a load
+        row["label_change"] = one_change(stack, leader, names, tiers, cluster, label_node, args)
+        row["change"] = one_change(stack, leader, names, tiers, cluster, load_cluster, args)
         row["leader"] = leader.name
         row["elections"] = sum(
             r.log_path.read_text(errors="replace").count("became leader of term") for r in stack.replicas

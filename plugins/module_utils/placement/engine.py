@@ -223,8 +223,15 @@ def objective(app, inventory, plan) -> float:
     """The default objective of any plan (a Plan or its dict) on this inventory, judged as
     :func:`place` judges its plans: without the application's own running replicas."""
     inv = inventory if isinstance(inventory, Inventory) else Inventory.from_dict(inventory)
-    fleet = Fleet(inv)
-    judge_without_own(fleet, app, inv.placements.get(app.name) or {})
+    return objective_on(Fleet(inv), app, plan)
+
+
+def objective_on(fleet: Fleet, app, plan) -> float:
+    """:func:`objective` on an already built fleet of the inventory (one build serves every
+    application judged on it: at 1,000 clusters a build costs more than the judgement). Its
+    capacity is the inventory's again first, and is left without the application's replicas."""
+    fleet.set_capacity(fleet.free_inventory)
+    judge_without_own(fleet, app, fleet.inventory.placements.get(app.name) or {})
     services = plan.services if isinstance(plan, Plan) else plan["services"]
     return evaluate(fleet, app, plan_assignment(fleet, services))
 

@@ -146,6 +146,19 @@ class Snapshot:
     by_application: dict[Any, list[dict[str, Any]]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # what the detector asks of the whole fleet for every application, found once (``broken``)
+    fleet_memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def broken(self) -> frozenset[str]:
+        """The clusters whose credentials were refused (their capacity is last-known), found
+        once per snapshot: a set of every cluster for each application cost 0.2 s a tick at
+        1,000 applications on 1,000 clusters."""
+        found = self.fleet_memo.get("broken")
+        if found is None:
+            found = self.fleet_memo["broken"] = frozenset(
+                c["name"] for c in self.inventory.get("clusters", []) if credentials_broken(c)
+            )
+        return found
 
     def workloads_of(self, app: str) -> list[dict[str, Any]]:
         """The application's workload reports, by service then cluster: indexed once per

@@ -104,20 +104,27 @@ class DriftJudge:
         policy = self.policy_of(record)
         if policy is None:  # the user's policy cannot be read now: judge nothing against it
             return None
-        fleet = self.read(inventory)
-        if isinstance(fleet, InventoryError):  # no usable fleet now: nothing is judged
-            log.info("drift check of %s skipped: %s", name, fleet)
+        parsed = self.read(inventory)
+        if isinstance(parsed, InventoryError):  # no usable fleet now: nothing is judged
+            log.info("drift check of %s skipped: %s", name, parsed)
             return None
+        fleet = self.fleet(inventory)
         request = PlanRequest(
             record, self._avoid(policy, exclude), policy.get("scorer"), policy.get("hysteresis")
         )
-        found = self.planner([request], fleet)
-        if name not in found.services:  # no feasible plan or no usable fleet now: no drift move
-            log.info("drift check of %s skipped: %s", name, found.unplaceable.get(name, "no usable fleet"))
-            return None
+        try:
+            found = self.planner([request], fleet)
+            if name not in found.services:  # no feasible plan or no usable fleet now: no drift move
+                log.info(
+                    "drift check of %s skipped: %s", name, found.unplaceable.get(name, "no usable fleet")
+                )
+                return None
+            app = Application.from_dict(record["application"])
+            now = engine.objective_on(fleet, app, {"services": current})
+        finally:  # the fleet's capacity is the inventory's again, for the next judgement and check
+            fleet.set_capacity(fleet.free_inventory)
         self.scales[name] = found.scales.get(name)
         after = found.objectives[name]
-        now = engine.objective(Application.from_dict(record["application"]), fleet, {"services": current})
         if after < now:  # worse than staying: the current placement lost room (a NotReady node,
             # refused credentials...): the failure rules judge that, with their graces
             log.info("drift check of %s: objective %.4f -> %.4f is no gain", name, now, after)
@@ -212,7 +219,7 @@ class ChangeGate:
         self._fleet = ""  # the print of the clusters as the engine reads them, this inventory
         self._latencies = ""  # the print of the latency table as a latency score reads it
         self._latency_shape = ""  # "" when the table is well formed (else the engine refuses it)
-        self._latency: dict[str, Any] = {}  # this inventory's latency table
+        self._latency: dict[str, Any] | None = None  # this inventory's latency table
         self._locations: list[str] = []  # its clusters' locations
         self._clusters: dict[str, tuple[dict[str, Any], str]] = {}  # name -> (entry, its print)
         # app -> (its record, its placement, the key's parts read from them): ``_parts``
@@ -289,14 +296,16 @@ class ChangeGate:
                 forget(set(self.verdicts))
         clusters = inventory.get("clusters") or []
         each = {str(c.get("name")): self._cluster_print(c) for c in clusters}
-        self._latency = inventory.get("latency_ms") or {}
-        self._locations = [str(c.get("location") or c.get("name")) for c in clusters if isinstance(c, dict)]
-        seen = latency_seen(self._latency, self._locations)
-        latency = _print(self._latency if seen is None else seen)  # a malformed table whole
+        table = inventory.get("latency_ms") or {}
+        locations = [str(c.get("location") or c.get("name")) for c in clusters if isinstance(c, dict)]
+        if table is not self._latency or locations != self._locations:  # the view hands out the
+            # same table until a latency changes: a million entries at 1,000 clusters
+            seen = latency_seen(table, locations)
+            self._latencies = _digest(_print(table if seen is None else seen))  # a malformed table whole
+            self._latency_shape = "" if seen is not None else self._latencies
+        self._latency, self._locations = table, locations
         self._fleet = _digest("|".join(each.values()))
-        self._latencies = _digest(latency)
-        self._latency_shape = "" if seen is not None else self._latencies
-        self._count_changes(each, latency)
+        self._count_changes(each, self._latencies)
 
     def _count_changes(self, each: dict[str, str], latency: str) -> None:
         """Count what changed in the fleet since the last inventory (cluster names, or
@@ -339,7 +348,7 @@ class ChangeGate:
         outside = sorted(named - set(self._locations))
         if not outside:
             return ""
-        table = self._latency
+        table = self._latency or {}
         return _print(
             {
                 loc: [table.get(loc), [(table.get(c) or {}).get(loc) for c in self._locations]]
@@ -447,7 +456,8 @@ class BatchPlan:
 
 
 # plan(requests, inventory) -> one plan for all of them, in one pass over the inventory
-# planner(requests, inventory) -> their plans; the inventory as the KB gives it or already parsed
+# planner(requests, inventory) -> their plans; the inventory as the KB gives it, already parsed, or
+# built into the engine's arrays (fleet.Fleet: the drift judge's one build per inventory)
 Planner = Callable[[list[PlanRequest], Any], BatchPlan]
 
 
@@ -461,6 +471,7 @@ def engine_planner(default_scorer: str = "weighted", default_hysteresis: float =
             policy_item,
         )
         from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
+        from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet import Fleet
         from ansible_collections.qonnect.core.plugins.module_utils.qos import Application
     except ImportError as exc:
         log.warning("placement engine unavailable (%s): migrations place for themselves", exc)
@@ -481,8 +492,13 @@ def engine_planner(default_scorer: str = "weighted", default_hysteresis: float =
             batch.append((req, item))
         if not batch:
             return out
+        fleet = inventory if isinstance(inventory, Fleet) else None
+        if fleet is not None:  # an already built fleet (the drift judge's): from its inventory's capacity
+            fleet.set_capacity(fleet.free_inventory)
         try:
-            result = place_batch([item for _req, item in batch], inventory)
+            result = place_batch(
+                [item for _req, item in batch], inventory if fleet is None else fleet.inventory, fleet=fleet
+            )
         except InventoryError as exc:  # no usable fleet: nothing is judged; the run reports it
             log.info("batch plan skipped: %s", exc)
             return out

@@ -12,8 +12,6 @@ and one snapshot (detector.py's types).
 
 from __future__ import annotations
 
-from ansible_collections.qonnect.core.plugins.module_utils.placement.model import credentials_broken
-
 from qonnect.controller.detector import Memory, Settings, Snapshot, Trigger, down_clusters, placed_clusters
 from qonnect.controller.statemachine import FAILED, DecisionLog
 
@@ -95,7 +93,7 @@ def steady(
     suspect, has refused credentials (its capacity is last-known), or lost a node recently
     (the node-not-ready rule and its grace own that; the lost capacity is not drift)."""
     hosting = {c for cs in services.values() for c in cs}
-    broken = {c["name"] for c in snapshot.inventory.get("clusters", []) if credentials_broken(c)}
+    broken = snapshot.broken()
     settle = settings.node_grace + settings.stable_seconds
     recent = {c for c, since in memory.degraded_since.items() if snapshot.now - since < settle}
     return not hosting & (set(suspects) | broken | recent)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.qonnect.core.plugins.module_utils.placement import model
-from qonnect.controller import detector, settling, triggers, view
+from qonnect.controller import detector, view
 from qonnect.controller.capacity import read_capacity
 from qonnect.controller.confirm import probe_cluster
 from qonnect.kb import merge, migrations, ops, queries
@@ -148,9 +148,15 @@ def test_probe_and_capacity_read_through_the_records_kubeconfig_and_context(api,
 
 def test_credentials_broken_is_one_rule_everywhere():
     assert detector.credentials_broken is model.credentials_broken
-    assert triggers.credentials_broken is model.credentials_broken
-    assert settling.credentials_broken is model.credentials_broken
     assert queries.credentials_broken is model.credentials_broken
+    # the drift rules (triggers, settling) read it through the snapshot, found once per tick
+    clusters = [
+        {"name": "ok", "reachable": True, "error": None},
+        {"name": "refused", "reachable": True, "error": "forbidden: list nodes"},
+        {"name": "gone", "reachable": False, "error": "forbidden: x"},
+    ]
+    snapshot = detector.Snapshot({"clusters": clusters}, [], [], 0.0)
+    assert snapshot.broken() == {c["name"] for c in clusters if model.credentials_broken(c)} == {"refused"}
     # the KB's inventory and the controller's cached view judge ages and health by one function
     assert view.aged_cluster is model.aged_cluster
     assert queries.aged_cluster is model.aged_cluster
