@@ -25,6 +25,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet impor
     np,
     performance_raw,
 )
+from ansible_collections.qonnect.core.plugins.module_utils.placement.plan import clusters_of
 
 
 def unaffected(
@@ -38,7 +39,7 @@ def unaffected(
     own = before.inventory.placements.get(app.name) or {}
     if own != (after.inventory.placements.get(app.name) or {}):
         return False
-    placed = _clusters_of(current) | _clusters_of(own)
+    placed = clusters_of(current) | clusters_of(own)
     if placed & changed:
         return False
     if usable(before, app, exclude, current, changed) or usable(after, app, exclude, current, changed):
@@ -117,12 +118,3 @@ def _nodes_in(fleet: Fleet, clusters) -> np.ndarray:
         if c is not None:
             chosen[c] = True
     return chosen[fleet.node_cluster]
-
-
-def _clusters_of(placement: dict) -> set[str]:
-    found = set()
-    for entries in placement.values() if isinstance(placement, dict) else ():
-        for entry in entries if isinstance(entries, list) else ():
-            if isinstance(entry, dict) and isinstance(entry.get("cluster"), str):
-                found.add(entry["cluster"])
-    return found

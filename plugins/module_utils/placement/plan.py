@@ -50,3 +50,14 @@ def entries_from_assignment(fleet, nodes: list[int]) -> list[dict]:
         }
         for c, vs in sorted(by_cluster.items())
     ]
+
+
+def clusters_of(placement: dict | None) -> set[str]:
+    """The clusters a placement ({service: [{cluster, ...}]}) runs on."""
+    return {
+        e["cluster"]
+        for entries in (placement or {}).values()
+        if isinstance(entries, list)
+        for e in entries
+        if isinstance(e, dict) and isinstance(e.get("cluster"), str)
+    }

@@ -41,6 +41,7 @@ from ansible_collections.qonnect.core.plugins.module_utils.placement.fleet impor
     request_vector,
 )
 from ansible_collections.qonnect.core.plugins.module_utils.placement.model import RESOURCES, Inventory
+from ansible_collections.qonnect.core.plugins.module_utils.placement.plan import clusters_of
 from ansible_collections.qonnect.core.plugins.module_utils.quantity import format_bytes
 
 # an application that states nothing is held to N-1: it must outlive any one cluster's failure
@@ -733,17 +734,6 @@ def _why(error, avoid: list[str]) -> str:
 
 def _plus(a: dict, b: dict) -> dict:
     return {t: {r: v + b.get(t, {}).get(r, 0.0) for r, v in rs.items()} for t, rs in a.items()}
-
-
-def clusters_of(placement: dict | None) -> set[str]:
-    """The clusters a placement ({service: [{cluster, ...}]}) runs on."""
-    return {
-        e["cluster"]
-        for entries in (placement or {}).values()
-        if isinstance(entries, list)
-        for e in entries
-        if isinstance(e, dict) and isinstance(e.get("cluster"), str)
-    }
 
 
 def _round(value: float | None) -> float | None:

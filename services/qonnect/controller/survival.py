@@ -49,7 +49,8 @@ from typing import Any
 from ansible_collections.qonnect.core.plugins.module_utils.kb_client import KBError
 from ansible_collections.qonnect.core.plugins.module_utils.placement import whatif
 from ansible_collections.qonnect.core.plugins.module_utils.placement.errors import InventoryError
-from ansible_collections.qonnect.core.plugins.module_utils.placement.whatif import amount, clusters_of
+from ansible_collections.qonnect.core.plugins.module_utils.placement.plan import clusters_of
+from ansible_collections.qonnect.core.plugins.module_utils.placement.whatif import amount
 from ansible_collections.qonnect.core.plugins.module_utils.runners import intent
 
 log = logging.getLogger("qonnect.controller.survival")
